@@ -1,0 +1,22 @@
+# -*- coding: utf-8 -*-
+# Copyright: kubehw.devices contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+
+class ModuleDocFragment(object):
+    # Descriptions of the attributes every module declares; each module sets C(support).
+    DOCUMENTATION = r"""
+options: {}
+attributes:
+  check_mode:
+    description: Can run in C(check_mode) and return the changed status it would have, without making any write.
+  diff_mode:
+    description: Returns the state before and after, for the keys or objects the module manages, when run with C(--diff).
+  idempotent:
+    description:
+      - Running the module twice with the same input reports C(changed=false) the second time and makes no write.
+"""
