@@ -187,8 +187,10 @@ def build_configuration(auth):
             try:
                 kubernetes.config.load_incluster_config(client_configuration=cfg)
             except ConfigException:
+                # The client reads $KUBECONFIG at import time; read it now instead.
+                default = os.environ.get("KUBECONFIG") or os.path.expanduser("~/.kube/config")
                 kubernetes.config.load_kube_config(
-                    context=auth.get("context"), client_configuration=cfg, persist_config=False)
+                    config_file=default, context=auth.get("context"), client_configuration=cfg, persist_config=False)
     except ConfigException as exc:
         raise KubeHwError(
             "Could not load Kubernetes connection settings: %s. Set kubeconfig, or host with "
@@ -199,8 +201,10 @@ def build_configuration(auth):
     if auth.get("host"):
         cfg.host = auth["host"].rstrip("/")
     if auth.get("api_key"):
-        cfg.api_key = {"authorization": "Bearer %s" % auth["api_key"]}
+        cfg.api_key = {"BearerToken": "Bearer %s" % auth["api_key"]}
         cfg.api_key_prefix = {}
+        # The kubeconfig loader installs a hook that would put its own token back.
+        cfg.refresh_api_key_hook = None
     if auth.get("username"):
         cfg.username = auth["username"]
     if auth.get("password"):

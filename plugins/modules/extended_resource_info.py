@@ -1,0 +1,256 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: kubehw.devices contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+module: extended_resource_info
+short_description: Report the extended resources of Kubernetes nodes and the pods that use them
+version_added: 0.1.0
+description:
+  - Reads nodes and reports, per node, the extended resources in C(status.capacity) (advertised)
+    and C(status.allocatable) (what the scheduler can hand out), and the pods that request them.
+  - Read-only. Makes one list request for nodes and, with O(include_pods=true), one for pods.
+author:
+  - kubehw.devices contributors
+extends_documentation_fragment:
+  - kubehw.devices.k8s_auth_options
+  - kubehw.devices.attributes
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+  idempotent:
+    support: full
+options:
+  name:
+    description:
+      - Name of one node to report. Mutually exclusive with O(names), O(label_selectors) and O(field_selectors).
+    type: str
+  names:
+    description:
+      - Names of the nodes to report.
+    type: list
+    elements: str
+  label_selectors:
+    description:
+      - Label selectors, joined with commas, as in C(kubernetes.core.k8s_info).
+    type: list
+    elements: str
+  field_selectors:
+    description:
+      - Field selectors, joined with commas, as in C(kubernetes.core.k8s_info).
+    type: list
+    elements: str
+  include_pods:
+    description:
+      - Also list the pods that request extended resources, and the pods that are pending for them.
+    type: bool
+    default: true
+notes:
+  - With no O(name), O(names) or selector, every node is reported.
+  - A resource counts as extended when it is not one of C(cpu), C(memory), C(pods),
+    C(ephemeral-storage), C(hugepages-*) or C(attachable-volumes-*).
+"""
+
+EXAMPLES = r"""
+- name: Show what each GPU node advertises and what is in use
+  kubehw.devices.extended_resource_info:
+    label_selectors:
+      - feature.node.kubernetes.io/pci-10de.present=true
+  register: gpu_nodes
+
+- name: Print allocatable GPUs per node
+  ansible.builtin.debug:
+    msg: "{{ item.name }}: {{ item.allocatable['nvidia.com/gpu'] | default('0') }}"
+  loop: "{{ gpu_nodes.nodes }}"
+  loop_control:
+    label: "{{ item.name }}"
+"""
+
+RETURN = r"""
+nodes:
+  description: One entry per node, sorted by name.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    name:
+      description: Node name.
+      type: str
+      sample: gpu-1
+    ready:
+      description: Status of the node's C(Ready) condition (C(True), C(False) or C(Unknown)).
+      type: str
+      sample: "True"
+    unschedulable:
+      description: Whether the node is cordoned.
+      type: bool
+    capacity:
+      description: Extended resources in C(status.capacity).
+      type: dict
+      sample: {"example.com/dongle": "4"}
+    allocatable:
+      description: Extended resources in C(status.allocatable).
+      type: dict
+      sample: {"example.com/dongle": "4"}
+    requested:
+      description: Sum of the extended-resource requests of the node's running and pending pods.
+      type: dict
+      sample: {"example.com/dongle": 2}
+    pods:
+      description: Pods on the node that request extended resources.
+      type: list
+      elements: dict
+      sample: [{"namespace": "default", "name": "dongle-user", "phase": "Running", "requests": {"example.com/dongle": "2"}}]
+pending_pods:
+  description: Pods that request extended resources and are not scheduled, with the scheduler's reason.
+  returned: when O(include_pods=true)
+  type: list
+  elements: dict
+  sample: [{"namespace": "default", "name": "too-many", "requests": {"example.com/dongle": "5"},
+            "reason": "Unschedulable", "message": "0/3 nodes are available: ..."}]
+"""
+
+import copy
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.kubehw.devices.plugins.module_utils._client import (
+    AUTH_ARG_SPEC,
+    KubeClient,
+    KubeHwError,
+    fail_from_error,
+)
+
+STANDARD_RESOURCES = ("cpu", "memory", "pods", "ephemeral-storage")
+STANDARD_PREFIXES = ("hugepages-", "attachable-volumes-")
+
+
+def is_extended(name):
+    return name not in STANDARD_RESOURCES and not name.startswith(STANDARD_PREFIXES)
+
+
+def extended_only(resources):
+    return dict((k, v) for k, v in (resources or {}).items() if is_extended(k))
+
+
+def pod_extended_requests(pod):
+    """Effective extended-resource requests of a pod (limits stand in for absent requests)."""
+    total = {}
+    for container in (pod.get("spec") or {}).get("containers") or []:
+        res = container.get("resources") or {}
+        asked = dict(res.get("limits") or {})
+        asked.update(res.get("requests") or {})
+        for key, value in extended_only(asked).items():
+            total[key] = total.get(key, 0) + _int_quantity(value)
+    return total
+
+
+def _int_quantity(value):
+    # Extended resources are whole numbers (the apiserver refuses others in pod specs).
+    try:
+        return int(str(value))
+    except ValueError:
+        return 0
+
+
+def node_ready(node):
+    for cond in (node.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == "Ready":
+            return cond.get("status")
+    return "Unknown"
+
+
+def summarize(nodes, pods):
+    by_node = dict((n["metadata"]["name"], []) for n in nodes)
+    pending = []
+    for pod in pods:
+        requests = pod_extended_requests(pod)
+        if not requests:
+            continue
+        phase = (pod.get("status") or {}).get("phase")
+        if phase in ("Succeeded", "Failed"):
+            continue
+        node_name = (pod.get("spec") or {}).get("nodeName")
+        entry = dict(namespace=pod["metadata"].get("namespace"), name=pod["metadata"]["name"],
+                     phase=phase, requests=dict((k, str(v)) for k, v in requests.items()))
+        if node_name:
+            if node_name in by_node:
+                by_node[node_name].append(entry)
+            continue
+        for cond in (pod.get("status") or {}).get("conditions") or []:
+            if cond.get("type") == "PodScheduled" and cond.get("status") == "False":
+                entry["reason"] = cond.get("reason")
+                entry["message"] = cond.get("message")
+        pending.append(entry)
+    result = []
+    for node in sorted(nodes, key=lambda n: n["metadata"]["name"]):
+        name = node["metadata"]["name"]
+        status = node.get("status") or {}
+        requested = {}
+        for pod in by_node[name]:
+            for key, value in pod["requests"].items():
+                requested[key] = requested.get(key, 0) + int(value)
+        result.append(dict(
+            name=name,
+            ready=node_ready(node),
+            unschedulable=bool((node.get("spec") or {}).get("unschedulable")),
+            capacity=extended_only(status.get("capacity")),
+            allocatable=extended_only(status.get("allocatable")),
+            requested=requested,
+            pods=sorted(by_node[name], key=lambda p: (p["namespace"], p["name"])),
+        ))
+    return result, sorted(pending, key=lambda p: (p["namespace"], p["name"]))
+
+
+def read_nodes(client, params):
+    if params.get("name") or params.get("names"):
+        names = [params["name"]] if params.get("name") else params["names"]
+        nodes = []
+        for name in names:
+            nodes.append(client.call_json(client.core.read_node, name, what='read node "%s"' % name))
+        return nodes
+    kwargs = {}
+    if params.get("label_selectors"):
+        kwargs["label_selector"] = ",".join(params["label_selectors"])
+    if params.get("field_selectors"):
+        kwargs["field_selector"] = ",".join(params["field_selectors"])
+    return client.call_json(client.core.list_node, what="list nodes", **kwargs).get("items") or []
+
+
+def main():
+    argument_spec = copy.deepcopy(AUTH_ARG_SPEC)
+    argument_spec.update(
+        name=dict(type="str"),
+        names=dict(type="list", elements="str"),
+        label_selectors=dict(type="list", elements="str"),
+        field_selectors=dict(type="list", elements="str"),
+        include_pods=dict(type="bool", default=True),
+    )
+    module = AnsibleModule(
+        argument_spec=argument_spec,
+        mutually_exclusive=[("name", "names", "label_selectors"), ("name", "names", "field_selectors")],
+        supports_check_mode=True,
+    )
+    try:
+        client = KubeClient(module)
+        nodes = read_nodes(client, module.params)
+        pods = []
+        if module.params["include_pods"]:
+            pods = client.call_json(client.core.list_pod_for_all_namespaces, what="list pods").get("items") or []
+        summary, pending = summarize(nodes, pods)
+    except KubeHwError as err:
+        fail_from_error(module, err, changed=False)
+    result = dict(changed=False, nodes=summary)
+    if module.params["include_pods"]:
+        result["pending_pods"] = pending
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()
