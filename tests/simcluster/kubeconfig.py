@@ -1,0 +1,45 @@
+# Copyright (c) kubehw.devices contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Kubeconfig files for the simulated cluster, in the form kubectl and the official client read."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import base64
+import os
+
+import yaml
+
+
+def kubeconfig_dict(server_url, ca_cert_path, token, context="simcluster", user="simcluster-admin",
+                    cluster="simcluster", namespace=None):
+    """A kubeconfig as a dict, with the CA embedded so the file stands alone."""
+    with open(ca_cert_path, "rb") as f:
+        ca_data = base64.b64encode(f.read()).decode("ascii")
+    ctx = {"cluster": cluster, "user": user}
+    if namespace:
+        ctx["namespace"] = namespace
+    return {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "preferences": {},
+        "clusters": [{"name": cluster, "cluster": {"server": server_url, "certificate-authority-data": ca_data}}],
+        "users": [{"name": user, "user": {"token": token}}],
+        "contexts": [{"name": context, "context": ctx}],
+        "current-context": context,
+    }
+
+
+def write_kubeconfig(path, server_url, ca_cert_path, token, context="simcluster", user="simcluster-admin",
+                     cluster="simcluster", namespace=None):
+    """Write a kubeconfig to path (mode 0600, as it holds a token) and return path."""
+    data = kubeconfig_dict(server_url, ca_cert_path, token, context=context, user=user,
+                           cluster=cluster, namespace=namespace)
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        os.makedirs(directory)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        yaml.safe_dump(data, f, default_flow_style=False, sort_keys=False)
+    return path
