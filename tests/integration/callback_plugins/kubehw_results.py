@@ -1,0 +1,68 @@
+# Copyright (c) kubehw.devices contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+name: kubehw_results
+type: aggregate
+short_description: Write every task result as one JSON line, for the integration test harness
+description:
+  - Appends one JSON object per finished task (ok, failed, skipped, unreachable) to the file named
+    by the E(KUBEHW_RESULTS_FILE) environment variable, with the task name, host and status added.
+  - Needs only ansible-core, so the harness reads results the same way whatever the stdout callback is.
+requirements:
+  - enabled in C(callbacks_enabled) (the harness sets E(ANSIBLE_CALLBACKS_ENABLED))
+"""
+
+import json
+import os
+
+from ansible.module_utils.common.json import AnsibleJSONEncoder
+from ansible.plugins.callback import CallbackBase
+
+
+def _result_dict(result):
+    # ansible-core 2.19 adds the public .result; older versions only have ._result
+    data = getattr(result, "result", None)
+    if not hasattr(data, "items"):
+        data = result._result
+    return dict(data)
+
+
+class CallbackModule(CallbackBase):
+    CALLBACK_VERSION = 2.0
+    CALLBACK_TYPE = "aggregate"
+    CALLBACK_NAME = "kubehw_results"
+    CALLBACK_NEEDS_ENABLED = True
+
+    def __init__(self, *args, **kwargs):
+        super(CallbackModule, self).__init__(*args, **kwargs)
+        self._path = os.environ.get("KUBEHW_RESULTS_FILE")
+
+    def _record(self, status, result, ignore_errors=False):
+        if not self._path:
+            return
+        data = _result_dict(result)
+        data["task"] = result.task_name or result._task.get_name()
+        data["host"] = result._host.get_name()
+        data["status"] = status
+        if ignore_errors:
+            data["ignore_errors"] = True
+        line = json.dumps(data, cls=AnsibleJSONEncoder, sort_keys=True)
+        with open(self._path, "a") as f:
+            f.write(line + "\n")
+
+    def v2_runner_on_ok(self, result):
+        self._record("ok", result)
+
+    def v2_runner_on_failed(self, result, ignore_errors=False):
+        self._record("failed", result, ignore_errors)
+
+    def v2_runner_on_skipped(self, result):
+        self._record("skipped", result)
+
+    def v2_runner_on_unreachable(self, result):
+        self._record("unreachable", result)
