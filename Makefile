@@ -1,0 +1,63 @@
+# kubehw.devices developer entry points. Everything runs from the pinned tools in .venv
+# (created by `make setup`) with the test collections in .cache/collections.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+ROOT := $(abspath $(dir $(lastword $(MAKEFILE_LIST))))
+VENV := $(ROOT)/.venv
+BIN := $(VENV)/bin
+REPORTS := $(ROOT)/.cache/reports
+PYTHON ?= python3.11
+# Tools and ansible-playbook find kubehw.devices (this checkout) and the test collections here.
+export ANSIBLE_CONFIG := $(ROOT)/ansible.cfg
+export ANSIBLE_COLLECTIONS_PATH := $(ROOT)/.cache/collections
+export PATH := $(BIN):$(PATH)
+PYTEST := $(BIN)/python -m pytest -p no:cacheprovider
+
+.PHONY: help setup sanity units integration lint roles test demo clean
+
+help:
+	@echo "make demo         set up, start the simulated cluster, run site.yml against it, print a summary"
+	@echo "make test         setup + sanity + units + integration + lint + roles, then a summary table"
+	@echo "make setup        .venv with pinned tools, Debian packages, test collections (idempotent)"
+	@echo "make sanity       ansible-test sanity on a copy of the checkout (no ignore file)"
+	@echo "make units        pytest tests/unit and the build/install test"
+	@echo "make integration  pytest tests/integration tests/simcluster (simulated cluster unless KUBECONFIG is set)"
+	@echo "make lint         ansible-lint --profile production"
+	@echo "make roles        every molecule scenario"
+
+setup:
+	@PYTHON=$(PYTHON) bash $(ROOT)/scripts/setup.sh
+
+sanity:
+	@bash $(ROOT)/scripts/sanity.sh
+
+units:
+	@mkdir -p $(REPORTS)
+	$(PYTEST) --junitxml=$(REPORTS)/units.xml tests/unit tests/test_build.py
+
+integration:
+	@mkdir -p $(REPORTS)
+	$(PYTEST) --junitxml=$(REPORTS)/integration.xml tests/integration tests/simcluster
+
+lint:
+	$(BIN)/ansible-lint --profile production
+
+roles:
+	@mkdir -p $(REPORTS)
+	$(BIN)/python $(ROOT)/scripts/run_molecule.py --results $(REPORTS)/roles.json
+
+test:
+	@$(PYTHON) $(ROOT)/scripts/run_tests.py --reports $(REPORTS)
+
+demo: setup
+	@if [ -f $(ROOT)/scripts/demo.sh ]; then \
+		exec bash $(ROOT)/scripts/demo.sh; \
+	elif [ -f $(ROOT)/tests/demo/__main__.py ] || [ -f $(ROOT)/tests/demo.py ]; then \
+		exec $(BIN)/python -m tests.demo; \
+	else \
+		echo "demo not written yet: neither scripts/demo.sh nor tests/demo exists" >&2; exit 1; \
+	fi
+
+clean:
+	rm -rf $(ROOT)/.cache/sanity $(REPORTS) $(ROOT)/tests/output

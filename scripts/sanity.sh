@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+#
+# Run `ansible-test sanity` on a copy of the checkout. ansible-test needs a real (not symlinked)
+# .../ansible_collections/kubehw/devices directory, and copying only git-tracked plus untracked
+# non-ignored files keeps .venv, .cache and build output out of the test.
+# Extra arguments go to ansible-test (for example `--test pylint`).
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+COPY="$ROOT/.cache/sanity/ansible_collections/kubehw/devices"
+VENV="$ROOT/.venv"
+
+rm -rf "$COPY"
+mkdir -p "$COPY"
+cd "$ROOT"
+# -z keeps odd file names intact; files deleted but not yet committed are skipped.
+git ls-files -z --cached --others --exclude-standard | while IFS= read -r -d '' path; do
+    if [ -e "$path" ] || [ -L "$path" ]; then
+        printf '%s\0' "$path"
+    fi
+done | tar --null --no-recursion -T - -cf - | tar -xf - -C "$COPY"
+
+if [ -e "$COPY/tests/sanity/ignore-2.19.txt" ] || compgen -G "$COPY/tests/sanity/ignore-*.txt" >/dev/null; then
+    echo "sanity: tests/sanity/ignore-*.txt exists; this project keeps sanity clean without an ignore file" >&2
+    exit 1
+fi
+
+cd "$COPY"
+export PATH="$VENV/bin:$PATH"
+exec ansible-test sanity --local --python 3.11 --color no "$@"

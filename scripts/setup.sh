@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+#
+# Prepare a development/CI machine for kubehw.devices. Idempotent: a second run only checks
+# stamps and takes seconds. Reaches only PyPI and Debian's package mirrors.
+#
+#   .venv/                         pinned tools from requirements-dev.txt
+#   .cache/collections/            test-only collections unpacked from the PyPI `ansible` wheel,
+#                                  plus ansible_collections/kubehw/devices -> this checkout
+#   ~/.ansible/test/cache/         offline replacement for ansible-test's pip bootstrap download
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+
+PYTHON="${PYTHON:-python3.11}"
+VENV="$ROOT/.venv"
+CACHE="$ROOT/.cache"
+ANSIBLE_WHEEL_VERSION="12.3.0"
+# Collections the tests, molecule scenarios and lint need; none is a runtime dependency.
+TEST_COLLECTIONS="kubernetes.core community.general community.docker ansible.posix"
+# Debian packages the role scenarios use: root file systems, nspawn targets, local apt repos.
+DEB_PACKAGES="debootstrap systemd-container dpkg-dev iproute2 shellcheck ca-certificates"
+
+log() { printf '[setup] %s\n' "$*"; }
+
+install_debian_packages() {
+    local missing=() pkg
+    for pkg in $DEB_PACKAGES; do
+        if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed'; then
+            missing+=("$pkg")
+        fi
+    done
+    if [ "${#missing[@]}" -eq 0 ]; then
+        log "Debian packages present"
+        return 0
+    fi
+    if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null 2>&1; then
+        log "WARNING: missing Debian packages (${missing[*]}); not root or no apt-get, role scenarios may fail"
+        return 0
+    fi
+    log "apt-get install ${missing[*]}"
+    DEBIAN_FRONTEND=noninteractive apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+create_venv() {
+    local stamp="$VENV/.requirements.sha256" want
+    want="$(sha256sum <requirements-dev.txt | cut -d' ' -f1)"
+    if [ -x "$VENV/bin/python" ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
+        log ".venv up to date"
+        return 0
+    fi
+    if [ ! -x "$VENV/bin/python" ]; then
+        log "creating .venv with $PYTHON"
+        "$PYTHON" -m venv "$VENV"
+    fi
+    log "installing requirements-dev.txt into .venv"
+    "$VENV/bin/python" -m pip install -q --disable-pip-version-check -r requirements-dev.txt
+    echo "$want" >"$stamp"
+}
+
+unpack_collections() {
+    local wheel_dir="$CACHE/downloads" stamp="$CACHE/collections/.stamp"
+    local want="ansible==$ANSIBLE_WHEEL_VERSION $TEST_COLLECTIONS"
+    mkdir -p "$wheel_dir" "$CACHE/collections/ansible_collections"
+    if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
+        log "test collections up to date"
+    else
+        if ! compgen -G "$wheel_dir/ansible-$ANSIBLE_WHEEL_VERSION-*.whl" >/dev/null; then
+            log "downloading ansible==$ANSIBLE_WHEEL_VERSION wheel (collections only are used)"
+            "$VENV/bin/python" -m pip download -q --disable-pip-version-check --no-deps \
+                -d "$wheel_dir" "ansible==$ANSIBLE_WHEEL_VERSION"
+        fi
+        # shellcheck disable=SC2086  # the collection list is meant to split into arguments
+        "$VENV/bin/python" "$ROOT/scripts/unpack_collections.py" \
+            "$(compgen -G "$wheel_dir/ansible-$ANSIBLE_WHEEL_VERSION-*.whl" | head -n1)" \
+            "$CACHE/collections" $TEST_COLLECTIONS
+        echo "$want" >"$stamp"
+    fi
+    # The checkout itself, reachable as kubehw.devices by ansible-playbook, molecule and pytest.
+    mkdir -p "$CACHE/collections/ansible_collections/kubehw"
+    ln -sfn ../../../.. "$CACHE/collections/ansible_collections/kubehw/devices"
+}
+
+install_pip_bootstrap() {
+    # ansible-test downloads get-pip from a host this network cannot reach; it uses a cached copy if present.
+    local version target
+    version="$("$VENV/bin/python" - <<'EOF'
+import os, re, ansible_test
+path = os.path.join(os.path.dirname(ansible_test.__file__), '_internal', 'python_requirements.py')
+with open(path) as f:
+    print(re.search(r"pip='([0-9.]+)'", f.read()).group(1))
+EOF
+)"
+    target="$HOME/.ansible/test/cache/get_pip_${version//./_}.py"
+    mkdir -p "$(dirname "$target")"
+    if ! cmp -s "$ROOT/scripts/get_pip_offline.py" "$target"; then
+        log "installing offline pip bootstrap for ansible-test as $target"
+        cp "$ROOT/scripts/get_pip_offline.py" "$target"
+    fi
+}
+
+install_debian_packages
+create_venv
+unpack_collections
+install_pip_bootstrap
+log "done"
