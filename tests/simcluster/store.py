@@ -85,17 +85,37 @@ class StoreError(Exception):
         return body
 
 
+def group_resource(resource):
+    """nodes, daemonsets.apps: how the apiserver names a resource in messages."""
+    group = RESOURCES[resource][0] if resource in RESOURCES else ""
+    return "%s.%s" % (resource, group) if group else resource
+
+
+def _details(resource, name):
+    details = {"name": name}
+    group = RESOURCES[resource][0] if resource in RESOURCES else ""
+    if group:
+        details["group"] = group
+    details["kind"] = resource
+    return details
+
+
 def not_found(resource, name):
-    return StoreError(404, "NotFound", '%s "%s" not found' % (resource, name),
-                      {"name": name, "kind": resource})
+    return StoreError(404, "NotFound", '%s "%s" not found' % (group_resource(resource), name),
+                      _details(resource, name))
 
 
 def conflict(resource, name):
     return StoreError(
         409, "Conflict",
         'Operation cannot be fulfilled on %s "%s": the object has been modified; '
-        "please apply your changes to the latest version and try again" % (resource, name),
-        {"name": name, "kind": resource})
+        "please apply your changes to the latest version and try again" % (group_resource(resource), name),
+        _details(resource, name))
+
+
+def already_exists(resource, name):
+    return StoreError(409, "AlreadyExists", '%s "%s" already exists' % (group_resource(resource), name),
+                      _details(resource, name))
 
 
 # ---------------------------------------------------------------- selectors
@@ -344,8 +364,7 @@ class Store:
                                                   "field": "metadata.name"}]})
             key = self._key(resource, meta.get("namespace"), meta["name"])
             if key in self._objects:
-                raise StoreError(409, "AlreadyExists", '%s "%s" already exists' % (resource, meta["name"]),
-                                 {"name": meta["name"], "kind": resource})
+                raise already_exists(resource, meta["name"])
             obj["apiVersion"] = api_version(resource)
             obj["kind"] = kind_of(resource)
             meta["uid"] = str(uuid.uuid4())

@@ -1,0 +1,193 @@
+# Copyright (c) kubehw.devices contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""A simulated Kubernetes cluster for tests: an HTTPS API that answers as kube-apiserver v1.32,
+simulated kubelets, a DaemonSet controller and a scheduler. Test equipment, not shipped code.
+
+    from tests.simcluster import SimCluster
+    with SimCluster("tests/simcluster/examples/default.yaml") as sim:
+        sim.url, sim.kubeconfig_path, sim.ca_cert_path, sim.admin_token, sim.requests
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import copy
+import os
+import shutil
+import ssl
+import tempfile
+
+from tests.simcluster import auth
+from tests.simcluster.config import DEFAULT_CONFIG_PATH, load_config
+from tests.simcluster.kubeconfig import write_kubeconfig
+from tests.simcluster.server import ApiServer
+from tests.simcluster.store import Store, now_rfc3339
+
+try:
+    from tests.simcluster.controllers import Controllers
+except ImportError as _controllers_error:  # pragma: no cover - only while controllers.py is being written
+    if "tests.simcluster.controllers" not in str(_controllers_error):
+        raise
+    Controllers = None
+
+__all__ = ["SimCluster", "DEFAULT_CONFIG_PATH"]
+
+BASE_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+
+
+class SimCluster:
+    """config: None (examples/default.yaml), a dict, or a YAML path.
+
+    controllers=False serves the API alone (no kubelets, scheduler or DaemonSet controller):
+    nodes are still created from the config, but nothing changes them behind a test's back.
+    """
+
+    def __init__(self, config=None, tls=True, port=0, host="127.0.0.1", controllers=True):
+        self.config = load_config(DEFAULT_CONFIG_PATH if config is None else config)
+        self.tls = tls
+        self.host = host
+        self.port = port
+        self.store = Store(history_size=self.config["watch_history"])
+        self.authenticator = auth.Authenticator(self.config)
+        self.admin_token = self.authenticator.admin_token
+        self.use_controllers = controllers
+        self.controllers = None
+        self.api = None
+        self.url = None
+        self.kubeconfig_path = None
+        self.ca_cert_path = None
+        self._tmpdir = None
+
+    # -- lifecycle
+    def start(self):
+        self._tmpdir = tempfile.mkdtemp(prefix="simcluster-")
+        ssl_context = None
+        if self.tls:
+            self.ca_cert_path, cert, key = auth.make_tls(os.path.join(self._tmpdir, "pki"))
+            ssl_context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            ssl_context.load_cert_chain(cert, key)
+        for resource, obj in auth.bootstrap_rbac():
+            self.store.create(resource, obj)
+        if self.use_controllers and Controllers is not None:
+            self.controllers = Controllers(self.store, self.config)
+            self.controllers.start()
+        self._ensure_base_objects()
+        hooks = {"unreachable": self.set_node_unreachable, "fail-pods": self.fail_pod_start}
+        self.api = ApiServer(self.store, self.authenticator, ssl_context=ssl_context, host=self.host,
+                             port=self.port, bookmark_interval=self.config["bookmark_interval"],
+                             admin_hooks=hooks)
+        self.api.start()
+        self.port = self.api.port
+        self.url = self.api.url
+        if self.tls:
+            self.kubeconfig_path = write_kubeconfig(os.path.join(self._tmpdir, "kubeconfig"), self.url,
+                                                    self.ca_cert_path, self.admin_token)
+        else:
+            self.kubeconfig_path = self._write_plain_kubeconfig(os.path.join(self._tmpdir, "kubeconfig"))
+        return self
+
+    def stop(self):
+        if self.api is not None:
+            self.api.stop()
+            self.api = None
+        if self.controllers is not None:
+            self.controllers.stop()
+            self.controllers = None
+        self.store.close_watches()
+        if self._tmpdir:
+            shutil.rmtree(self._tmpdir, ignore_errors=True)
+            self._tmpdir = None
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()
+
+    def write_kubeconfig(self, path):
+        """Write a kubeconfig for this cluster (admin token) to path; returns path."""
+        if not self.tls:
+            return self._write_plain_kubeconfig(path)
+        return write_kubeconfig(path, self.url, self.ca_cert_path, self.admin_token)
+
+    def _write_plain_kubeconfig(self, path):
+        import yaml
+        data = {"apiVersion": "v1", "kind": "Config", "preferences": {},
+                "clusters": [{"name": "simcluster", "cluster": {"server": self.url}}],
+                "users": [{"name": "simcluster-admin", "user": {"token": self.admin_token}}],
+                "contexts": [{"name": "simcluster", "context": {"cluster": "simcluster", "user": "simcluster-admin"}}],
+                "current-context": "simcluster"}
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            yaml.safe_dump(data, f, default_flow_style=False)
+        return path
+
+    def _ensure_base_objects(self):
+        """Namespaces and nodes that the controllers did not create (or all, without controllers)."""
+        for ns in BASE_NAMESPACES:
+            if self.store.get("namespaces", None, ns) is None:
+                self.store.create("namespaces", {"metadata": {"name": ns, "labels": {"kubernetes.io/metadata.name": ns}},
+                                                 "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}})
+        for node in self.config["nodes"]:
+            if self.store.get("nodes", None, node["name"]) is None:
+                self.store.create("nodes", node_object(node))
+
+    # -- test powers
+    @property
+    def requests(self):
+        return self.api.requests if self.api else []
+
+    def clear_requests(self):
+        if self.api:
+            self.api.clear_requests()
+
+    def inject_fault(self, method, path_regex, status=500, count=1, retry_after=None):
+        self.api.inject_fault(method, path_regex, status=status, count=count, retry_after=retry_after)
+
+    def clear_faults(self):
+        self.api.clear_faults()
+
+    def add_token(self, token, user, groups=None):
+        self.authenticator.add_token(token, user, groups)
+
+    def set_node_unreachable(self, name, unreachable=True):
+        if self.controllers is None:
+            raise RuntimeError("set_node_unreachable needs the controllers (SimCluster(controllers=True))")
+        self.controllers.set_node_unreachable(name, unreachable)
+
+    def fail_pod_start(self, node, reason="ImagePullBackOff"):
+        if self.controllers is None:
+            raise RuntimeError("fail_pod_start needs the controllers (SimCluster(controllers=True))")
+        self.controllers.fail_pod_start(node, reason)
+
+    def delete(self, resource, namespace, name, propagation_policy=None):
+        """Delete as the API does (finalizers, owner references), without an HTTP request."""
+        return self.api.delete_object(resource, namespace, name, {"propagationPolicy": propagation_policy})
+
+
+def node_object(node):
+    """A Node as a freshly registered, Ready kubelet would have written it (no extended resources)."""
+    status = {
+        "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
+                        "message": "kubelet is posting ready status",
+                        "lastHeartbeatTime": now_rfc3339(), "lastTransitionTime": now_rfc3339()}],
+        "addresses": [{"type": "Hostname", "address": node["name"]}],
+        # every field: the kubernetes 37 client's models refuse a nodeInfo missing one
+        "nodeInfo": {"machineID": "%032x" % abs(hash(node["name"])), "systemUUID": node["name"],
+                     "bootID": node["name"] + "-boot", "kernelVersion": "6.1.0-28-amd64",
+                     "osImage": "Debian GNU/Linux 12 (bookworm)", "containerRuntimeVersion": "containerd://1.7.24",
+                     "kubeletVersion": "v1.32.0", "kubeProxyVersion": "v1.32.0",
+                     "operatingSystem": "linux", "architecture": "amd64"},
+    }
+    if not node.get("without_capacity"):
+        status["capacity"] = dict(node["capacity"])
+        status["allocatable"] = dict(node["capacity"])
+    labels = {"kubernetes.io/hostname": node["name"], "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64"}
+    labels.update(node.get("labels") or {})
+    obj = {"metadata": {"name": node["name"], "labels": labels}, "spec": {}, "status": status}
+    if node.get("annotations"):
+        obj["metadata"]["annotations"] = dict(node["annotations"])
+    if node.get("taints"):
+        obj["spec"]["taints"] = copy.deepcopy(node["taints"])
+    return obj
