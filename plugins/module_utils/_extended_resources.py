@@ -400,3 +400,54 @@ def apply_patch(status, ops):
         elif op["op"] == "remove":
             parent.pop(last, None)
     return node.get("status")
+
+
+# Device plugins re-advertise their resources at every kubelet registration, so removing or
+# changing what they serve does not stick. Image path fragment -> resource names or "domain/" prefixes.
+KNOWN_PLUGIN_IMAGES = {
+    "nvidia/k8s-device-plugin": ["nvidia.com/"],
+    "rocm/k8s-device-plugin": ["amd.com/"],
+    "intel/intel-gpu-plugin": ["gpu.intel.com/"],
+    "intel/intel-fpga-plugin": ["fpga.intel.com/"],
+    "squat/generic-device-plugin": ["squat.ai/"],
+}
+# Set on device-plugin pods by kubehw.devices.device_plugin_deploy: comma-separated resource names.
+PLUGIN_RESOURCES_ANNOTATION = "devices.kubehw.io/resources"
+
+
+def _matches(resource, served):
+    return any(resource == s or (s.endswith("/") and resource.startswith(s)) for s in served)
+
+
+def plugin_pods_serving(pods, resource):
+    """Names (namespace/name) of running pods that appear to be device plugins serving ``resource``."""
+    found = []
+    for pod in pods or []:
+        meta = pod.get("metadata") or {}
+        if (pod.get("status") or {}).get("phase") != "Running" or meta.get("deletionTimestamp"):
+            continue
+        served = []
+        annotation = (meta.get("annotations") or {}).get(PLUGIN_RESOURCES_ANNOTATION)
+        if annotation:
+            served.extend(s.strip() for s in annotation.split(",") if s.strip())
+        for container in (pod.get("spec") or {}).get("containers") or []:
+            image = container.get("image") or ""
+            for fragment, resources in KNOWN_PLUGIN_IMAGES.items():
+                if fragment in image:
+                    served.extend(resources)
+        if _matches(resource, served):
+            found.append("%s/%s" % (meta.get("namespace"), meta.get("name")))
+    return sorted(found)
+
+
+def holds(resources_map, resources, state, domains=(), prefixes=()):
+    """True when a capacity/allocatable map already says what the task asked for."""
+    resources_map = resources_map or {}
+    for key in managed_keys(resources_map, resources, state, domains, prefixes):
+        wanted = None if state == "absent" else resources.get(key)
+        if wanted is None:
+            if key in resources_map:
+                return False
+        elif key not in resources_map or not same_quantity(resources_map[key], wanted):
+            return False
+    return True

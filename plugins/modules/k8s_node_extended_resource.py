@@ -1,0 +1,586 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright (c) kubehw.devices contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+module: k8s_node_extended_resource
+short_description: Advertise extended resources on Kubernetes nodes, idempotently
+version_added: 0.1.0
+description:
+  - Sets, updates or removes extended resources (such as C(example.com/dongle)) in the
+    C(status.capacity) of Kubernetes nodes, which is how a cluster learns that a node has
+    special hardware that no device plugin reports.
+  - Sends key-level JSON-patch operations to the C(status) subresource
+    (C(PATCH /api/v1/nodes/<name>/status)). It never replaces the whole status and never touches
+    a key the task did not name, except under O(state=exact) in the declared O(domain) or O(managed_prefixes).
+  - Every value it replaces or removes is first checked with a C(test) operation, so a concurrent
+    change by another writer is never overwritten: the node is read again and the patch recomputed.
+  - Names and quantities are validated before the first request. The apiserver does not check
+    extended-resource names on node status, so a typo would otherwise be stored.
+  - Quantities are compared by value, so V(1Ki) on a node equals V(1024) in the task and is not rewritten.
+author:
+  - kubehw.devices contributors
+extends_documentation_fragment:
+  - kubehw.devices.k8s_auth_options
+  - kubehw.devices.attributes
+attributes:
+  check_mode:
+    support: full
+    details: Reads nodes (and, when a change would undo a device plugin's work, the node's pods) but sends no write.
+  diff_mode:
+    support: full
+    details: Per node, the managed keys of C(status.capacity) before and after.
+  idempotent:
+    support: full
+options:
+  name:
+    description:
+      - Name of one node. A node that does not exist is an error naming it.
+      - Exactly one of O(name), O(names), or O(label_selectors) and/or O(field_selectors) is required.
+    type: str
+  names:
+    description:
+      - Names of several nodes. Each missing node is reported as failed; the others are still changed.
+    type: list
+    elements: str
+  label_selectors:
+    description:
+      - Label selectors (joined with commas, as in C(kubernetes.core.k8s_info)) choosing the nodes.
+      - A selector that matches no node returns C(changed=false) and an empty O(ignore:nodes) list,
+        unless O(require_match=true).
+    type: list
+    elements: str
+  field_selectors:
+    description:
+      - Field selectors (joined with commas) choosing the nodes, for example C(metadata.name=gpu-1).
+    type: list
+    elements: str
+  require_match:
+    description:
+      - Fail when O(label_selectors)/O(field_selectors) match no node.
+    type: bool
+    default: false
+  resources:
+    description:
+      - Extended resources, as a dictionary of name to quantity.
+      - A name has exactly one C(/), a lowercase DNS-subdomain domain that is not C(kubernetes.io) or
+        C(*.kubernetes.io), and a name part of at most 63 letters, digits, C(-), C(_) or C(.) that starts
+        and ends with a letter or digit, for example C(example.com/dongle).
+      - A quantity is a non-negative whole number, as an integer or a Kubernetes quantity string
+        such as V("4"), V("1Ki") (1024) or V("2k") (2000).
+      - With O(state=absent), the values are ignored and a list of names is accepted too.
+      - With O(state=exact), an empty dictionary removes every key in the declared scope.
+    type: raw
+    required: true
+  state:
+    description:
+      - V(present) adds or updates the listed keys and leaves every other key alone.
+      - V(absent) removes the listed keys; keys that are not there are not an error.
+      - V(exact) sets the listed keys and removes every other key under O(domain) or O(managed_prefixes).
+        Keys in other domains, and C(cpu), C(memory), C(pods) and the like, are never touched.
+    type: str
+    choices: [present, absent, exact]
+    default: present
+  domain:
+    description:
+      - With O(state=exact), the domains the task owns, such as V(example.com). A key belongs to a
+        domain when the part before its C(/) equals it exactly (subdomains are separate domains).
+      - Every key in O(resources) must belong to a declared domain or prefix.
+    type: list
+    elements: str
+    aliases: [domains]
+  managed_prefixes:
+    description:
+      - With O(state=exact), key prefixes the task owns, such as V(example.com/dongle-). Each has
+        exactly one C(/) and a valid domain before it.
+    type: list
+    elements: str
+  wait:
+    description:
+      - V(none) returns after the patch.
+      - V(advertised) makes sure C(status.capacity) holds the values (usually already true in the
+        patch answer).
+      - V(allocatable) waits until C(status.allocatable) holds them too, which the kubelet does at
+        its next status update; only then can the scheduler place pods that request them.
+        A node without a running kubelet never gets there.
+      - Waiting watches the nodes; it does not poll.
+    type: str
+    choices: [none, advertised, allocatable]
+    default: advertised
+  wait_timeout:
+    description:
+      - Seconds to wait for O(wait) before failing the nodes that have not got there.
+    type: int
+    default: 120
+  parallel:
+    description:
+      - How many nodes to read and patch at the same time.
+    type: int
+    default: 10
+notes:
+  - The identity needs C(get) and C(list) on C(nodes), C(patch) on C(nodes/status), C(watch) on C(nodes)
+    for O(wait=allocatable), and (optional, for the device-plugin warning) C(list) on C(pods).
+  - A device plugin running on the node re-advertises its own resources. Removing or changing one it
+    serves only lasts until the kubelet's next registration, so the module warns when it sees such a plugin
+    (a running pod with the annotation C(devices.kubehw.io/resources) naming the resource, or a known
+    device-plugin image).
+  - The kubelet owns C(status.allocatable); this module only writes C(status.capacity).
+seealso:
+  - name: Advertise extended resources for a node
+    description: The Kubernetes task this module automates.
+    link: https://kubernetes.io/docs/tasks/administer-cluster/extended-resource-node/
+  - module: kubehw.devices.extended_resource_info
+"""
+
+EXAMPLES = r"""
+- name: Advertise four dongles on node k8s-node-1 (the Kubernetes documentation's example)
+  kubehw.devices.k8s_node_extended_resource:
+    name: k8s-node-1
+    resources:
+      example.com/dongle: 4
+
+- name: Advertise one FPGA per node on every node labelled for it, and wait until pods can use it
+  kubehw.devices.k8s_node_extended_resource:
+    label_selectors:
+      - hardware.example.com/fpga=true
+    resources:
+      example.com/fpga: 1
+    wait: allocatable
+    wait_timeout: 60
+    parallel: 20
+
+- name: Make example.com resources on these nodes exactly the dongles, removing any other example.com key
+  kubehw.devices.k8s_node_extended_resource:
+    names: [k8s-node-1, k8s-node-2]
+    state: exact
+    domain: example.com
+    resources:
+      example.com/dongle: 4
+
+- name: Stop advertising dongles
+  kubehw.devices.k8s_node_extended_resource:
+    name: k8s-node-1
+    state: absent
+    resources:
+      - example.com/dongle
+"""
+
+RETURN = r"""
+changed:
+  description: Whether a write was made (or, in check mode, would be made) to any node.
+  returned: always
+  type: bool
+nodes:
+  description: One entry per node the task targeted, in the order given (names) or by name (selectors).
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    name:
+      description: Node name.
+      type: str
+      sample: k8s-node-1
+    changed:
+      description: Whether this node was (or in check mode would be) changed.
+      type: bool
+    failed:
+      description: Whether this node failed; O(ignore:msg) says why.
+      type: bool
+    msg:
+      description: Why this node failed.
+      type: str
+      returned: when failed
+    capacity:
+      description: The node's C(status.capacity) after the task (predicted in check mode).
+      type: dict
+      sample: {"cpu": "8", "memory": "32Gi", "pods": "110", "example.com/dongle": "4"}
+    allocatable:
+      description: The node's C(status.allocatable) as last seen.
+      type: dict
+      sample: {"cpu": "8", "memory": "32Gi", "pods": "110", "example.com/dongle": "4"}
+    patch:
+      description: The JSON-patch operations sent (or, in check mode, that would be sent); empty when none was needed.
+      type: list
+      elements: dict
+      sample: [{"op": "add", "path": "/status/capacity/example.com~1dongle", "value": "4"}]
+    attempts:
+      description: How many times the node was patched, counting retries after a concurrent change.
+      type: int
+      sample: 1
+    diff:
+      description: The managed keys of C(status.capacity) before and after.
+      type: dict
+      returned: in diff mode
+      sample: {"before": {}, "after": {"example.com/dongle": "4"}}
+changed_nodes:
+  description: Names of the nodes that were (or would be) changed.
+  returned: always
+  type: list
+  elements: str
+  sample: [k8s-node-1]
+failed_nodes:
+  description: Names of the nodes that failed. The changes made on the other nodes stay applied.
+  returned: always
+  type: list
+  elements: str
+  sample: []
+waited_for:
+  description: What the task waited for (V(none), V(advertised) or V(allocatable)); V(none) in check mode.
+  returned: always
+  type: str
+  sample: allocatable
+"""
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.common.text.converters import to_native
+from ansible_collections.kubehw.devices.plugins.module_utils._client import (
+    AUTH_ARG_SPEC,
+    KubeClient,
+    KubeHwError,
+)
+from ansible_collections.kubehw.devices.plugins.module_utils._extended_resources import (
+    ExtendedResourceError,
+    apply_patch,
+    changed_resources,
+    check_exact_scope,
+    compute_patch,
+    holds,
+    managed_keys,
+    normalize_resources,
+    plugin_pods_serving,
+    validate_scope,
+)
+
+JSON_PATCH = "application/json-patch+json"
+# A test op that no longer holds means someone else changed the node: re-read and recompute, a few times.
+MAX_ATTEMPTS = 5
+RBAC_HINTS = {
+    "patch": "the identity needs the RBAC permission 'patch' on 'nodes/status'",
+    "read": "the identity needs the RBAC permission 'get' on 'nodes'",
+    "list": "the identity needs the RBAC permission 'list' on 'nodes'",
+    "watch": "the identity needs the RBAC permissions 'list' and 'watch' on 'nodes'",
+}
+
+
+def with_hint(err, action):
+    if err.status == 403 and action in RBAC_HINTS:
+        err.msg = "%s (%s)" % (err.msg, RBAC_HINTS[action])
+    return err
+
+
+def is_lost_update(err):
+    """409, or a 422 without field causes: the answer to a failed test op (the body does not say which)."""
+    if err.status == 409:
+        return True
+    if err.status != 422:
+        return False
+    details = (err.body or {}).get("details") or {}
+    return not details.get("causes")
+
+
+def capacity_of(node):
+    return dict(((node or {}).get("status") or {}).get("capacity") or {})
+
+
+def allocatable_of(node):
+    return dict(((node or {}).get("status") or {}).get("allocatable") or {})
+
+
+def view(capacity, keys):
+    return dict((k, capacity[k]) for k in keys if k in capacity)
+
+
+class ExtendedResourceTask(object):
+    def __init__(self, module, client, resources, domains, prefixes):
+        self.module = module
+        self.client = client
+        params = module.params
+        self.state = params["state"]
+        self.resources = resources
+        self.domains = domains
+        self.prefixes = prefixes
+        self.check_mode = module.check_mode
+        self.diff = module._diff
+        self.wait = params["wait"]
+        self.wait_timeout = params["wait_timeout"]
+        self.parallel = params["parallel"]
+        self.warnings = []
+        self._lock = threading.Lock()
+
+    def warn(self, text):
+        with self._lock:
+            self.warnings.append(text)
+
+    def scope(self):
+        return dict(resources=self.resources, state=self.state, domains=self.domains, prefixes=self.prefixes)
+
+    # -- targets ---------------------------------------------------------------
+    def selector_kwargs(self):
+        kwargs = {}
+        labels = self.module.params.get("label_selectors")
+        fields = self.module.params.get("field_selectors")
+        if labels:
+            kwargs["label_selector"] = ",".join(labels)
+        if fields:
+            kwargs["field_selector"] = ",".join(fields)
+        return kwargs
+
+    def targets(self):
+        """[(name, node or None)]: None means read it in the worker (one GET per named node)."""
+        params = self.module.params
+        if params.get("name"):
+            return [(params["name"], None)]
+        if params.get("names"):
+            seen, result = set(), []
+            for name in params["names"]:
+                if name not in seen:
+                    seen.add(name)
+                    result.append((name, None))
+            return result
+        try:
+            listing = self.client.call_json(self.client.core.list_node, what="list nodes", **self.selector_kwargs())
+        except KubeHwError as err:
+            raise with_hint(err, "list")
+        nodes = sorted(listing.get("items") or [], key=lambda n: n["metadata"]["name"])
+        return [(n["metadata"]["name"], n) for n in nodes]
+
+    # -- one node ----------------------------------------------------------------
+    def read(self, name):
+        try:
+            return self.client.call_json(self.client.core.read_node, name, what='read node "%s"' % name)
+        except KubeHwError as err:
+            raise with_hint(err, "read")
+
+    def check_plugins(self, name, node):
+        touched = changed_resources(capacity_of(node), **self.scope())
+        if not touched:
+            return
+        try:
+            pods = self.client.call_json(
+                self.client.core.list_pod_for_all_namespaces, field_selector="spec.nodeName=%s" % name,
+                what='list pods on node "%s"' % name).get("items") or []
+        except KubeHwError as err:
+            self.warn('Node %s: could not look for device plugins serving %s: %s' % (name, ", ".join(touched), err.msg))
+            return
+        for resource in touched:
+            serving = plugin_pods_serving(pods, resource)
+            if serving:
+                self.warn(
+                    "Node %s: %s %s is served by the running device plugin %s; the kubelet will advertise it "
+                    "again at the plugin's next registration." % (
+                        name, "removing" if self.state == "absent" or resource not in self.resources else "changing",
+                        resource, ", ".join(serving)))
+
+    def process(self, name, node):
+        result = {"name": name, "changed": False, "failed": False, "patch": [], "attempts": 0}
+        try:
+            if node is None:
+                node = self.read(name)
+            first = node
+            plugins_checked = False
+            wrote = False
+            while True:
+                ops = compute_patch(node.get("status"), resource_version=(node.get("metadata") or {}).get(
+                    "resourceVersion"), **self.scope())
+                if not ops:
+                    break
+                if not plugins_checked:
+                    self.check_plugins(name, node)
+                    plugins_checked = True
+                result["patch"] = ops
+                if self.check_mode:
+                    node = dict(node, status=apply_patch(node.get("status"), ops))
+                    break
+                result["attempts"] += 1
+                try:
+                    node = self.client.call_json(
+                        self.client.core.patch_node_status, name, ops, _content_type=JSON_PATCH,
+                        what='patch status of node "%s"' % name)
+                    wrote = True
+                    break
+                except KubeHwError as err:
+                    if not is_lost_update(err) or result["attempts"] >= MAX_ATTEMPTS:
+                        if is_lost_update(err):
+                            err.msg += " (gave up after %d attempts: the node kept changing under us)" % result["attempts"]
+                        raise with_hint(err, "patch")
+                    node = self.read(name)
+            keys = sorted(set(managed_keys(capacity_of(first), **self.scope()))
+                          | set(managed_keys(capacity_of(node), **self.scope())))
+            before, after = view(capacity_of(first), keys), view(capacity_of(node), keys)
+            # a write whose answer was lost (5xx after it was stored) still counts if the node moved
+            result["changed"] = wrote or (bool(result["patch"]) and self.check_mode) or before != after
+            if self.diff:
+                result["diff"] = {"before": before, "after": after}
+        except KubeHwError as err:
+            result.update(failed=True, msg=err.msg)
+            return result, None
+        except Exception as exc:  # a bug must still name the node and not lose the others' results
+            result.update(failed=True, msg="Unexpected error on node %s: %s" % (name, to_native(exc)))
+            return result, None
+        result["capacity"] = capacity_of(node)
+        result["allocatable"] = allocatable_of(node)
+        return result, node
+
+    # -- waiting -------------------------------------------------------------------
+    def wait_for(self, results, nodes):
+        field = "capacity" if self.wait == "advertised" else "allocatable"
+        getter = capacity_of if field == "capacity" else allocatable_of
+        pending = [r["name"] for r in results
+                   if not r["failed"] and not holds(getter(nodes.get(r["name"])), **self.scope())]
+        if not pending:
+            return
+        pending_set = set(pending)
+
+        def done(objects):
+            return all(n in objects and holds(getter(objects[n]), **self.scope()) for n in pending_set)
+
+        kwargs = self.selector_kwargs()
+        if not kwargs and len(pending) == 1:
+            kwargs = {"field_selector": "metadata.name=%s" % pending[0]}
+        try:
+            objects = self.client.watch(
+                self.client.core.list_node, predicate=done, timeout=self.wait_timeout,
+                what="wait for status.%s of %d node(s)" % (field, len(pending)), **kwargs)
+            error = None
+        except KubeHwError as err:
+            objects = getattr(err, "objects", None) or {}
+            error = with_hint(err, "watch")
+        by_name = dict((r["name"], r) for r in results)
+        for name in pending:
+            result = by_name[name]
+            obj = objects.get(name)
+            if obj is not None:
+                result["capacity"] = capacity_of(obj)
+                result["allocatable"] = allocatable_of(obj)
+            if obj is not None and holds(getter(obj), **self.scope()):
+                continue
+            if error is not None and error.reason == "Timeout":
+                if self.state == "absent":
+                    wanted = "none of %s" % ", ".join(sorted(self.resources))
+                else:
+                    wanted = ", ".join("%s=%s" % kv for kv in sorted(self.resources.items())) or "no key in scope"
+                have = view(getter(obj), managed_keys(getter(obj), **self.scope()))
+                hint = "; the kubelet copies capacity into allocatable: is it running on the node?" if (
+                    field == "allocatable") else ""
+                result.update(failed=True, msg="Timed out after %ss waiting for status.%s of node %s to hold %s (it has %s)%s"
+                              % (self.wait_timeout, field, name, wanted, have, hint))
+            else:
+                result.update(failed=True, msg="Node %s: %s" % (
+                    name, error.msg if error is not None else "the node disappeared while waiting"))
+
+    # -- all nodes -----------------------------------------------------------------
+    def run(self):
+        targets = self.targets()
+        params = self.module.params
+        if not targets and params.get("require_match"):
+            raise KubeHwError("No node matches %s" % ", ".join(
+                "%s=%s" % (k, v) for k, v in sorted(self.selector_kwargs().items())), reason="NoMatch")
+        self._size_connection_pool()
+        workers = max(1, min(self.parallel, len(targets) or 1))
+        if workers == 1:
+            outcomes = [self.process(name, node) for name, node in targets]
+        else:
+            with ThreadPoolExecutor(max_workers=workers) as pool:
+                outcomes = list(pool.map(lambda t: self.process(*t), targets))
+        results = [r for r, _ in outcomes]
+        nodes = dict((r["name"], n) for r, n in outcomes if n is not None)
+        if self.wait != "none" and not self.check_mode and nodes:
+            self.wait_for(results, nodes)
+        return results
+
+    def _size_connection_pool(self):
+        # urllib3 keeps cpu_count*5 connections per host by default; more threads would open and drop extras.
+        pool = getattr(getattr(self.client.api_client, "rest_client", None), "pool_manager", None)
+        kw = getattr(pool, "connection_pool_kw", None)
+        if isinstance(kw, dict) and (kw.get("maxsize") or 1) < self.parallel:
+            kw["maxsize"] = self.parallel
+
+
+def validate(module):
+    params = module.params
+    try:
+        resources = normalize_resources(params["resources"], params["state"])
+        domains, prefixes = [], []
+        if params["state"] == "exact":
+            domains, prefixes = validate_scope(params.get("domain"), params.get("managed_prefixes"))
+            check_exact_scope(resources, domains, prefixes)
+        elif params.get("domain") or params.get("managed_prefixes"):
+            raise ExtendedResourceError("domain and managed_prefixes only apply to state=exact")
+    except ExtendedResourceError as err:
+        module.fail_json(msg=to_native(err), changed=False, nodes=[], changed_nodes=[], failed_nodes=[])
+    if params["parallel"] < 1:
+        module.fail_json(msg="parallel must be at least 1, got %d" % params["parallel"])
+    if params["wait_timeout"] < 0:
+        module.fail_json(msg="wait_timeout must not be negative, got %d" % params["wait_timeout"])
+    for name in params.get("names") or []:
+        if not name:
+            module.fail_json(msg="names must not contain an empty node name")
+    return resources, domains, prefixes
+
+
+def argument_spec():
+    spec = dict(AUTH_ARG_SPEC)
+    spec.update(
+        name=dict(type="str"),
+        names=dict(type="list", elements="str"),
+        label_selectors=dict(type="list", elements="str"),
+        field_selectors=dict(type="list", elements="str"),
+        require_match=dict(type="bool", default=False),
+        resources=dict(type="raw", required=True),
+        state=dict(type="str", choices=["present", "absent", "exact"], default="present"),
+        domain=dict(type="list", elements="str", aliases=["domains"]),
+        managed_prefixes=dict(type="list", elements="str"),
+        wait=dict(type="str", choices=["none", "advertised", "allocatable"], default="advertised"),
+        wait_timeout=dict(type="int", default=120),
+        parallel=dict(type="int", default=10),
+    )
+    return spec
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=argument_spec(),
+        mutually_exclusive=[("name", "names", "label_selectors"), ("name", "names", "field_selectors")],
+        required_one_of=[("name", "names", "label_selectors", "field_selectors")],
+        supports_check_mode=True,
+    )
+    resources, domains, prefixes = validate(module)
+    result = dict(changed=False, nodes=[], changed_nodes=[], failed_nodes=[], waited_for="none")
+    try:
+        client = KubeClient(module)
+        task = ExtendedResourceTask(module, client, resources, domains, prefixes)
+        nodes = task.run()
+    except KubeHwError as err:
+        module.fail_json(msg=err.msg, status=err.status, reason=err.reason, **result)
+    for text in task.warnings:
+        module.warn(text)
+    result["nodes"] = nodes
+    result["changed"] = any(n["changed"] for n in nodes)
+    result["changed_nodes"] = [n["name"] for n in nodes if n["changed"]]
+    result["failed_nodes"] = [n["name"] for n in nodes if n["failed"]]
+    if not module.check_mode:
+        result["waited_for"] = module.params["wait"]
+    if module._diff:
+        result["diff"] = [dict(before_header="node %s" % n["name"], after_header="node %s" % n["name"],
+                               before=n["diff"]["before"], after=n["diff"]["after"])
+                          for n in nodes if n.get("diff") and n["changed"]]
+    if result["failed_nodes"]:
+        failed = [n for n in nodes if n["failed"]]
+        result["msg"] = "Failed on %d of %d node(s)%s: %s" % (
+            len(failed), len(nodes),
+            " (changed and kept: %s)" % ", ".join(result["changed_nodes"]) if result["changed_nodes"] else "",
+            "; ".join(n["msg"] for n in failed))
+        module.fail_json(**result)
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()
