@@ -1,0 +1,538 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import copy
+import json
+
+import pytest
+
+from ansible_collections.kubehw.devices.plugins.module_utils import _daemonset as d
+from ansible_collections.kubehw.devices.plugins.module_utils._daemonset import DaemonSetSpecError
+
+
+def build(**params):
+    params.setdefault("preset", "nvidia")
+    return d.build(params)
+
+
+def pod_spec(ds):
+    return ds["spec"]["template"]["spec"]
+
+
+def container(ds):
+    return pod_spec(ds)["containers"][0]
+
+
+def mount_paths(ds):
+    return dict((m["mountPath"], m) for m in container(ds)["volumeMounts"])
+
+
+def host_paths(ds):
+    return dict((v["hostPath"]["path"], v) for v in pod_spec(ds)["volumes"] if "hostPath" in v)
+
+
+def env_of(ds):
+    return dict((e["name"], e) for e in container(ds).get("env") or [])
+
+
+def affinity_keys(ds):
+    terms = pod_spec(ds)["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    return [(e["key"], e["operator"], e["values"]) for t in terms for e in t["matchExpressions"]]
+
+
+def server_stored(ds, generation=1):
+    """What a v1.32 apiserver hands back for a DaemonSet we sent: defaults, metadata, status, canonical quantities."""
+    live = d.apply_defaults(ds)
+    meta = live["metadata"]
+    meta.update(uid="0b6f", resourceVersion="812", generation=generation, creationTimestamp="2025-01-01T00:00:00Z",
+                managedFields=[{"manager": "ansible", "operation": "Update"}])
+    meta.setdefault("annotations", {})["deprecated.daemonset.template.generation"] = str(generation)
+    live["spec"]["template"]["metadata"]["creationTimestamp"] = None
+    for c in live["spec"]["template"]["spec"]["containers"]:
+        for m in c.get("volumeMounts") or []:
+            if m.get("readOnly") is False:
+                del m["readOnly"]  # omitempty
+        for section in ("limits", "requests"):
+            values = (c.get("resources") or {}).get(section) or {}
+            for k, v in list(values.items()):
+                if v == "0.5":
+                    values[k] = "500m"
+    live["status"] = {"currentNumberScheduled": 2, "desiredNumberScheduled": 2, "numberAvailable": 2,
+                      "numberMisscheduled": 0, "numberReady": 2, "observedGeneration": generation,
+                      "updatedNumberScheduled": 2}
+    return live
+
+
+# -- presets --------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("preset,image,resource,node_label", [
+    ("nvidia", "nvcr.io/nvidia/k8s-device-plugin:v0.17.1", "nvidia.com/gpu", "feature.node.kubernetes.io/pci-10de.present"),
+    ("amd", "docker.io/rocm/k8s-device-plugin:1.31.0.10", "amd.com/gpu", "feature.node.kubernetes.io/pci-1002.present"),
+    ("intel_gpu", "docker.io/intel/intel-gpu-plugin:0.32.0", "gpu.intel.com/i915", "intel.feature.node.kubernetes.io/gpu"),
+])
+def test_vendor_presets_common_structure(preset, image, resource, node_label):
+    ds, _, resources = build(preset=preset)
+    assert resources == [resource]
+    assert ds["kind"] == "DaemonSet" and ds["apiVersion"] == "apps/v1"
+    assert ds["metadata"]["namespace"] == "kube-system"
+    assert container(ds)["image"] == image
+    # The annotation is on the DaemonSet and on its pods: the kubelet simulation and other modules read either.
+    assert ds["metadata"]["annotations"][d.RESOURCES_ANNOTATION] == resource
+    assert ds["spec"]["template"]["metadata"]["annotations"][d.RESOURCES_ANNOTATION] == resource
+    assert ds["metadata"]["labels"][d.MANAGED_BY_LABEL] == "kubehw.devices"
+    assert ds["spec"]["template"]["metadata"]["labels"][d.MANAGED_BY_LABEL] == "kubehw.devices"
+    selector = ds["spec"]["selector"]["matchLabels"]
+    assert all(ds["spec"]["template"]["metadata"]["labels"][k] == v for k, v in selector.items())
+    assert mount_paths(ds)[d.DEVICE_PLUGIN_DIR]["name"] == host_paths(ds)[d.DEVICE_PLUGIN_DIR]["name"]
+    assert pod_spec(ds)["priorityClassName"] == "system-node-critical"
+    assert {"key": resource, "operator": "Exists", "effect": "NoSchedule"} in pod_spec(ds)["tolerations"]
+    assert affinity_keys(ds) == [(node_label, "In", ["true"])]
+    # No privilege for vendor plugins: they only need the kubelet socket and read access to devices.
+    assert not container(ds)["securityContext"].get("privileged")
+    assert container(ds)["securityContext"]["allowPrivilegeEscalation"] is False
+
+
+def test_nvidia_config_map_mounted_and_pointed_to():
+    ds, cm, _ = build(mig_strategy="single", device_list_strategy=["volume-mounts"], device_id_strategy="index")
+    assert cm["metadata"]["name"] == "nvidia-device-plugin-config"
+    assert cm["metadata"]["labels"][d.MANAGED_BY_LABEL] == "kubehw.devices"
+    config = json.loads(cm["data"]["config.yaml"])
+    assert config["version"] == "v1"
+    assert config["flags"]["migStrategy"] == "single"
+    assert config["flags"]["plugin"] == {"deviceListStrategy": "volume-mounts", "deviceIDStrategy": "index"}
+    assert "sharing" not in config
+    volume = [v for v in pod_spec(ds)["volumes"] if "configMap" in v][0]
+    assert volume["configMap"]["name"] == cm["metadata"]["name"]
+    mount = [m for m in container(ds)["volumeMounts"] if m["name"] == volume["name"]][0]
+    assert env_of(ds)["CONFIG_FILE"]["value"] == mount["mountPath"] + "/config.yaml"
+
+
+def test_nvidia_time_slicing_config_and_renamed_resource():
+    ds, cm, resources = build(time_slicing={"replicas": {"nvidia.com/gpu": "4"}, "rename_by_default": True,
+                                            "fail_requests_greater_than_one": True})
+    sharing = json.loads(cm["data"]["config.yaml"])["sharing"]["timeSlicing"]
+    assert sharing == {"renameByDefault": True, "failRequestsGreaterThanOne": True,
+                       "resources": [{"name": "nvidia.com/gpu", "replicas": 4}]}
+    assert resources == ["nvidia.com/gpu.shared"]
+    assert ds["metadata"]["annotations"][d.RESOURCES_ANNOTATION] == "nvidia.com/gpu.shared"
+
+
+def test_nvidia_config_change_changes_pod_template():
+    ds1, _, _ = build(mig_strategy="none")
+    ds2, _, _ = build(mig_strategy="mixed")
+    h1 = ds1["spec"]["template"]["metadata"]["annotations"][d.CONFIG_HASH_ANNOTATION]
+    h2 = ds2["spec"]["template"]["metadata"]["annotations"][d.CONFIG_HASH_ANNOTATION]
+    assert h1 != h2
+    # The template differs, so the apiserver bumps generation and the controller rolls the pods.
+    assert d.differences(ds2, server_stored(ds1)) == ["/spec/template/metadata/annotations/%s" % d.CONFIG_HASH_ANNOTATION,
+                                                      "/metadata/annotations/%s" % d.APPLIED_HASH_ANNOTATION.replace("/", "~1")]
+
+
+def test_nvidia_cdi_strategy_mounts_cdi_dir():
+    ds, _, _ = build(device_list_strategy=["cdi-annotations", "envvar"])
+    assert "/var/run/cdi" in mount_paths(ds)
+    assert host_paths(ds)["/var/run/cdi"]["hostPath"]["type"] == "DirectoryOrCreate"
+
+
+def test_amd_naming_strategy_and_sys_mount():
+    ds, cm, _ = build(preset="amd", resource_naming_strategy="mixed", resource_names=["amd.com/cpx_nps4"])
+    assert cm is None
+    assert container(ds)["args"] == ["-resource_naming_strategy=mixed"]
+    assert "/sys" in mount_paths(ds)
+    assert ds["metadata"]["annotations"][d.RESOURCES_ANNOTATION] == "amd.com/cpx_nps4"
+    assert build(preset="amd")[0]["spec"]["template"]["spec"]["containers"][0]["args"] == ["-resource_naming_strategy=single"]
+
+
+def test_intel_env_and_read_only_mounts():
+    ds, _, _ = build(preset="intel_gpu")
+    assert env_of(ds)["NODE_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "spec.nodeName"
+    assert mount_paths(ds)["/dev/dri"]["readOnly"] is True
+    assert container(ds)["securityContext"]["readOnlyRootFilesystem"] is True
+
+
+def test_generic_devices_become_args_and_resources():
+    devices = [{"name": "serial", "groups": [{"paths": [{"path": "/dev/ttyUSB*"}]}]},
+               {"name": "fuse", "groups": [{"count": 10, "paths": [{"path": "/dev/fuse"}]}]}]
+    ds, _, resources = build(preset="generic", devices=devices, device_domain="example.com")
+    args = container(ds)["args"]
+    assert args[:2] == ["--domain", "example.com"]
+    specs = [json.loads(args[i + 1]) for i, a in enumerate(args) if a == "--device"]
+    assert specs == devices
+    assert resources == ["example.com/serial", "example.com/fuse"]
+    assert container(ds)["securityContext"] == {"privileged": True}
+    assert "/dev" in mount_paths(ds)
+    assert "affinity" not in pod_spec(ds)
+    assert build(preset="generic", devices=devices[:1])[2] == ["squat.ai/serial"]
+
+
+def test_custom_preset():
+    ds, cm, resources = build(preset="custom", name="dongle-plugin", image="registry.local/dongle:1.0",
+                              resource_names=["example.com/dongle"], args=["--verbose"])
+    assert cm is None and resources == ["example.com/dongle"]
+    assert container(ds)["args"] == ["--verbose"]
+    assert d.DEVICE_PLUGIN_DIR in mount_paths(ds)
+    assert pod_spec(ds)["tolerations"] == [{"key": "example.com/dongle", "operator": "Exists", "effect": "NoSchedule"}]
+
+
+# -- overrides ------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("image,registry,expected", [
+    ("nvcr.io/nvidia/k8s-device-plugin:v0.17.1", "mirror.local:5000", "mirror.local:5000/nvidia/k8s-device-plugin:v0.17.1"),
+    ("intel/intel-gpu-plugin:0.32.0", "mirror.local/hub/", "mirror.local/hub/intel/intel-gpu-plugin:0.32.0"),
+    ("busybox", "m.example", "m.example/library/busybox"),
+    ("localhost/x:1", "m.example", "m.example/x:1"),
+    ("nvcr.io/a:1", None, "nvcr.io/a:1"),
+])
+def test_registry_rewrite(image, registry, expected):
+    assert d.rewrite_registry(image, registry) == expected
+
+
+@pytest.mark.parametrize("image,policy", [
+    ("a/b", "Always"), ("a/b:latest", "Always"), ("a/b:1.0", "IfNotPresent"),
+    ("reg:5000/a/b", "Always"), ("reg:5000/a/b:2", "IfNotPresent"), ("a/b@sha256:abc", "IfNotPresent"),
+])
+def test_default_pull_policy(image, policy):
+    assert d.default_pull_policy(image) == policy
+
+
+def test_node_selector_replaces_preset_affinity_and_affinity_overrides():
+    ds, _, _ = build(node_selector={"accelerator": "nvidia"})
+    assert pod_spec(ds)["nodeSelector"] == {"accelerator": "nvidia"}
+    assert "affinity" not in pod_spec(ds)
+    custom = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": "gpu", "operator": "Exists"}]}]}}}
+    ds, _, _ = build(affinity=custom)
+    assert pod_spec(ds)["affinity"] == custom
+
+
+def test_overrides_reach_the_manifest():
+    ds, _, _ = build(image="my/plugin:2", image_registry="mirror.local", image_pull_policy="Always",
+                     image_pull_secrets=["pull"], env={"LOG_LEVEL": 4, "CONFIG_FILE": "/x"},
+                     resources={"limits": {"cpu": "0.5"}}, tolerations=[], priority_class_name="",
+                     runtime_class_name="nvidia", service_account="dp", labels={"team": "ml"},
+                     annotations={"note": "x"},
+                     update_strategy={"type": "RollingUpdate", "max_unavailable": "25%", "max_surge": "0"},
+                     host_paths=[{"path": "/run/nvidia", "read_only": True}])
+    c = container(ds)
+    assert c["image"] == "mirror.local/my/plugin:2"
+    assert c["imagePullPolicy"] == "Always"
+    assert [e["name"] for e in c["env"]] == ["CONFIG_FILE", "LOG_LEVEL"]
+    assert env_of(ds)["CONFIG_FILE"]["value"] == "/x" and env_of(ds)["LOG_LEVEL"]["value"] == "4"
+    assert c["resources"] == {"limits": {"cpu": "0.5"}}
+    spec = pod_spec(ds)
+    assert "tolerations" not in spec and "priorityClassName" not in spec
+    assert spec["runtimeClassName"] == "nvidia" and spec["serviceAccountName"] == "dp"
+    assert spec["imagePullSecrets"] == [{"name": "pull"}]
+    assert ds["metadata"]["labels"]["team"] == "ml" and ds["spec"]["template"]["metadata"]["labels"]["team"] == "ml"
+    assert ds["spec"]["updateStrategy"] == {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "25%", "maxSurge": 0}}
+    assert mount_paths(ds)["/run/nvidia"]["readOnly"] is True
+    assert build(update_strategy={"type": "OnDelete"})[0]["spec"]["updateStrategy"] == {"type": "OnDelete"}
+
+
+def test_definition_patch_merges_by_name_and_deletes_with_null():
+    definition = {"spec": {"template": {"spec": {
+        "containers": [{"name": "nvidia-device-plugin", "env": [{"name": "EXTRA", "value": "1"}],
+                        "securityContext": None}],
+        "volumes": [{"name": "extra", "emptyDir": {}}],
+        "hostNetwork": True,
+    }}}}
+    ds, _, _ = build(definition=definition)
+    assert "EXTRA" in env_of(ds) and "CONFIG_FILE" in env_of(ds)
+    assert "securityContext" not in container(ds)
+    assert [v["name"] for v in pod_spec(ds)["volumes"]][-1] == "extra"
+    assert pod_spec(ds)["hostNetwork"] is True
+
+
+# -- validation -----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("params,message", [
+    (dict(preset="nvidia", resource_names=["nvidia.com/bad name"]), "'nvidia.com/bad name' is not a valid extended resource"),
+    (dict(preset="nvidia", resource_names=["kubernetes.io/gpu"]), "reserved"),
+    (dict(preset="nvidia", resource_names=["gpu"]), "exactly one '/'"),
+    (dict(preset="nvidia", definition={"kind": "Deployment"}), "kind 'Deployment': it must be a DaemonSet"),
+    (dict(preset="nvidia", definition={"apiVersion": "extensions/v1beta1"}), "apps/v1"),
+    (dict(preset="nvidia", definition={"spec": {"selector": {"matchLabels": {"a": "b"}}}}), "spec.selector"),
+    (dict(preset="nvidia", definition={"metadata": {"name": "other"}}), "differs from name"),
+    (dict(preset="amd", mig_strategy="single"), "mig_strategy applies only to preset=nvidia"),
+    (dict(preset="nvidia", resource_naming_strategy="single"), "only to preset=amd"),
+    (dict(preset="nvidia", devices=[{"name": "x"}]), "only to preset=generic"),
+    (dict(preset="nvidia", mig_strategy="all"), "mig_strategy 'all' must be one of"),
+    (dict(preset="nvidia", device_list_strategy=["bogus"]), "device_list_strategy 'bogus'"),
+    (dict(preset="nvidia", time_slicing={"replicas": {"nvidia.com/gpu": 0}}), "replicas[nvidia.com/gpu] 0 must be"),
+    (dict(preset="nvidia", time_slicing={"rename_by_default": True}), "need time_slicing.replicas"),
+    (dict(preset="nvidia", update_strategy={"type": "OnDelete", "max_unavailable": 1}), "conflict with type=OnDelete"),
+    (dict(preset="nvidia", update_strategy={"max_unavailable": "a lot"}), "max_unavailable 'a lot'"),
+    (dict(preset="nvidia", update_strategy={"max_unavailable": 0}), "cannot both be 0"),
+    (dict(preset="nvidia", delete_old_pods=True), "delete_old_pods applies only"),
+    (dict(preset="nvidia", labels={d.MANAGED_BY_LABEL: "me"}), "module owns it"),
+    (dict(preset="nvidia", labels={"team": "has space"}), "labels value 'has space'"),
+    (dict(preset="nvidia", annotations={d.RESOURCES_ANNOTATION: "x/y"}), "module computes it"),
+    (dict(preset="nvidia", name="Bad_Name"), "name 'Bad_Name' must be a lowercase RFC 1123 DNS label"),
+    (dict(preset="nvidia", min_count=-1), "min_count -1"),
+    (dict(preset="nvidia", env={"1BAD": "x"}), "env name '1BAD'"),
+    (dict(preset="custom", name="x", resource_names=["a.com/b"]), "preset=custom needs image"),
+    (dict(preset="custom", name="x", image="a:1"), "needs resource_names"),
+    (dict(preset="custom"), "preset=custom needs name"),
+    (dict(preset="generic"), "needs devices"),
+    (dict(preset="generic", devices=[{"name": "Bad Name", "groups": [{"paths": [{"path": "/dev/x"}]}]}]), "devices[0] resource"),
+    (dict(preset="generic", devices=[{"name": "x", "groups": []}]), "non-empty groups"),
+    (dict(preset="amd", args=["-x"], resource_naming_strategy="single"), "conflict"),
+    (dict(preset="nvidia", mig_strategy="mixed", wait="resource"), "give resource_names"),
+    (dict(preset="gpu"), "preset 'gpu' must be one of"),
+    (dict(state="absent", preset="custom"), "state=absent needs name"),
+])
+def test_validation_errors_name_value_and_rule(params, message):
+    with pytest.raises(DaemonSetSpecError) as err:
+        d.build(params)
+    assert message in str(err.value)
+
+
+def test_absent_needs_only_a_name():
+    d.validate(dict(state="absent", preset="nvidia"))
+    d.validate(dict(state="absent", name="anything"))
+
+
+# -- defaults and semantic comparison -------------------------------------------------------------
+
+def test_server_defaults_applied():
+    ds, _, _ = build(definition={"spec": {"template": {"spec": {"containers": [
+        {"name": "nvidia-device-plugin", "ports": [{"containerPort": 8080}],
+         "livenessProbe": {"httpGet": {"path": "/health", "port": 8080}}}]}}}})
+    live = d.apply_defaults(ds)
+    spec = live["spec"]
+    assert spec["revisionHistoryLimit"] == 10
+    assert spec["updateStrategy"] == {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 0}}
+    pod = spec["template"]["spec"]
+    assert (pod["dnsPolicy"], pod["schedulerName"], pod["restartPolicy"], pod["terminationGracePeriodSeconds"],
+            pod["securityContext"]) == ("ClusterFirst", "default-scheduler", "Always", 30, {})
+    c = pod["containers"][0]
+    assert (c["terminationMessagePath"], c["terminationMessagePolicy"], c["imagePullPolicy"]) == (
+        "/dev/termination-log", "File", "IfNotPresent")
+    assert c["ports"][0]["protocol"] == "TCP"
+    assert c["livenessProbe"]["periodSeconds"] == 10 and c["livenessProbe"]["httpGet"]["scheme"] == "HTTP"
+    assert [v for v in pod["volumes"] if "configMap" in v][0]["configMap"]["defaultMode"] == 420
+    assert d.apply_defaults(build(update_strategy={"type": "OnDelete"})[0])["spec"]["updateStrategy"] == {"type": "OnDelete"}
+    # The input is left alone.
+    assert "revisionHistoryLimit" not in ds["spec"]
+
+
+@pytest.mark.parametrize("preset_params", [
+    dict(preset="nvidia", time_slicing={"replicas": {"nvidia.com/gpu": 2}}, resources={"limits": {"cpu": "0.5"}}),
+    dict(preset="amd", host_paths=[{"path": "/opt/rocm", "read_only": False}]),
+    dict(preset="intel_gpu", service_account="intel"),
+    dict(preset="generic", devices=[{"name": "serial", "groups": [{"paths": [{"path": "/dev/ttyUSB*"}]}]}]),
+])
+def test_live_object_as_the_server_stores_it_is_no_change(preset_params):
+    ds, _, _ = d.build(preset_params)
+    assert d.differences(ds, server_stored(ds)) == []
+
+
+def test_live_without_defaults_is_no_change():
+    # An apiserver (or an older one) that did not fill a default must not cause a write on every run.
+    ds, _, _ = build()
+    live = copy.deepcopy(ds)
+    live["status"] = {}
+    assert d.differences(ds, live) == []
+
+
+def test_fields_only_others_set_are_not_ours_to_judge():
+    ds, _, _ = build()
+    live = server_stored(ds)
+    live["metadata"]["labels"]["owner"] = "someone"
+    live["spec"]["template"]["spec"]["hostNetwork"] = False
+    live["spec"]["template"]["spec"]["enableServiceLinks"] = True
+    assert d.differences(ds, live) == []
+
+
+def test_changed_image_is_a_difference():
+    ds, _, _ = build()
+    live = server_stored(build(image="nvcr.io/nvidia/k8s-device-plugin:v0.17.0")[0])
+    assert "/spec/template/spec/containers/0/image" in d.differences(ds, live)
+
+
+def test_extra_env_in_live_is_a_difference():
+    ds, _, _ = build()
+    live = server_stored(ds)
+    live["spec"]["template"]["spec"]["containers"][0]["env"].append({"name": "DEBUG", "value": "1"})
+    assert d.differences(ds, live) == ["/spec/template/spec/containers/0/env"]
+
+
+def test_removed_option_is_noticed_through_applied_hash():
+    with_class = build(runtime_class_name="nvidia")[0]
+    without = build()[0]
+    live = server_stored(with_class)
+    diffs = d.differences(without, live)
+    assert diffs == ["/metadata/annotations/devices.kubehw.io~1applied-hash"]
+
+
+def test_changed_update_strategy_and_quantity_value():
+    ds, _, _ = build(update_strategy={"max_unavailable": 2}, resources={"limits": {"cpu": "0.5"}})
+    live = server_stored(ds)
+    assert d.differences(ds, live) == []
+    live["spec"]["updateStrategy"]["rollingUpdate"]["maxUnavailable"] = 1
+    live["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]["cpu"] = "600m"
+    assert sorted(d.differences(ds, live)) == ["/spec/template/spec/containers/0/resources/limits/cpu",
+                                               "/spec/updateStrategy/rollingUpdate/maxUnavailable"]
+
+
+def test_configmap_differences():
+    _, cm, _ = build()
+    live = copy.deepcopy(cm)
+    live["metadata"].update(uid="u", resourceVersion="3")
+    assert d.configmap_differences(cm, live) == []
+    live["data"]["config.yaml"] = "{}"
+    assert d.configmap_differences(cm, live) == ["/data"]
+    assert d.configmap_differences(cm, None) == ["/"]
+
+
+def test_selector_conflict_and_update_body():
+    ds, _, _ = build()
+    live = server_stored(ds)
+    assert d.selector_conflict(ds, live) is None
+    live["spec"]["selector"] = {"matchLabels": {"name": "nvidia-device-plugin-ds"}}
+    assert "immutable" in d.selector_conflict(ds, live)
+    live = server_stored(ds)
+    live["metadata"]["labels"]["owner"] = "someone"
+    body = d.update_body(ds, live)
+    assert body["metadata"]["resourceVersion"] == "812"
+    assert body["metadata"]["labels"]["owner"] == "someone"
+    assert body["metadata"]["annotations"]["deprecated.daemonset.template.generation"] == "1"
+    assert body["spec"] == ds["spec"] and "status" not in body
+
+
+def test_clean_strips_server_fields():
+    ds, _, _ = build()
+    cleaned = d.clean(server_stored(ds))
+    assert "status" not in cleaned and "uid" not in cleaned["metadata"] and "managedFields" not in cleaned["metadata"]
+    assert "creationTimestamp" not in cleaned["spec"]["template"]["metadata"]
+    assert d.clean(None) is None
+
+
+# -- rollout readiness ----------------------------------------------------------------------------
+
+def ds_with(status, generation=1, strategy="RollingUpdate"):
+    return {"metadata": {"generation": generation}, "spec": {"updateStrategy": {"type": strategy}}, "status": status}
+
+
+def test_rollout_no_status_yet_is_not_done():
+    state = d.rollout_status(ds_with(None))
+    assert not state["done"] and "observe generation 1" in state["reason"]
+
+
+def test_rollout_pod_never_starts_is_not_done():
+    # The facts file's measurement: one Ready node whose pod never starts.
+    status = {"desiredNumberScheduled": 1, "currentNumberScheduled": 1, "numberReady": 0, "numberUnavailable": 1,
+              "updatedNumberScheduled": 1, "observedGeneration": 1}
+    state = d.rollout_status(ds_with(status))
+    assert not state["done"] and state["unavailable"] == 1 and state["available"] == 0
+
+
+def test_rollout_running_is_done():
+    status = {"desiredNumberScheduled": 1, "currentNumberScheduled": 1, "numberReady": 1, "numberAvailable": 1,
+              "updatedNumberScheduled": 1, "observedGeneration": 1}
+    assert d.rollout_status(ds_with(status))["done"]
+
+
+def test_rollout_observed_generation_ahead_of_counts_is_not_done():
+    status = {"desiredNumberScheduled": 2, "numberAvailable": 2, "updatedNumberScheduled": 1, "observedGeneration": 2}
+    assert not d.rollout_status(ds_with(status, generation=2))["done"]
+    status["observedGeneration"] = 1
+    status["updatedNumberScheduled"] = 2
+    assert not d.rollout_status(ds_with(status, generation=2))["done"]
+
+
+def test_rollout_absent_updated_count_is_zero():
+    status = {"desiredNumberScheduled": 1, "numberAvailable": 1, "observedGeneration": 1}
+    state = d.rollout_status(ds_with(status))
+    assert state["updated"] == 0 and not state["done"]
+
+
+def test_rollout_zero_desired_is_done_at_once():
+    # The unreachable-node shape: desired 0, one misscheduled pod, updatedNumberScheduled gone.
+    status = {"desiredNumberScheduled": 0, "numberMisscheduled": 1, "observedGeneration": 3}
+    state = d.rollout_status(ds_with(status, generation=3))
+    assert state["done"] and state["misscheduled"] == 1
+    assert not d.rollout_status(ds_with({"desiredNumberScheduled": 0, "observedGeneration": 2}, generation=3))["done"]
+
+
+def test_rollout_on_delete_reports_old_pods_pending():
+    status = {"desiredNumberScheduled": 2, "numberAvailable": 2, "updatedNumberScheduled": 0, "observedGeneration": 2}
+    state = d.rollout_status(ds_with(status, generation=2, strategy="OnDelete"))
+    assert not state["done"] and state["old_pods_pending"]
+    status["updatedNumberScheduled"] = 2
+    state = d.rollout_status(ds_with(status, generation=2, strategy="OnDelete"))
+    assert state["done"] and not state["old_pods_pending"]
+    status["updatedNumberScheduled"] = 0
+    assert not d.rollout_status(ds_with(status, generation=2))["old_pods_pending"]
+
+
+# -- pods and nodes -------------------------------------------------------------------------------
+
+def pod(name, node=None, pinned=None, ready=False, waiting=None, generation="1", created="2025-01-01T00:00:00Z",
+        terminating=False):
+    p = {"metadata": {"name": name, "creationTimestamp": created,
+                      "labels": {d.POD_TEMPLATE_GENERATION_LABEL: generation}},
+         "spec": {}, "status": {"phase": "Running" if ready else "Pending",
+                                "conditions": [{"type": "Ready", "status": "True" if ready else "False"}]}}
+    if node:
+        p["spec"]["nodeName"] = node
+    if pinned:
+        p["spec"]["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": [pinned]}]}]}}}
+    if waiting:
+        p["status"]["containerStatuses"] = [{"name": "plugin", "ready": False,
+                                             "state": {"waiting": {"reason": waiting, "message": "back-off"}}}]
+    if terminating:
+        p["metadata"]["deletionTimestamp"] = "2025-01-01T00:01:00Z"
+    return p
+
+
+def node(name, capacity=None, allocatable=None):
+    return {"metadata": {"name": name}, "status": {"capacity": capacity or {}, "allocatable": allocatable or {}}}
+
+
+def test_node_report_readiness_reasons_and_resources():
+    pods = [pod("p1", node="gpu-1", ready=True), pod("p2", node="gpu-2", waiting="ImagePullBackOff"),
+            pod("p3", pinned="gpu-3"), pod("p4")]
+    nodes = {"gpu-1": node("gpu-1", {"nvidia.com/gpu": "4"}, {"nvidia.com/gpu": "3"}),
+             "gpu-2": node("gpu-2", {"nvidia.com/gpu": "1Ki"}), "gpu-3": node("gpu-3")}
+    report = d.node_report(pods, nodes, ["nvidia.com/gpu"], 1, generation=1)
+    assert sorted(report) == ["gpu-1", "gpu-2", "gpu-3"]
+    assert report["gpu-1"]["pod_ready"] and report["gpu-1"]["resource_ready"]
+    assert report["gpu-1"]["capacity"] == {"nvidia.com/gpu": 4} and report["gpu-1"]["allocatable"] == {"nvidia.com/gpu": 3}
+    assert report["gpu-2"]["waiting_reasons"] == ["plugin: ImagePullBackOff (back-off)"]
+    assert report["gpu-2"]["capacity"] == {"nvidia.com/gpu": 1024}
+    assert report["gpu-3"]["pod"] == "p3" and report["gpu-3"]["capacity"] == {"nvidia.com/gpu": None}
+    assert not report["gpu-3"]["resource_ready"]
+    assert d.nodes_with_resource(nodes, ["gpu-1", "gpu-2"], ["nvidia.com/gpu"], 4)
+    assert not d.nodes_with_resource(nodes, ["gpu-1", "gpu-3"], ["nvidia.com/gpu"], 1)
+    assert not d.nodes_with_resource(nodes, ["gpu-1"], ["nvidia.com/gpu"], 5)
+    assert not d.nodes_with_resource(nodes, ["gone"], ["nvidia.com/gpu"], 0)
+
+
+def test_node_report_prefers_replacement_over_terminating_pod():
+    pods = [pod("old", node="gpu-1", ready=True, generation="1", created="2025-01-01T00:00:00Z", terminating=True),
+            pod("new", node="gpu-1", ready=False, generation="2", created="2025-01-01T00:02:00Z")]
+    report = d.node_report(list(reversed(pods)), {}, ["nvidia.com/gpu"], 1, generation=2)
+    assert report["gpu-1"]["pod"] == "new" and report["gpu-1"]["updated"] is True
+    assert not report["gpu-1"]["resource_ready"]
+    assert d.is_old_pod(pods[0], 2) and not d.is_old_pod(pods[1], 2)
+
+
+def test_timeout_message_names_nodes_reasons_and_missing_resources():
+    ds, _, _ = build()
+    status = {"desiredNumberScheduled": 3, "updatedNumberScheduled": 2, "numberAvailable": 1, "observedGeneration": 1}
+    rollout = d.rollout_status(ds_with(status))
+    nodes = {"gpu-1": node("gpu-1", {"nvidia.com/gpu": "4"}), "gpu-2": node("gpu-2")}
+    report = d.node_report([pod("p1", node="gpu-1", ready=True), pod("p2", node="gpu-2", waiting="CrashLoopBackOff")],
+                           nodes, ["nvidia.com/gpu"], 1)
+    msg = d.timeout_message("rollout", 30, ds, rollout, report, ["nvidia.com/gpu"], 1, True)
+    assert "kube-system/nvidia-device-plugin" in msg
+    assert "nodes without a ready plugin pod: gpu-2 (pod p2: plugin: CrashLoopBackOff (back-off))" in msg
+    assert "1 selected node(s) have no plugin pod yet" in msg
+    assert "nodes lacking nvidia.com/gpu >= 1 in capacity: gpu-2 (nvidia.com/gpu=None)" in msg
+    assert "gpu-1" not in msg
