@@ -1006,6 +1006,17 @@ class ApiServer:
         return Streamed(watch, resource, timeout, req.flag("allowWatchBookmarks"))
 
     def _read_body(self, req, resource):
+        if req.content_type and req.content_type not in ("application/json", "application/yaml"):
+            raise StoreError(415, "UnsupportedMediaType",
+                             'the body of the request was in an unknown format - accepted media types include: '
+                             'application/json, application/yaml')
+        if req.content_type == "application/yaml":
+            import yaml
+            try:
+                body = yaml.safe_load(req.body.decode("utf-8")) if req.body else None
+            except yaml.YAMLError as e:
+                raise bad_request("error decoding request body: %s" % e)
+            req = Request(req.method, req.path, req.query, req.headers, json.dumps(body).encode("utf-8"))
         try:
             body = json.loads(req.body.decode("utf-8") if req.body else "")
         except ValueError as e:
