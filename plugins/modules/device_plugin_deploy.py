@@ -1,0 +1,813 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright (c) kubehw.devices contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+module: device_plugin_deploy
+short_description: Roll out a device-plugin DaemonSet and wait until its resource reaches the nodes
+version_added: 0.1.0
+description:
+  - Builds a device-plugin DaemonSet from a O(preset) (NVIDIA, AMD, Intel GPU, generic devices) or from
+    your own image, compares it with the live object semantically, and writes only when it differs.
+    A second run with the same input sends no write.
+  - The comparison applies the defaults the apiserver fills in (C(terminationMessagePath), C(dnsPolicy),
+    C(schedulerName), C(revisionHistoryLimit), the update strategy, the image pull policy and so on)
+    and ignores server-populated fields, so only a real change triggers a write.
+  - Changing a setting changes the pod template, which starts a rollout; the module reports the
+    generation before and after and, with O(wait=rollout) or O(wait=resource), returns only when the
+    rollout is done. Waiting watches the API; it does not poll.
+  - The DaemonSet and its pods carry the annotation C(devices.kubehw.io/resources) listing the
+    resources the plugin serves, and the label C(app.kubernetes.io/managed-by=kubehw.devices).
+  - For the NVIDIA preset, the plugin's settings are written to a ConfigMap (C(<name>-config)) in the
+    plugin's configuration file format and mounted into the pod; a hash of the file in the pod template
+    rolls the pods when the settings change. The ConfigMap is owned by the DaemonSet.
+  - Every input is validated before the first request; a bad value fails with a message naming it
+    and no write is made.
+author:
+  - kubehw.devices contributors
+extends_documentation_fragment:
+  - kubehw.devices.k8s_auth_options
+  - kubehw.devices.attributes
+attributes:
+  check_mode:
+    support: full
+    details: Reads the DaemonSet and ConfigMap and reports what would change; sends no write and does not wait.
+  diff_mode:
+    support: full
+    details: The DaemonSet (and the NVIDIA ConfigMap) before and after, without status and server-populated metadata.
+  idempotent:
+    support: full
+options:
+  state:
+    description:
+      - V(present) creates or updates the DaemonSet (and its ConfigMap).
+      - V(absent) deletes the DaemonSet and the ConfigMap this module created for it. Objects that are
+        already gone are not an error.
+    type: str
+    choices: [present, absent]
+    default: present
+  preset:
+    description:
+      - Which device plugin to deploy. Each preset supplies image, resource names, arguments, mounts,
+        security context, tolerations, priority class and node affinity; see the preset table in
+        C(docs/device_plugin_deploy.md) for the upstream project each default comes from.
+      - V(nvidia) is NVIDIA/k8s-device-plugin (C(nvidia.com/gpu)), V(amd) is ROCm/k8s-device-plugin
+        (C(amd.com/gpu)), V(intel_gpu) is the Intel GPU plugin (C(gpu.intel.com/i915)), V(generic) is
+        squat/generic-device-plugin (resources from O(devices)), V(custom) is your own O(image) serving O(resource_names).
+      - Required with O(state=present).
+    type: str
+    choices: [nvidia, amd, intel_gpu, generic, custom]
+  name:
+    description:
+      - Name of the DaemonSet. Defaults to the preset's name (C(nvidia-device-plugin), C(amdgpu-device-plugin),
+        C(intel-gpu-plugin), C(generic-device-plugin)); required for O(preset=custom).
+    type: str
+  namespace:
+    description: Namespace of the DaemonSet.
+    type: str
+    default: kube-system
+  image:
+    description: Container image, replacing the preset's.
+    type: str
+  image_pull_policy:
+    description: Image pull policy. Left out, the apiserver's default applies (V(Always) for C(:latest) or no tag).
+    type: str
+    choices: [Always, IfNotPresent, Never]
+  image_pull_secrets:
+    description: Names of Secrets in O(namespace) used to pull the image.
+    type: list
+    elements: str
+  image_registry:
+    description:
+      - Registry host (and optional path) that replaces the registry of the image, for air-gapped mirrors.
+        For example V(mirror.local:5000) turns C(nvcr.io/nvidia/k8s-device-plugin:v0.17.1) into
+        C(mirror.local:5000/nvidia/k8s-device-plugin:v0.17.1); Docker Hub images keep their path.
+    type: str
+  args:
+    description:
+      - Container arguments, replacing the preset's (the AMD naming-strategy flag, the generic --device specs).
+    type: list
+    elements: str
+  env:
+    description:
+      - Environment variables added to (or replacing those of) the preset, as name to value. A value that is
+        a dictionary is used as the variable's definition (for example C(valueFrom)).
+    type: dict
+  resources:
+    description: Container resource requests and limits, as in a pod spec.
+    type: dict
+  security_context:
+    description: Container security context, replacing the preset's.
+    type: dict
+  host_paths:
+    description: Extra host directories or files to mount into the plugin container.
+    type: list
+    elements: dict
+    suboptions:
+      path:
+        description: Absolute path on the host.
+        type: str
+        required: true
+      mount_path:
+        description: Path in the container; defaults to O(host_paths[].path).
+        type: str
+      read_only:
+        description: Mount read-only.
+        type: bool
+        default: false
+      type:
+        description: The hostPath type check.
+        type: str
+        choices: ['', Directory, DirectoryOrCreate, File, FileOrCreate, Socket, CharDevice, BlockDevice]
+      name:
+        description: Volume name; defaults to C(host-path-<index>).
+        type: str
+  node_selector:
+    description:
+      - Node labels the plugin pods require. When set (and O(affinity) is not), it replaces the preset's
+        default node affinity, so a label of your choice selects the nodes.
+    type: dict
+  affinity:
+    description: Pod affinity, replacing the preset's default node affinity.
+    type: dict
+  tolerations:
+    description:
+      - Tolerations, replacing the preset's (which tolerate each served resource's own taint,
+        for example C(nvidia.com/gpu:NoSchedule)). An empty list removes them.
+    type: list
+    elements: dict
+  priority_class_name:
+    description: Priority class of the plugin pods. Defaults to C(system-node-critical); an empty string sets none.
+    type: str
+  runtime_class_name:
+    description: Runtime class of the plugin pods, for example C(nvidia).
+    type: str
+  service_account:
+    description: Service account of the plugin pods.
+    type: str
+  update_strategy:
+    description: How a template change reaches the pods.
+    type: dict
+    suboptions:
+      type:
+        description:
+          - V(RollingUpdate) replaces pods node by node. V(OnDelete) replaces a pod only when it is deleted;
+            the module then reports the old pods instead of waiting for them, unless O(delete_old_pods=true).
+        type: str
+        choices: [RollingUpdate, OnDelete]
+        default: RollingUpdate
+      max_unavailable:
+        description: How many nodes may be without a ready plugin during a rolling update (a number or a percentage).
+        type: raw
+      max_surge:
+        description: How many nodes may run an old and a new pod at the same time (a number or a percentage).
+        type: raw
+  delete_old_pods:
+    description:
+      - With O(update_strategy.type=OnDelete), delete the pods of the old template after a change and wait
+        for their replacements.
+    type: bool
+    default: false
+  labels:
+    description: Labels added to the DaemonSet and its pods.
+    type: dict
+  annotations:
+    description: Annotations added to the DaemonSet and its pods (a change rolls the pods).
+    type: dict
+  definition:
+    description:
+      - A DaemonSet manifest fragment merged over the built manifest, for anything the options do not cover.
+        Maps merge key by key; C(containers), C(volumes), C(env) and C(volumeMounts) merge by name (or mount path);
+        other lists are replaced; a C(null) value removes the key.
+      - It must not change C(kind), C(apiVersion), the name, the namespace or C(spec.selector).
+    type: dict
+  resource_names:
+    description:
+      - The extended resources the plugin registers, when the preset's are not right (for example MIG
+        profiles with O(mig_strategy=mixed)). Required for O(preset=custom).
+      - Each name has exactly one C(/), a DNS-subdomain domain other than C(kubernetes.io), and a name part
+        of at most 63 letters, digits, C(-), C(_) or C(.).
+    type: list
+    elements: str
+  mig_strategy:
+    description: NVIDIA only. How MIG devices are exposed (the plugin's C(migStrategy)).
+    type: str
+    choices: [none, single, mixed]
+  device_list_strategy:
+    description: NVIDIA only. How devices are passed to containers (the plugin's C(deviceListStrategy)).
+    type: list
+    elements: str
+    choices: [envvar, volume-mounts, cdi-annotations, cdi-cri]
+  device_id_strategy:
+    description: NVIDIA only. How devices are identified (the plugin's C(deviceIDStrategy)).
+    type: str
+    choices: [uuid, index]
+  time_slicing:
+    description: NVIDIA only. CUDA time-slicing (the plugin's C(sharing.timeSlicing)).
+    type: dict
+    suboptions:
+      replicas:
+        description: Resource name to the number of replicas each device is advertised as.
+        type: dict
+        required: true
+      rename_by_default:
+        description: Advertise shared replicas as C(<resource>.shared), for example C(nvidia.com/gpu.shared).
+        type: bool
+        default: false
+      fail_requests_greater_than_one:
+        description: Refuse pods that ask for more than one replica of a shared device.
+        type: bool
+        default: false
+  resource_naming_strategy:
+    description: AMD only. V(single) advertises C(amd.com/gpu); V(mixed) names resources after GPU partitions.
+    type: str
+    choices: [single, mixed]
+  devices:
+    description:
+      - Generic only. Device specs of squat/generic-device-plugin, one per resource, each with C(name) and
+        C(groups) (C(paths) or C(usb) entries, optional C(count)). Each becomes a C(--device) argument.
+    type: list
+    elements: dict
+  device_domain:
+    description: Generic only. Domain of the advertised resources; the plugin's default is C(squat.ai).
+    type: str
+  wait:
+    description:
+      - V(none) returns after the write.
+      - V(rollout) waits until the DaemonSet controller has observed the new generation and every scheduled
+        pod is updated and available (zero scheduled pods is done at once).
+      - V(resource) also waits until every node running a plugin pod has each resource in C(status.capacity)
+        with at least O(min_count). The result reports C(allocatable) too, which the scheduler uses.
+      - On timeout the task fails naming the nodes without a ready plugin pod, their containers' waiting
+        reasons (such as C(ImagePullBackOff)), and the nodes lacking the resource.
+    type: str
+    choices: [none, rollout, resource]
+    default: rollout
+  wait_timeout:
+    description: Seconds to wait for O(wait) in total.
+    type: int
+    default: 300
+  min_count:
+    description: With O(wait=resource), the smallest count of each resource a node must advertise.
+    type: int
+    default: 1
+notes:
+  - The identity needs C(get), C(list), C(watch), C(create), C(update), C(patch) and C(delete) on C(daemonsets)
+    and C(configmaps) in O(namespace), C(list) and C(delete) on C(pods) there, and C(get), C(list), C(watch) on C(nodes).
+  - The selector of a DaemonSet is immutable. An existing DaemonSet of the same name with another selector
+    (for example one created from vendor YAML) is reported as an error; delete it first.
+seealso:
+  - name: Device plugins
+    description: How the kubelet learns about devices.
+    link: https://kubernetes.io/docs/concepts/extend-kubernetes/compute-storage-net/device-plugins/
+  - module: kubehw.devices.k8s_node_extended_resource
+"""
+
+EXAMPLES = r"""
+- name: Deploy the NVIDIA device plugin and wait until the GPUs are schedulable
+  kubehw.devices.device_plugin_deploy:
+    preset: nvidia
+    wait: resource
+    wait_timeout: 600
+
+- name: Share each GPU four ways with time-slicing, from an air-gapped mirror
+  kubehw.devices.device_plugin_deploy:
+    preset: nvidia
+    image_registry: registry.internal:5000
+    time_slicing:
+      replicas:
+        nvidia.com/gpu: 4
+    node_selector:
+      accelerator: nvidia
+
+- name: Advertise USB serial adapters with the generic device plugin
+  kubehw.devices.device_plugin_deploy:
+    preset: generic
+    device_domain: devices.example.com
+    devices:
+      - name: serial
+        groups:
+          - paths:
+              - path: /dev/ttyUSB*
+    node_selector:
+      example.com/has-serial: "true"
+
+- name: Deploy your own plugin, replacing pods by hand-picked deletion
+  kubehw.devices.device_plugin_deploy:
+    preset: custom
+    name: dongle-plugin
+    image: registry.example.com/dongle-plugin:1.4.0
+    resource_names: [example.com/dongle]
+    update_strategy:
+      type: OnDelete
+    delete_old_pods: true
+
+- name: Remove the NVIDIA device plugin and its ConfigMap
+  kubehw.devices.device_plugin_deploy:
+    preset: nvidia
+    state: absent
+"""
+
+RETURN = r"""
+changed:
+  description: Whether a write was made (or, in check mode, would be made).
+  returned: always
+  type: bool
+daemonset:
+  description: The DaemonSet as the server last returned it (predicted in check mode); none when absent.
+  returned: always
+  type: dict
+configmap:
+  description: The ConfigMap holding the NVIDIA plugin's configuration; none for other presets.
+  returned: always
+  type: dict
+generation:
+  description: C(metadata.generation) of the DaemonSet before and after the task (none where it did not exist).
+  returned: always
+  type: dict
+  sample: {"before": 3, "after": 4}
+resources:
+  description: The extended resources the plugin serves (what the C(devices.kubehw.io/resources) annotation lists).
+  returned: when state is present
+  type: list
+  elements: str
+  sample: ["nvidia.com/gpu"]
+rollout:
+  description: Rollout state from the DaemonSet status; absent counts are reported as 0.
+  returned: when state is present and the DaemonSet exists
+  type: dict
+  contains:
+    done:
+      description: observedGeneration >= generation and updated == available == desired (or desired is 0).
+      type: bool
+    reason:
+      description: The rollout state in words.
+      type: str
+    desired:
+      description: desiredNumberScheduled.
+      type: int
+    updated:
+      description: updatedNumberScheduled.
+      type: int
+    available:
+      description: numberAvailable.
+      type: int
+    ready:
+      description: numberReady.
+      type: int
+    old_pods_pending:
+      description: With OnDelete, pods of the old template remain and must be deleted for the change to apply.
+      type: bool
+    old_pods:
+      description: Names of those pods.
+      type: list
+      elements: str
+  sample: {"done": true, "desired": 2, "updated": 2, "available": 2, "ready": 2, "generation": 4,
+           "observed_generation": 4, "reason": "all 2 pods are updated and available"}
+nodes:
+  description: Per node running (or due to run) a plugin pod; the pod's readiness and each served resource's
+    C(capacity) and C(allocatable) counts (null where the node does not list it).
+  returned: when state is present and the DaemonSet exists
+  type: dict
+  sample: {"gpu-1": {"pod": "nvidia-device-plugin-x2b9k", "pod_ready": true, "waiting_reasons": [],
+           "capacity": {"nvidia.com/gpu": 4}, "allocatable": {"nvidia.com/gpu": 4}, "resource_ready": true}}
+changed_paths:
+  description: JSON pointers of the DaemonSet fields that differed from what the task wants.
+  returned: when an existing DaemonSet is changed
+  type: list
+  elements: str
+  sample: ["/spec/template/spec/containers/0/image"]
+deleted_pods:
+  description: Pods of the old template deleted because of O(delete_old_pods=true).
+  returned: when pods were deleted
+  type: list
+  elements: str
+waited_for:
+  description: What the task waited for (V(none) in check mode or when nothing was waited for).
+  returned: always
+  type: str
+diff:
+  description: The DaemonSet and ConfigMap before and after, when run with C(--diff).
+  returned: when diff mode is on and something changed
+  type: list
+  elements: dict
+"""
+
+import time
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.kubehw.devices.plugins.module_utils._client import (
+    AUTH_ARG_SPEC,
+    KubeClient,
+    KubeHwError,
+)
+from ansible_collections.kubehw.devices.plugins.module_utils import _daemonset as ds_utils
+from ansible_collections.kubehw.devices.plugins.module_utils._daemonset import DaemonSetSpecError
+
+
+def argument_spec():
+    spec = dict(
+        state=dict(type="str", default="present", choices=["present", "absent"]),
+        preset=dict(type="str", choices=list(ds_utils.PRESET_NAMES)),
+        name=dict(type="str"),
+        namespace=dict(type="str", default="kube-system"),
+        image=dict(type="str"),
+        image_pull_policy=dict(type="str", choices=["Always", "IfNotPresent", "Never"]),
+        image_pull_secrets=dict(type="list", elements="str", no_log=False),
+        image_registry=dict(type="str"),
+        args=dict(type="list", elements="str"),
+        env=dict(type="dict"),
+        resources=dict(type="dict"),
+        security_context=dict(type="dict"),
+        host_paths=dict(type="list", elements="dict", options=dict(
+            path=dict(type="str", required=True),
+            mount_path=dict(type="str"),
+            read_only=dict(type="bool", default=False),
+            type=dict(type="str", choices=["", "Directory", "DirectoryOrCreate", "File", "FileOrCreate",
+                                           "Socket", "CharDevice", "BlockDevice"]),
+            name=dict(type="str"),
+        )),
+        node_selector=dict(type="dict"),
+        affinity=dict(type="dict"),
+        tolerations=dict(type="list", elements="dict"),
+        priority_class_name=dict(type="str"),
+        runtime_class_name=dict(type="str"),
+        service_account=dict(type="str"),
+        update_strategy=dict(type="dict", options=dict(
+            type=dict(type="str", default="RollingUpdate", choices=["RollingUpdate", "OnDelete"]),
+            max_unavailable=dict(type="raw"),
+            max_surge=dict(type="raw"),
+        )),
+        delete_old_pods=dict(type="bool", default=False),
+        labels=dict(type="dict"),
+        annotations=dict(type="dict"),
+        definition=dict(type="dict"),
+        resource_names=dict(type="list", elements="str"),
+        mig_strategy=dict(type="str", choices=list(ds_utils.MIG_STRATEGIES)),
+        device_list_strategy=dict(type="list", elements="str", choices=list(ds_utils.DEVICE_LIST_STRATEGIES)),
+        device_id_strategy=dict(type="str", choices=list(ds_utils.DEVICE_ID_STRATEGIES)),
+        time_slicing=dict(type="dict", options=dict(
+            replicas=dict(type="dict", required=True),
+            rename_by_default=dict(type="bool", default=False),
+            fail_requests_greater_than_one=dict(type="bool", default=False),
+        )),
+        resource_naming_strategy=dict(type="str", choices=list(ds_utils.AMD_NAMING_STRATEGIES)),
+        devices=dict(type="list", elements="dict"),
+        device_domain=dict(type="str"),
+        wait=dict(type="str", default="rollout", choices=list(ds_utils.WAIT_MODES)),
+        wait_timeout=dict(type="int", default=300),
+        min_count=dict(type="int", default=1),
+    )
+    spec.update(AUTH_ARG_SPEC)
+    return spec
+
+
+class TaskFailed(Exception):
+    def __init__(self, msg):
+        super(TaskFailed, self).__init__(msg)
+        self.msg = msg
+
+
+class DevicePluginDeploy(object):
+    """One task: build, compare, write if needed, wait; all writes through self.client."""
+
+    def __init__(self, module, client):
+        self.module = module
+        self.client = client
+        self.params = module.params
+        self.check_mode = module.check_mode
+        self.name = self.params.get("name") or ds_utils.default_name(self.params.get("preset"))
+        self.namespace = self.params["namespace"]
+        self.result = dict(changed=False, daemonset=None, configmap=None,
+                           generation=dict(before=None, after=None), waited_for="none")
+        self.diffs = []
+        self.warnings = []
+        self.deadline = None
+
+    # -- reads ---------------------------------------------------------------------------------
+    def _read(self, fn, name, what):
+        try:
+            return self.client.call_json(fn, name, self.namespace, what=what)
+        except KubeHwError as err:
+            if err.status == 404:
+                return None
+            raise
+
+    def read_daemonset(self):
+        return self._read(self.client.apps.read_namespaced_daemon_set, self.name,
+                          'read DaemonSet "%s/%s"' % (self.namespace, self.name))
+
+    def read_configmap(self):
+        cm_name = ds_utils.configmap_name(self.name)
+        return self._read(self.client.core.read_namespaced_config_map, cm_name,
+                          'read ConfigMap "%s/%s"' % (self.namespace, cm_name))
+
+    def list_pods(self, daemonset):
+        selector = ",".join("%s=%s" % kv for kv in sorted(daemonset["spec"]["selector"]["matchLabels"].items()))
+        listing = self.client.call_json(self.client.core.list_namespaced_pod, self.namespace, label_selector=selector,
+                                        what='list pods of DaemonSet "%s/%s"' % (self.namespace, self.name))
+        return [p for p in listing.get("items") or [] if ds_utils.owned_by(p, daemonset)]
+
+    def list_nodes(self):
+        listing = self.client.call_json(self.client.core.list_node, what="list nodes")
+        return dict((n["metadata"]["name"], n) for n in listing.get("items") or [])
+
+    def remaining(self):
+        return max(0.0, self.deadline - time.monotonic())
+
+    # -- present -------------------------------------------------------------------------------
+    def present(self, desired, configmap, resources):
+        self.result["resources"] = resources
+        live = self.read_daemonset()
+        conflict = ds_utils.selector_conflict(desired, live)
+        if conflict:
+            raise TaskFailed(conflict)
+        if live is not None and (live["metadata"].get("labels") or {}).get(ds_utils.MANAGED_BY_LABEL) != ds_utils.MANAGED_BY:
+            self.warnings.append("DaemonSet %s/%s was not created by this module; it is now managed by it"
+                                 % (self.namespace, self.name))
+        live_cm = self.read_configmap() if configmap is not None else None
+        before_gen = (live or {}).get("metadata", {}).get("generation")
+        self.result["generation"]["before"] = before_gen
+
+        cm_diffs = ds_utils.configmap_differences(configmap, live_cm) if configmap is not None else []
+        ds_diffs = ds_utils.differences(desired, live)
+        cm_owner_missing = configmap is not None and live is not None and live_cm is not None and \
+            not self._owned_by_ds(live_cm, live)
+        changed = bool(cm_diffs or ds_diffs or cm_owner_missing)
+        self.result["changed"] = changed
+
+        if configmap is not None and (cm_diffs or cm_owner_missing):
+            after_cm = self._configmap_body(configmap, live_cm, live)
+            self._add_diff("ConfigMap", ds_utils.configmap_name(self.name), live_cm, after_cm)
+        if ds_diffs:
+            after_ds = desired if live is None else ds_utils.update_body(desired, live)
+            self._add_diff("DaemonSet", self.name, live, after_ds)
+            self.result["changed_paths"] = ds_diffs if live is not None else []
+
+        if self.check_mode:
+            predicted = live if not ds_diffs else (desired if live is None else ds_utils.update_body(desired, live))
+            self.result["daemonset"] = predicted
+            self.result["configmap"] = configmap if (cm_diffs or live_cm is None) else live_cm
+            spec_changes = [p for p in ds_diffs if p.startswith("/spec")]
+            self.result["generation"]["after"] = (before_gen + 1 if spec_changes else before_gen) if live else None
+            if live is not None:
+                self.result["rollout"] = ds_utils.rollout_status(live)
+            return
+
+        # ConfigMap before DaemonSet: pods started by the new template must find the new file.
+        cm_obj = live_cm
+        if configmap is not None and (cm_diffs or live_cm is None):
+            cm_obj = self._write_configmap(configmap, live_cm, live)
+        current = live
+        if ds_diffs:
+            current = self._write_daemonset(desired, live)
+        if configmap is not None and not self._owned_by_ds(cm_obj, current):
+            cm_obj = self._write_configmap(configmap, cm_obj, current)
+        self.result["configmap"] = cm_obj
+        self.result["daemonset"] = current
+        self.result["generation"]["after"] = current["metadata"].get("generation")
+
+        wait = self.params["wait"]
+        if wait == "none":
+            self._report(current, resources)
+            return
+        self.result["waited_for"] = wait
+        current = self._wait_rollout(current, resources)
+        self.result["daemonset"] = current
+        if wait == "resource":
+            self._wait_resource(current, resources)
+        else:
+            self._report(current, resources)
+
+    def _owned_by_ds(self, cm, daemonset):
+        if cm is None or daemonset is None:
+            return False
+        uid = daemonset["metadata"].get("uid")
+        return any(ref.get("uid") == uid for ref in (cm.get("metadata") or {}).get("ownerReferences") or [])
+
+    def _configmap_body(self, configmap, live_cm, daemonset):
+        body = dict(configmap, metadata=dict(configmap["metadata"]))
+        if live_cm is not None:
+            body["metadata"]["resourceVersion"] = live_cm["metadata"].get("resourceVersion")
+            body["metadata"]["labels"] = dict(live_cm["metadata"].get("labels") or {}, **configmap["metadata"]["labels"])
+        if daemonset is not None and daemonset["metadata"].get("uid"):
+            # Garbage collection removes the ConfigMap with the DaemonSet, whoever deletes it.
+            body["metadata"]["ownerReferences"] = [{
+                "apiVersion": "apps/v1", "kind": "DaemonSet", "name": daemonset["metadata"]["name"],
+                "uid": daemonset["metadata"]["uid"], "controller": False, "blockOwnerDeletion": False}]
+        return body
+
+    def _write_configmap(self, configmap, live_cm, daemonset):
+        body = self._configmap_body(configmap, live_cm, daemonset)
+        name = configmap["metadata"]["name"]
+        if live_cm is None:
+            return self.client.call_json(self.client.core.create_namespaced_config_map, self.namespace, body,
+                                         what='create ConfigMap "%s/%s"' % (self.namespace, name))
+        return self.client.call_json(self.client.core.replace_namespaced_config_map, name, self.namespace, body,
+                                     what='replace ConfigMap "%s/%s"' % (self.namespace, name))
+
+    def _write_daemonset(self, desired, live):
+        what = 'write DaemonSet "%s/%s"' % (self.namespace, self.name)
+        for _attempt in range(3):
+            try:
+                if live is None:
+                    return self.client.call_json(self.client.apps.create_namespaced_daemon_set, self.namespace,
+                                                 desired, what=what.replace("write", "create"))
+                body = ds_utils.update_body(desired, live)
+                return self.client.call_json(self.client.apps.replace_namespaced_daemon_set, self.name,
+                                             self.namespace, body, what=what.replace("write", "replace"))
+            except KubeHwError as err:
+                # Someone wrote in between (409), or created it first: read again and recompute.
+                if err.status != 409:
+                    raise
+                live = self.read_daemonset()
+                if live is not None and not ds_utils.differences(desired, live):
+                    return live
+        raise KubeHwError("Failed to write DaemonSet %s/%s: it kept changing under us (409 Conflict three times)"
+                          % (self.namespace, self.name), status=409, reason="Conflict")
+
+    def _watch_daemonset(self, predicate, what):
+        key = "%s/%s" % (self.namespace, self.name)
+        objects = self.client.watch(
+            self.client.apps.list_namespaced_daemon_set, lambda objs: key in objs and predicate(objs[key]),
+            timeout=self.remaining(), what=what, namespace=self.namespace,
+            field_selector="metadata.name=%s" % self.name)
+        return objects[key]
+
+    def _wait_rollout(self, current, resources):
+        on_delete = ds_utils.rollout_status(current)["strategy"] == "OnDelete"
+        generation = current["metadata"].get("generation")
+        try:
+            if on_delete and self.params["delete_old_pods"]:
+                current = self._watch_daemonset(
+                    lambda ds: (ds.get("status") or {}).get("observedGeneration", 0) >= generation,
+                    "observe generation %s of DaemonSet %s/%s" % (generation, self.namespace, self.name))
+                self._delete_old_pods(current)
+            current = self._watch_daemonset(
+                lambda ds: ds_utils.rollout_done(ds) or (
+                    on_delete and not self.params["delete_old_pods"] and ds_utils.rollout_status(ds)["old_pods_pending"]),
+                "finish the rollout of DaemonSet %s/%s" % (self.namespace, self.name))
+        except KubeHwError as err:
+            if err.reason != "Timeout":
+                raise
+            self._fail_timeout("the rollout", resources, check_resources=False)
+        state = self._report(current, resources)
+        if state["old_pods_pending"]:
+            old = [p["metadata"]["name"] for p in self.list_pods(current) if ds_utils.is_old_pod(p, generation)]
+            self.result["rollout"]["old_pods"] = sorted(old)
+            self.warnings.append(
+                "DaemonSet %s/%s uses updateStrategy OnDelete: %d pod(s) of the old template (%s) keep running until "
+                "deleted. Delete them, or set delete_old_pods: true to let this module do it."
+                % (self.namespace, self.name, len(old), ", ".join(sorted(old)) or "none listed"))
+        return current
+
+    def _delete_old_pods(self, daemonset):
+        generation = daemonset["metadata"].get("generation")
+        deleted = []
+        for pod in self.list_pods(daemonset):
+            meta = pod["metadata"]
+            if ds_utils.is_old_pod(pod, generation) and not meta.get("deletionTimestamp"):
+                try:
+                    self.client.call_json(self.client.core.delete_namespaced_pod, meta["name"], self.namespace,
+                                          what='delete old pod "%s/%s"' % (self.namespace, meta["name"]))
+                except KubeHwError as err:
+                    if err.status != 404:
+                        raise
+                deleted.append(meta["name"])
+        self.result["deleted_pods"] = sorted(deleted)
+
+    def _wait_resource(self, current, resources):
+        min_count = self.params["min_count"]
+        pods = self.list_pods(current)
+        node_names = sorted(set(ds_utils.pod_node(p) for p in pods
+                                if ds_utils.pod_node(p) and not p["metadata"].get("deletionTimestamp")))
+        if not node_names:
+            self.warnings.append("No node runs a pod of DaemonSet %s/%s, so no node advertises %s"
+                                 % (self.namespace, self.name, ", ".join(resources)))
+        try:
+            self.client.watch(
+                self.client.core.list_node,
+                lambda nodes: ds_utils.nodes_with_resource(nodes, node_names, resources, min_count),
+                timeout=self.remaining(),
+                what="see %s on the nodes running DaemonSet %s/%s" % (", ".join(resources), self.namespace, self.name))
+        except KubeHwError as err:
+            if err.reason != "Timeout":
+                raise
+            self._fail_timeout("the resources %s" % ", ".join(resources), resources, check_resources=True)
+        self._report(current, resources)
+
+    def _report(self, current, resources, pods=None, nodes=None):
+        state = ds_utils.rollout_status(current)
+        self.result["rollout"] = state
+        pods = self.list_pods(current) if pods is None else pods
+        nodes = self.list_nodes() if nodes is None else nodes
+        self.result["nodes"] = ds_utils.node_report(pods, nodes, resources, self.params["min_count"],
+                                                    current["metadata"].get("generation"))
+        return state
+
+    def _fail_timeout(self, what, resources, check_resources):
+        current = self.read_daemonset() or self.result["daemonset"]
+        self.result["daemonset"] = current
+        pods = self.list_pods(current)
+        nodes = self.list_nodes()
+        state = self._report(current, resources, pods, nodes)
+        msg = ds_utils.timeout_message(what, self.params["wait_timeout"], current, state, self.result["nodes"],
+                                       resources, self.params["min_count"], check_resources)
+        raise TaskFailed(msg)
+
+    def _add_diff(self, kind, name, before, after):
+        header = "%s %s/%s" % (kind, self.namespace, name)
+        self.diffs.append(dict(before_header=header, after_header=header,
+                               before=ds_utils.clean(before) or {}, after=ds_utils.clean(after) or {}))
+
+    # -- absent --------------------------------------------------------------------------------
+    def absent(self):
+        live = self.read_daemonset()
+        live_cm = self.read_configmap()
+        if live_cm is not None and not self._ours(live_cm, live):
+            live_cm = None
+        self.result["generation"]["before"] = (live or {}).get("metadata", {}).get("generation")
+        self.result["changed"] = live is not None or live_cm is not None
+        if live is not None:
+            self._add_diff("DaemonSet", self.name, live, None)
+        if live_cm is not None:
+            self._add_diff("ConfigMap", live_cm["metadata"]["name"], live_cm, None)
+        if self.check_mode or not self.result["changed"]:
+            return
+        if live is not None:
+            self._delete(self.client.apps.delete_namespaced_daemon_set, self.name, "DaemonSet")
+        if live_cm is not None:
+            self._delete(self.client.core.delete_namespaced_config_map, live_cm["metadata"]["name"], "ConfigMap")
+        if live is not None and self.params["wait"] != "none":
+            self.result["waited_for"] = "deletion"
+            key = "%s/%s" % (self.namespace, self.name)
+            try:
+                self.client.watch(self.client.apps.list_namespaced_daemon_set, lambda objs: key not in objs,
+                                  timeout=self.remaining(), what="see DaemonSet %s deleted" % key,
+                                  namespace=self.namespace, field_selector="metadata.name=%s" % self.name)
+            except KubeHwError as err:
+                if err.reason != "Timeout":
+                    raise
+                raise TaskFailed("Timed out after %ss waiting for DaemonSet %s to be deleted (finalizers?)"
+                                  % (self.params["wait_timeout"], key))
+
+    def _ours(self, cm, daemonset):
+        labels = (cm.get("metadata") or {}).get("labels") or {}
+        return labels.get(ds_utils.MANAGED_BY_LABEL) == ds_utils.MANAGED_BY or self._owned_by_ds(cm, daemonset)
+
+    def _delete(self, fn, name, kind):
+        try:
+            self.client.call_json(fn, name, self.namespace, propagation_policy="Background",
+                                  what='delete %s "%s/%s"' % (kind, self.namespace, name))
+        except KubeHwError as err:
+            if err.status != 404:
+                raise
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=argument_spec(),
+        required_if=[("state", "present", ("preset",))],
+        supports_check_mode=True,
+    )
+    params = module.params
+    try:
+        ds_utils.validate(params)
+        built = ds_utils.build(params) if params["state"] == "present" else None
+    except DaemonSetSpecError as err:
+        module.fail_json(msg="Invalid input: %s" % err)
+    if params["wait_timeout"] < 0:
+        module.fail_json(msg="Invalid input: wait_timeout %d must not be negative" % params["wait_timeout"])
+
+    task = None
+    try:
+        client = KubeClient(module)
+        task = DevicePluginDeploy(module, client)
+        task.deadline = time.monotonic() + params["wait_timeout"]
+        if built is None:
+            task.absent()
+        else:
+            task.present(*built)
+    except (KubeHwError, TaskFailed) as err:
+        result = dict(task.result) if task is not None else {}
+        if task is not None and module._diff and task.diffs:
+            result["diff"] = task.diffs
+        for text in (task.warnings if task is not None else []):
+            module.warn(text)
+        module.fail_json(msg=err.msg, status=getattr(err, "status", None), reason=getattr(err, "reason", None),
+                         **result)
+    for text in task.warnings:
+        module.warn(text)
+    result = task.result
+    if module._diff and task.diffs:
+        result["diff"] = task.diffs
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,260 @@
+# Copyright (c) kubehw.devices contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""kubehw.devices.device_plugin_deploy against a cluster (simulated unless KUBECONFIG is set).
+
+Default simulated cluster: gpu-1 (4 nvidia.com/gpu) and gpu-2 (8), both labelled
+feature.node.kubernetes.io/pci-10de.present=true; dongle-1, cpu-1 and bare-1 without.
+On a real cluster the tests that need the request log or fault injection are skipped;
+the others need GPU nodes carrying that NFD label.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import time
+import uuid
+
+import pytest
+
+MODULE = "kubehw.devices.device_plugin_deploy"
+GPU_NODES = ["gpu-1", "gpu-2"]
+
+
+@pytest.fixture
+def namespace(cluster):
+    """A fresh namespace per test, so tests never see each other's objects."""
+    name = "dp-%s" % uuid.uuid4().hex[:8]
+    cluster.core.create_namespace({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    yield name
+    try:
+        cluster.core.delete_namespace(name)
+    except Exception:  # pylint: disable=broad-except
+        pass
+
+
+def task(namespace, name="Deploy", **params):
+    args = dict(preset="nvidia", namespace=namespace, wait_timeout=30)
+    args.update(params)
+    return {"name": name, MODULE: args, "register": "out"}
+
+
+def read_ds(cluster, namespace, name="nvidia-device-plugin"):
+    resp = cluster.apps.read_namespaced_daemon_set(name, namespace, _preload_content=False)
+    return json.loads(resp.data)
+
+
+def exists(fn, *args):
+    from kubernetes.client.rest import ApiException
+    try:
+        fn(*args, _preload_content=False)
+        return True
+    except ApiException as err:
+        if err.status == 404:
+            return False
+        raise
+
+
+def ds_writes(cluster, since):
+    return [(w["method"], w["path"]) for w in cluster.writes(since)
+            if "/daemonsets" in w["path"] or "/configmaps" in w["path"] or "/pods" in w["path"]]
+
+
+def test_create_then_noop_rerun_makes_no_write(cluster, ansible, namespace):
+    mark = cluster.mark()
+    run = ansible([task(namespace), dict(task(namespace, name="Again"))])
+    assert run.rc == 0, run.output()
+    first, second = run.result("Deploy"), run.result("Again")
+    assert first["changed"] is True
+    assert first["waited_for"] == "rollout"
+    rollout = first["rollout"]
+    assert rollout["done"] and rollout["desired"] == 2 and rollout["available"] == 2
+    assert sorted(first["nodes"]) == GPU_NODES
+    assert first["generation"] == {"before": None, "after": 1}
+    ds = first["daemonset"]
+    assert ds["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "kubehw.devices"
+    assert ds["metadata"]["annotations"]["devices.kubehw.io/resources"] == "nvidia.com/gpu"
+    cm = first["configmap"]
+    assert cm["metadata"]["ownerReferences"][0]["uid"] == ds["metadata"]["uid"]
+    assert json.loads(cm["data"]["config.yaml"])["flags"]["migStrategy"] == "none"
+
+    assert second["changed"] is False, second
+    assert second["generation"] == {"before": 1, "after": 1}
+    if cluster.simulated:
+        writes = ds_writes(cluster, mark)
+        # first run: ConfigMap, DaemonSet, ConfigMap ownerReference; the second run adds nothing
+        assert [m for m, _ in writes] == ["POST", "POST", "PUT"], writes
+        assert len(cluster.writes(mark)) == 3
+
+
+def test_changed_setting_rolls_out_and_reports_generations(cluster, ansible, namespace):
+    cluster.require_simulated("counts pods replaced by the simulated DaemonSet controller")
+    run = ansible([task(namespace)])
+    assert run.rc == 0, run.output()
+    old_pods = set(p["pod"] for p in run.result("Deploy")["nodes"].values())
+
+    mark = cluster.mark()
+    run = ansible([task(namespace, name="Change", mig_strategy="single")])
+    assert run.rc == 0, run.output()
+    res = run.result("Change")
+    assert res["changed"] is True
+    assert res["generation"] == {"before": 1, "after": 2}
+    assert res["rollout"]["done"] and res["rollout"]["observed_generation"] == 2
+    # the config lives in the ConfigMap; its hash in the template is what rolled the pods
+    assert "/spec/template/metadata/annotations/devices.kubehw.io~1config-hash" in res["changed_paths"]
+    live = read_ds(cluster, namespace)
+    status = live["status"]
+    assert live["metadata"]["generation"] == 2 and status["observedGeneration"] == 2
+    assert status["updatedNumberScheduled"] == status["numberAvailable"] == status["desiredNumberScheduled"] == 2
+    new_pods = set(e["pod"] for e in res["nodes"].values())
+    assert all(e["pod_ready"] and e["updated"] for e in res["nodes"].values())
+    assert not (new_pods & old_pods)
+    cm = json.loads(cluster.core.read_namespaced_config_map(
+        "nvidia-device-plugin-config", namespace, _preload_content=False).data)
+    assert json.loads(cm["data"]["config.yaml"])["flags"]["migStrategy"] == "single"
+    methods = [m for m, p in ds_writes(cluster, mark) if "/pods" not in p]
+    assert methods == ["PUT", "PUT"]  # the ConfigMap, then the DaemonSet
+
+
+def test_wait_resource_only_on_gpu_nodes(cluster, ansible, namespace):
+    run = ansible([task(namespace, wait="resource", min_count=4)])
+    assert run.rc == 0, run.output()
+    res = run.result("Deploy")
+    assert res["waited_for"] == "resource"
+    assert sorted(res["nodes"]) == GPU_NODES
+    for name in GPU_NODES:
+        assert res["nodes"][name]["pod_ready"] and res["nodes"][name]["resource_ready"]
+        assert res["nodes"][name]["capacity"]["nvidia.com/gpu"] >= 4
+        assert "nvidia.com/gpu" in res["nodes"][name]["allocatable"]
+    if cluster.simulated:
+        assert res["nodes"]["gpu-1"]["capacity"] == {"nvidia.com/gpu": 4}
+        assert res["nodes"]["gpu-2"]["capacity"] == {"nvidia.com/gpu": 8}
+        for node in json.loads(cluster.core.list_node(_preload_content=False).data)["items"]:
+            capacity = (node.get("status") or {}).get("capacity") or {}
+            if node["metadata"]["name"] in GPU_NODES:
+                assert "nvidia.com/gpu" in capacity
+            else:
+                assert "nvidia.com/gpu" not in capacity, node["metadata"]["name"]
+
+
+def test_min_count_not_reached_times_out_naming_the_node(cluster, ansible, namespace):
+    cluster.require_simulated("relies on the simulated inventory (gpu-1 has 4 GPUs, gpu-2 has 8)")
+    started = time.monotonic()
+    run = ansible([task(namespace, wait="resource", min_count=6, wait_timeout=5)])
+    assert time.monotonic() - started < 30
+    res = run.result("Deploy")
+    assert res["status"] == "failed"
+    msg = res["msg"]
+    assert "nodes lacking nvidia.com/gpu >= 6 in capacity: gpu-1 (nvidia.com/gpu=4)" in msg, msg
+    assert "gpu-2" not in msg.split("in capacity:")[1]
+
+
+@pytest.mark.simcluster_config({"sync_interval": 0.5, "pod_start_delay": 0.2, "nodes": [
+    {"name": "gpu-1", "labels": {"feature.node.kubernetes.io/pci-10de.present": "true"},
+     "inventory": {"nvidia.com/gpu": 4}},
+    {"name": "gpu-2", "labels": {"feature.node.kubernetes.io/pci-10de.present": "true"},
+     "inventory": {"nvidia.com/gpu": 8}},
+    {"name": "cpu-1"},
+]})
+def test_pod_never_ready_times_out_naming_node_and_reason(cluster, ansible, namespace):
+    cluster.require_simulated("injects a pod start failure")
+    cluster.sim.fail_pod_start("gpu-2", reason="ImagePullBackOff")
+    run = ansible([task(namespace, wait="resource", wait_timeout=6)])
+    res = run.result("Deploy")
+    assert res["status"] == "failed", res
+    msg = res["msg"]
+    assert "Timed out after 6s waiting for the rollout of DaemonSet %s/nvidia-device-plugin" % namespace in msg, msg
+    assert "nodes without a ready plugin pod: gpu-2 (pod nvidia-device-plugin-" in msg, msg
+    assert "ImagePullBackOff" in msg
+    assert "gpu-1" not in msg
+    nodes = res["nodes"]
+    assert nodes["gpu-1"]["pod_ready"] and not nodes["gpu-2"]["pod_ready"]
+    assert any("ImagePullBackOff" in r for r in nodes["gpu-2"]["waiting_reasons"])
+    assert res["rollout"]["desired"] == 2 and res["rollout"]["available"] == 1
+    # the DaemonSet was still written: the failure is about waiting, and says so
+    assert res["changed"] is True
+
+
+def test_check_mode_makes_no_write_and_shows_diff(cluster, ansible, namespace):
+    mark = cluster.mark()
+    run = ansible([task(namespace, name="Check", wait="resource")], check=True, diff=True)
+    assert run.rc == 0, run.output()
+    res = run.result("Check")
+    assert res["changed"] is True
+    assert res["waited_for"] == "none"
+    diffs = res["diff"]
+    headers = [d["after_header"] for d in diffs]
+    assert headers == ["ConfigMap %s/nvidia-device-plugin-config" % namespace,
+                       "DaemonSet %s/nvidia-device-plugin" % namespace]
+    assert diffs[1]["before"] == {} and diffs[1]["after"]["spec"]["template"]["spec"]["containers"][0]["image"]
+    assert not exists(cluster.apps.read_namespaced_daemon_set, "nvidia-device-plugin", namespace)
+    if cluster.simulated:
+        assert cluster.writes(mark) == []
+
+    run = ansible([task(namespace)])
+    assert run.rc == 0, run.output()
+    mark = cluster.mark()
+    run = ansible([task(namespace, name="Check change", image="nvcr.io/nvidia/k8s-device-plugin:v0.17.0")],
+                  check=True, diff=True)
+    assert run.rc == 0, run.output()
+    res = run.result("Check change")
+    assert res["changed"] is True
+    assert res["generation"] == {"before": 1, "after": 2}
+    diff = res["diff"][0]
+    assert diff["before"]["spec"]["template"]["spec"]["containers"][0]["image"].endswith(":v0.17.1")
+    assert diff["after"]["spec"]["template"]["spec"]["containers"][0]["image"].endswith(":v0.17.0")
+    if cluster.simulated:
+        assert cluster.writes(mark) == []
+    assert read_ds(cluster, namespace)["metadata"]["generation"] == 1
+
+
+def test_state_absent_deletes_daemonset_and_configmap(cluster, ansible, namespace):
+    run = ansible([task(namespace, wait="none")])
+    assert run.rc == 0, run.output()
+    mark = cluster.mark()
+    run = ansible([task(namespace, name="Remove", state="absent"), task(namespace, name="Remove again", state="absent")])
+    assert run.rc == 0, run.output()
+    assert run.result("Remove")["changed"] is True
+    assert run.result("Remove again")["changed"] is False
+    assert not exists(cluster.apps.read_namespaced_daemon_set, "nvidia-device-plugin", namespace)
+    assert not exists(cluster.core.read_namespaced_config_map, "nvidia-device-plugin-config", namespace)
+    if cluster.simulated:
+        assert sorted(m for m, _ in ds_writes(cluster, mark) if True) .count("DELETE") >= 2
+        deletes = [p for m, p in ds_writes(cluster, mark) if m == "DELETE"]
+        assert any(p.endswith("/daemonsets/nvidia-device-plugin") for p in deletes)
+        assert any(p.endswith("/configmaps/nvidia-device-plugin-config") for p in deletes)
+
+
+def test_invalid_input_fails_before_any_request(cluster, ansible, namespace):
+    mark = cluster.mark()
+    run = ansible([task(namespace, resource_names=["nvidia.com/bad name"]),
+                   ], )
+    res = run.result("Deploy")
+    assert res["status"] == "failed"
+    assert "'nvidia.com/bad name' is not a valid extended resource name" in res["msg"]
+    run = ansible([task(namespace, definition={"kind": "Deployment"})])
+    assert "must be a DaemonSet" in run.result("Deploy")["msg"]
+    if cluster.simulated:
+        assert cluster.requests(mark) == []
+
+
+def test_on_delete_reports_old_pods_then_deletes_them_when_asked(cluster, ansible, namespace):
+    cluster.require_simulated("reads pod names from the simulated DaemonSet controller")
+    strategy = {"type": "OnDelete"}
+    run = ansible([task(namespace, update_strategy=strategy)])
+    assert run.rc == 0, run.output()
+    run = ansible([task(namespace, name="Change", update_strategy=strategy, device_id_strategy="index")])
+    assert run.rc == 0, run.output()
+    res = run.result("Change")
+    rollout = res["rollout"]
+    assert res["changed"] and not rollout["done"] and rollout["old_pods_pending"]
+    assert len(rollout["old_pods"]) == 2
+    assert any("OnDelete" in w for w in res.get("warnings")), res
+    run = ansible([task(namespace, name="Replace", update_strategy=strategy, device_id_strategy="index",
+                        delete_old_pods=True)])
+    assert run.rc == 0, run.output()
+    res = run.result("Replace")
+    assert sorted(res["deleted_pods"]) == sorted(rollout["old_pods"])
+    assert res["rollout"]["done"]
+    assert all(e["updated"] and e["pod_ready"] for e in res["nodes"].values())
