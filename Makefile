@@ -41,7 +41,7 @@ integration:
 	$(PYTEST) --junitxml=$(REPORTS)/integration.xml tests/integration tests/simcluster
 
 lint:
-	$(BIN)/ansible-lint --profile production
+	$(BIN)/ansible-lint --profile production $(if $(CI),--nocolor)
 
 roles:
 	@mkdir -p $(REPORTS)

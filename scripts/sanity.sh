@@ -27,5 +27,8 @@ if [ -e "$COPY/tests/sanity/ignore-2.19.txt" ] || compgen -G "$COPY/tests/sanity
 fi
 
 cd "$COPY"
+# ansible-test lists files with git; without a repository here it would find the checkout's own,
+# which ignores .cache, and skip every target.
+git init -q .
 export PATH="$VENV/bin:$PATH"
 exec ansible-test sanity --local --python 3.11 --color no "$@"

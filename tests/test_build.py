@@ -31,7 +31,7 @@ def _tool(name):
 
 
 def _run(args, env=None, cwd=None):
-    proc = subprocess.run(args, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    proc = subprocess.run(args, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, check=False,
                           universal_newlines=True, timeout=300)
     assert proc.returncode == 0, '%s failed (rc=%d)\nstdout:\n%s\nstderr:\n%s' % (
         ' '.join(args), proc.returncode, proc.stdout, proc.stderr)
@@ -44,11 +44,14 @@ def installed(tmp_path_factory):
     base = tmp_path_factory.mktemp('build')
     dist = base / 'dist'
     collections = base / 'collections'
+    # an empty config, so the checkout's ansible.cfg (collections_path) cannot leak into the check
+    config = base / 'ansible.cfg'
+    config.write_text(u'[defaults]\n')
     env = dict(os.environ)
     env.update(
         ANSIBLE_COLLECTIONS_PATH=str(collections),
         ANSIBLE_COLLECTIONS_SCAN_SYS_PATH='false',
-        ANSIBLE_CONFIG=os.devnull,
+        ANSIBLE_CONFIG=str(config),
         ANSIBLE_NOCOLOR='1',
     )
     _run([_tool('ansible-galaxy'), 'collection', 'build', ROOT, '--output-path', str(dist)], env=env)
