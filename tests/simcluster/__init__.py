@@ -20,16 +20,10 @@ import tempfile
 
 from tests.simcluster import auth
 from tests.simcluster.config import DEFAULT_CONFIG_PATH, load_config
+from tests.simcluster.controllers import Controllers
 from tests.simcluster.kubeconfig import write_kubeconfig
 from tests.simcluster.server import ApiServer
 from tests.simcluster.store import Store, now_rfc3339
-
-try:
-    from tests.simcluster.controllers import Controllers
-except ImportError as _controllers_error:  # pragma: no cover - only while controllers.py is being written
-    if "tests.simcluster.controllers" not in str(_controllers_error):
-        raise
-    Controllers = None
 
 __all__ = ["SimCluster", "DEFAULT_CONFIG_PATH"]
 
@@ -69,7 +63,7 @@ class SimCluster:
             ssl_context.load_cert_chain(cert, key)
         for resource, obj in auth.bootstrap_rbac():
             self.store.create(resource, obj)
-        if self.use_controllers and Controllers is not None:
+        if self.use_controllers:
             self.controllers = Controllers(self.store, self.config)
             self.controllers.start()
         self._ensure_base_objects()
