@@ -613,3 +613,48 @@ def test_python_dash_m_serves_until_sigterm(tmp_path):
         proc.send_signal(signal.SIGTERM)
         rc = proc.wait(10)
     assert rc == 0
+
+
+# ---------------------------------------------------------------- with the controllers (default fixture)
+
+def _ready(sim, node):
+    conds = sim.store.get("nodes", None, node)["status"]["conditions"]
+    return [c["status"] for c in conds if c["type"] == "Ready"][0]
+
+
+def test_admin_node_endpoints_reach_the_controllers(simcluster):
+    raw = Raw(simcluster)
+    assert _ready(simcluster, "gpu-2") == "True"
+    code, _b, _h = raw.request("POST", "/simcluster/nodes/gpu-2/unreachable", {})
+    assert code == 200
+    assert _ready(simcluster, "gpu-2") == "Unknown"
+    code, _b, _h = raw.request("POST", "/simcluster/nodes/gpu-2/unreachable", {"unreachable": False})
+    assert code == 200
+    deadline = time.monotonic() + 5
+    while _ready(simcluster, "gpu-2") != "True" and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _ready(simcluster, "gpu-2") == "True"
+    code, _b, _h = raw.request("POST", "/simcluster/nodes/cpu-1/fail-pods", {"reason": "ErrImagePull"})
+    assert code == 200
+    pod = pod_manifest("p", node="cpu-1")
+    assert raw.request("POST", "/api/v1/namespaces/default/pods", pod)[0] == 201
+    deadline = time.monotonic() + 5
+    reason = None
+    while reason is None and time.monotonic() < deadline:
+        statuses = (simcluster.store.get("pods", "default", "p").get("status") or {}).get("containerStatuses") or []
+        reason = ((statuses[0].get("state") or {}).get("waiting") or {}).get("reason") if statuses else None
+        time.sleep(0.05)
+    assert reason == "ErrImagePull"
+
+
+def test_status_patch_with_controllers_running(simcluster):
+    core, _apps, api = typed_clients(simcluster)
+    try:
+        node = core.patch_node_status("dongle-1", [{"op": "add", "path": "/status/capacity/example.com~1dongle",
+                                                    "value": "2"}])
+        assert node.status.capacity["example.com/dongle"] == "2"
+        code, body = api_error(core.patch_node_status, "bare-1",
+                               [{"op": "add", "path": "/status/capacity/example.com~1dongle", "value": "2"}])
+        assert code == 422 and body["message"] == "the server rejected our request due to an error in our request"
+    finally:
+        api.close()
