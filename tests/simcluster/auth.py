@@ -294,7 +294,10 @@ def api_group_of(resource):
 
 
 def _user_name(user):
-    return user.get("user") if isinstance(user, dict) else user
+    # the server may hand a user dict keyed "user" (authenticate) or "name" (its own impersonation)
+    if isinstance(user, dict):
+        return user.get("user") or user.get("name") or user.get("username")
+    return user
 
 
 def _user_groups(user):

@@ -11,7 +11,8 @@ type: aggregate
 short_description: Write every task result as one JSON line, for the integration test harness
 description:
   - Appends one JSON object per finished task (ok, failed, skipped, unreachable) to the file named
-    by the E(KUBEHW_RESULTS_FILE) environment variable, with the task name, host and status added.
+    by the E(KUBEHW_RESULTS_FILE) environment variable, with C(task) (its name), C(_host) and
+    C(_outcome) added, and C(failed) set as in a registered variable.
   - Needs only ansible-core, so the harness reads results the same way whatever the stdout callback is.
 requirements:
   - enabled in C(callbacks_enabled) (the harness sets E(ANSIBLE_CALLBACKS_ENABLED))
@@ -46,11 +47,16 @@ class CallbackModule(CallbackBase):
         if not self._path:
             return
         data = _result_dict(result)
-        data["task"] = result.task_name or result._task.get_name()
-        data["host"] = result._host.get_name()
-        data["status"] = status
+        # the keys a registered variable has; ansible-core 2.19 keeps them out of the callback's copy
+        data["failed"] = status == "failed"
+        if status in ("skipped", "unreachable"):
+            data[status] = True
         if ignore_errors:
             data["ignore_errors"] = True
+        # underscore names, so they cannot hide a module's own return values (e.g. "status")
+        data["task"] = result.task_name or result._task.get_name()
+        data["_host"] = result._host.get_name()
+        data["_outcome"] = status
         line = json.dumps(data, cls=AnsibleJSONEncoder, sort_keys=True)
         with open(self._path, "a") as f:
             f.write(line + "\n")

@@ -165,6 +165,8 @@ class TestAuthorize:
                                                 "verbs": ["patch"]}])
         bind(store, "b", "status-patcher", [{"kind": "User", "name": "u"}])
         assert auth.authorize(store, user("u"), "patch", "nodes", "status", None, "n1")[0]
+        # the server's impersonation hands the user over keyed "name"
+        assert auth.authorize(store, {"name": "u", "groups": []}, "patch", "nodes", "status", None, "n1")[0]
         # nodes/status does not grant nodes
         assert not auth.authorize(store, user("u"), "patch", "nodes", "", None, "n1")[0]
 
