@@ -14,7 +14,17 @@ of nodes, pods and daemonsets so that a pass costs no copies. Every write is a S
 
 Compressed time, on purpose: an unreachable node is marked Ready=Unknown and tainted at once
 (a real node lifecycle controller waits about 50 s), pods on it are not evicted (real: 300 s),
-and a pod's graceful termination takes pod_start_delay instead of up to 30 s.
+and a pod's graceful termination takes pod_stop_delay instead of up to 30 s.
+
+Configuration knobs read here besides the shared ones (sync_interval, pod_start_delay,
+device_plugins, nodes): heartbeat_interval (default 10 s: a kubelet with nothing new to report
+writes its heartbeat at this cadence, not at every sync), pod_stop_delay (default pod_start_delay),
+taint_new_nodes (default true: a node created through the API without Ready=True gets
+node.kubernetes.io/not-ready:NoSchedule, as the node lifecycle controller does).
+
+Not simulated: DaemonSet maxSurge (rollouts always go by maxUnavailable), pod priority and
+preemption (every pod has the same priority, so preemption never finds a victim), eviction of
+pods from unreachable nodes, ControllerRevision objects.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -513,6 +523,8 @@ class Controllers:
 
     def _intake_pods(self, event_type, key, old, obj):
         self._dirty_pods.add(key)
+        if event_type == "DELETED":
+            self._seen_bound.pop(_meta(obj).get("uid"), None)
         for pod in (old, obj):
             if pod is None:
                 continue

@@ -225,6 +225,15 @@ def test_unreachable_node(cluster):
     assert not node["spec"].get("taints")
 
 
+def test_node_configured_unreachable_starts_so(cluster):
+    store, _ctl = cluster([{"name": "n1", "unreachable": True}, {"name": "n2"}])
+    store.create("daemonsets", daemonset("plugin"))
+    wait_for(lambda: [p["spec"]["nodeName"] for p in ds_pods(store, "plugin")] == ["n2"], what="pod on n2 only")
+    node = store.get("nodes", None, "n1")
+    assert [c for c in node["status"]["conditions"] if c["type"] == "Ready"][0]["status"] == "Unknown"
+    assert {t["key"] for t in node["spec"]["taints"]} == {"node.kubernetes.io/unreachable"}
+
+
 def test_node_created_through_api_gets_not_ready_taint(cluster):
     store, _ctl = cluster([])
     store.create("nodes", {"metadata": {"name": "api-node"}, "status": {}})
@@ -271,6 +280,20 @@ def test_daemonset_pod_running(cluster):
     assert ("node.kubernetes.io/unreachable", "NoExecute") in keys
     assert ("node.kubernetes.io/unschedulable", "NoSchedule") in keys
     assert ("node.kubernetes.io/network-unavailable", "NoSchedule") not in keys
+
+
+def test_host_network_daemonset_tolerates_network_unavailable(cluster):
+    store, _ctl = cluster([{"name": "n1", "taints": [{"key": "node.kubernetes.io/network-unavailable",
+                                                      "effect": "NoSchedule"}]}])
+    store.create("daemonsets", daemonset("plain"))
+    host = daemonset("host")
+    host["spec"]["template"]["spec"]["hostNetwork"] = True
+    store.create("daemonsets", host)
+    wait_for(lambda: ds_status(store, "host").get("numberAvailable") == 1, what="hostNetwork pod runs")
+    (p,) = ds_pods(store, "host")
+    assert p["status"]["podIP"] == p["status"]["hostIP"]
+    assert ds_pods(store, "plain") == []
+    assert ds_status(store, "plain")["desiredNumberScheduled"] == 0
 
 
 def test_daemonset_on_unreachable_node_matches_facts(cluster):

@@ -7,9 +7,10 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import json
-import time
 
 import pytest
+
+from tests.simcluster.tests.test_controllers import wait_for
 
 kubernetes = pytest.importorskip("kubernetes")
 from kubernetes import client as k8s_client  # noqa: E402  pylint: disable=wrong-import-position
@@ -21,17 +22,6 @@ CONFIG = {
     "nodes": [{"name": "gpu-1", "inventory": {"example.com/dongle": 4}}],
 }
 DONGLE = "example.com/dongle"
-
-
-def wait_for(fn, timeout=8.0, what="condition"):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = fn()
-        if last:
-            return last
-        time.sleep(0.02)
-    raise AssertionError("timed out waiting for %s; last value %r" % (what, last))
 
 
 @pytest.fixture
