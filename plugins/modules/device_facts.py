@@ -26,7 +26,7 @@ description:
   - Malformed sysfs entries (unreadable files, non-hexadecimal IDs) are skipped with a warning.
   - The module only reads; it never changes the host.
 author:
-  - kubehw.devices maintainers
+  - kubehw.devices contributors (@kubehw)
 options:
   sysfs_root:
     description:
@@ -59,21 +59,24 @@ options:
     choices: [gpu, accelerator, fpga, nic]
   resource_map:
     description:
-      - Maps a key of RV(counts) to an extended-resource name, for example
-        C({"usb:0529:0001": "example.com/dongle", "gpu:nvidia": "nvidia.com/gpu"}).
+      - 'Maps a key of RV(counts) to an extended-resource name, for example
+        C({"usb:0529:0001": "example.com/dongle", "gpu:nvidia": "nvidia.com/gpu"}).'
       - The result RV(resources) holds the quantity for every mapped name; a key that
         matched no device maps to C(0).
       - Keys must have one of the forms documented for RV(counts); names must be valid
         extended-resource names (one C(/), a DNS-subdomain prefix outside C(kubernetes.io),
         a qualified name of at most 63 characters). Two keys must not map to the same name.
     type: dict
+extends_documentation_fragment:
+  - kubehw.devices.attributes
 attributes:
   check_mode:
-    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
+    details: The module only reads; check mode returns the same result.
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: none
+  idempotent:
+    support: full
   platform:
     description: Target OS/families that can be operated against.
     support: full
@@ -231,6 +234,9 @@ import os
 import re
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.kubehw.devices.plugins.module_utils._extended_resources import (
+    extended_resource_name_problem,
+)
 
 PCI_VENDORS = {
     '10de': 'nvidia',
@@ -265,8 +271,6 @@ COUNT_KEY = re.compile(
     r'|(?:gpu|accelerator|fpga|nic):(?:nvidia|amd|intel|xilinx|mellanox)'
     r'|dev:(?:nvidia|dri_render))$'
 )
-DNS_LABEL = re.compile(r'^[a-z0-9]([-a-z0-9]*[a-z0-9])?$')
-QUALIFIED_NAME = re.compile(r'^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$')
 
 
 def classify(vendor, class_code):
@@ -281,23 +285,6 @@ def classify(vendor, class_code):
         return 'gpu'
     if base == CLASS_ACCELERATOR:
         return 'accelerator'
-    return None
-
-
-def extended_resource_name_error(name):
-    """Return why name is not a valid extended-resource name, or None when it is valid."""
-    if not isinstance(name, str) or name.count('/') != 1:
-        return 'must contain exactly one "/" (prefix/name)'
-    prefix, short = name.split('/')
-    if not prefix or len(prefix) > 253 or not all(DNS_LABEL.match(label) for label in prefix.split('.')):
-        return 'prefix %r must be a DNS subdomain (lower-case labels of letters, digits and "-" separated by ".")' % prefix
-    if prefix == 'kubernetes.io' or prefix.endswith('.kubernetes.io'):
-        return 'prefix %r is reserved for Kubernetes' % prefix
-    if len(short) > 63 or not QUALIFIED_NAME.match(short):
-        return ('name part %r must be at most 63 characters of letters, digits, "-", "_" and ".", '
-                'starting and ending with a letter or digit' % short)
-    if not QUALIFIED_NAME.match('requests.' + short) or len('requests.' + short) > 63:
-        return 'name part %r must still be a valid qualified name with the "requests." prefix' % short
     return None
 
 
@@ -493,7 +480,7 @@ def validate_resource_map(resource_map):
                           'usb:<vendor>:<product> (4 hexadecimal digits each), '
                           '<gpu|accelerator|fpga|nic>:<nvidia|amd|intel|xilinx|mellanox>, dev:nvidia or dev:dri_render'
                           % (key,))
-        error = extended_resource_name_error(name)
+        error = extended_resource_name_problem(name)
         if error:
             return None, 'resource_map[%r] = %r is not a valid extended-resource name: %s' % (key, name, error)
         if name in seen:
