@@ -469,6 +469,8 @@ def validate_object(resource, obj, old=None):
         _validate_pod_spec(errors, "spec", obj.get("spec") or {})
         if old is not None and not errors:
             new_spec, old_spec = copy.deepcopy(obj.get("spec") or {}), copy.deepcopy(old.get("spec") or {})
+            # pods written straight into the store (by the controllers) were never defaulted
+            default_pod_spec(old_spec, True)
             # images, extra tolerations and the fields below may change on a running pod
             for spec in (new_spec, old_spec):
                 for field in ("containers", "initContainers"):
@@ -1241,8 +1243,8 @@ class ApiServer:
         if parts == ["faults"] and req.method == "DELETE":
             self.clear_faults()
             return (200, {"cleared": True}, {})
-        if len(parts) == 3 and parts[0] == "nodes" and req.method == "POST" and parts[2] in ("unreachable",
-                                                                                              "fail-pods"):
+        if len(parts) == 3 and parts[0] == "nodes" and req.method == "POST" and \
+                parts[2] in ("unreachable", "fail-pods"):
             hook = self.admin_hooks.get(parts[2])
             if hook is None:
                 return (501, status_body(501, "NotImplemented", "no controllers running"), {})

@@ -366,12 +366,15 @@ def test_field_selectors(sim, clients):
     core.create_namespaced_pod("default", pod_manifest("on-gpu", node="gpu-1"))
     core.create_namespaced_pod("default", pod_manifest("on-cpu", node="cpu-1"))
     core.create_namespaced_pod("default", pod_manifest("unbound"))
-    names = lambda items: sorted(p.metadata.name for p in items)  # noqa: E731
+
+    def names(items):
+        return sorted(p.metadata.name for p in items)
+
     assert names(core.list_pod_for_all_namespaces(field_selector="spec.nodeName=gpu-1").items) == ["on-gpu"]
     assert names(core.list_pod_for_all_namespaces(field_selector="spec.nodeName=").items) == ["unbound"]
     assert names(core.list_namespaced_pod("default", field_selector="metadata.name=on-cpu").items) == ["on-cpu"]
-    assert names(core.list_pod_for_all_namespaces(field_selector="metadata.namespace=default,"
-                                                                "spec.nodeName!=gpu-1").items) == ["on-cpu", "unbound"]
+    both = "metadata.namespace=default,spec.nodeName!=gpu-1"
+    assert names(core.list_pod_for_all_namespaces(field_selector=both).items) == ["on-cpu", "unbound"]
     assert len(core.list_pod_for_all_namespaces(field_selector="status.phase=Pending").items) == 3
     assert [n.metadata.name for n in core.list_node(field_selector="metadata.name=gpu-2").items] == ["gpu-2"]
 
@@ -520,7 +523,7 @@ def test_request_log_records_writes(sim, clients):
 def test_injected_status_faults(sim, status, reason):
     sim.inject_fault("GET", r"^/api/v1/nodes/gpu-1$", status=status, count=2, retry_after=3)
     raw = Raw(sim)
-    for _ in range(2):
+    for _attempt in range(2):
         code, body, headers = raw.request("GET", "/api/v1/nodes/gpu-1")
         assert code == status and body["reason"] == reason and body["code"] == status
         assert headers["Retry-After"] == "3"
@@ -658,3 +661,16 @@ def test_status_patch_with_controllers_running(simcluster):
         assert code == 422 and body["message"] == "the server rejected our request due to an error in our request"
     finally:
         api.close()
+
+
+def test_pod_spec_is_immutable_but_labels_and_image_are_not(sim, clients):
+    core, _apps = clients
+    # a pod as a controller writes it, straight into the store, without API defaulting
+    sim.store.create("pods", {"metadata": {"name": "raw", "namespace": "default"},
+                              "spec": {"nodeName": "gpu-1", "containers": [{"name": "c", "image": "busybox:1.36"}]}})
+    pod = core.patch_namespaced_pod("raw", "default", {"metadata": {"labels": {"a": "b"}}})
+    assert pod.metadata.labels == {"a": "b"}
+    pod = core.patch_namespaced_pod("raw", "default", {"spec": {"containers": [{"name": "c", "image": "busybox:1.37"}]}})
+    assert pod.spec.containers[0].image == "busybox:1.37"
+    code, body = api_error(core.patch_namespaced_pod, "raw", "default", {"spec": {"nodeName": "gpu-2"}})
+    assert code == 422 and body["message"].startswith('Pod "raw" is invalid: spec: Forbidden: pod updates may not')
