@@ -148,10 +148,11 @@ def test_nodes_are_bootstrapped_from_config(cluster):
 
 
 def test_kubelet_copies_extended_resources_to_allocatable(cluster):
-    store, _ctl = cluster([{"name": "n1"}], sync_interval=0.2)
-    set_extended(store, "n1", "example.com/dongle", "4", allocatable=False)
-    for odd in ("dongle", "kubernetes.io/foo"):
-        set_extended(store, "n1", odd, "2", allocatable=False)
+    store, _ctl = cluster([{"name": "n1"}], sync_interval=1.0)
+
+    def advertise(obj):
+        obj["status"]["capacity"].update({"example.com/dongle": "4", "dongle": "2", "kubernetes.io/foo": "2"})
+    store.mutate("nodes", None, "n1", advertise)
     # advertised is not yet schedulable: the copy waits for the next status sync
     assert "example.com/dongle" not in store.get("nodes", None, "n1")["status"]["allocatable"]
     wait_for(lambda: store.get("nodes", None, "n1")["status"]["allocatable"].get("example.com/dongle") == "4",
@@ -433,8 +434,10 @@ def test_rollout_stalls_on_terminating_pod_of_dead_node(cluster):
     wait_for(lambda: ds_status(store, "plugin").get("numberMisscheduled") == 1, what="misscheduled")
     store.mutate("daemonsets", "kube-system", "plugin",
                  lambda o: o["spec"]["template"]["spec"]["containers"][0].__setitem__("image", "img:2"))
-    wait_for(lambda: ds_status(store, "plugin").get("observedGeneration") == 2, what="observed")
-    time.sleep(0.5)
+    wait_for(lambda: ds_status(store, "plugin").get("observedGeneration") == 2 and
+             ds_status(store, "plugin").get("updatedNumberScheduled") == 1 and
+             ds_status(store, "plugin").get("numberAvailable") == 2, what="first node replaced")
+    time.sleep(0.4)
     st = ds_status(store, "plugin")
     # observedGeneration reached 2, the counts did not: the old pod on n3 is stuck Terminating and
     # counts against maxUnavailable, so only one of n1/n2 was replaced
