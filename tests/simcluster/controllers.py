@@ -142,7 +142,7 @@ def _rfc3339_to_epoch(text):
 
 
 def random_suffix(n=5):
-    return "".join(random.choice(NAME_ALPHABET) for _ in range(n))
+    return "".join(random.choice(NAME_ALPHABET) for _i in range(n))
 
 
 def template_hash(template, collision_count=0):
