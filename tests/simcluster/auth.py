@@ -120,13 +120,72 @@ def make_tls(directory):
         f.write(ca_cert.public_bytes(serialization.Encoding.PEM))
     with open(cert_path, "wb") as f:
         f.write(server_cert.public_bytes(serialization.Encoding.PEM))
-    # the key is a throwaway, but keep it private like a real one
-    fd = os.open(key_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "wb") as f:
-        f.write(server_key.private_bytes(serialization.Encoding.PEM,
-                                         serialization.PrivateFormat.PKCS8,
-                                         serialization.NoEncryption()))
+    _write_key(key_path, server_key)
+    # kept next to ca.crt so make_client_cert can issue client certificates from the same CA
+    _write_key(os.path.join(directory, "ca.key"), ca_key)
     return ca_path, cert_path, key_path
+
+
+def _write_key(path, key):
+    from cryptography.hazmat.primitives import serialization
+
+    # the keys are throwaways, but keep them private like real ones
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        f.write(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                  serialization.NoEncryption()))
+
+
+def make_client_cert(directory, user, groups=(), name=None):
+    """Issue a client certificate from the CA that make_tls wrote into directory.
+
+    As with kubeadm's admin.conf, the subject CN is the user and each O is a group.
+    Returns (cert_path, key_path).
+    """
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+    with open(os.path.join(directory, "ca.crt"), "rb") as f:
+        ca_cert = x509.load_pem_x509_certificate(f.read())
+    with open(os.path.join(directory, "ca.key"), "rb") as f:
+        ca_key = serialization.load_pem_private_key(f.read(), password=None)
+    now = datetime.datetime.now(datetime.timezone.utc)
+    key = ec.generate_private_key(ec.SECP256R1())
+    subject = [x509.NameAttribute(NameOID.ORGANIZATION_NAME, g) for g in groups]
+    subject.append(x509.NameAttribute(NameOID.COMMON_NAME, user))
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name(subject))
+        .issuer_name(ca_cert.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=2))
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    base = name or "client-" + "".join(c if c.isalnum() else "-" for c in user)
+    cert_path = os.path.join(directory, base + ".crt")
+    key_path = os.path.join(directory, base + ".key")
+    with open(cert_path, "wb") as f:
+        f.write(cert.public_bytes(serialization.Encoding.PEM))
+    _write_key(key_path, key)
+    return cert_path, key_path
+
+
+def server_ssl_context(ca_path, cert_path, key_path):
+    """The server side TLS context: serves cert_path, and asks for (but does not require) a
+    client certificate signed by the cluster CA, as kube-apiserver's --client-ca-file does."""
+    import ssl
+
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(cert_path, key_path)
+    ctx.load_verify_locations(cafile=ca_path)
+    ctx.verify_mode = ssl.CERT_OPTIONAL
+    return ctx
 
 
 # ---------------------------------------------------------------- Status bodies
@@ -196,6 +255,22 @@ def _with_implicit_groups(user, groups):
     return groups
 
 
+def _user_from_peer_cert(peer_cert):
+    """CN is the user, each O a group; None without a (verified) certificate."""
+    if not peer_cert:
+        return None
+    user, groups = None, []
+    for rdn in peer_cert.get("subject") or ():
+        for key, value in rdn:
+            if key == "commonName":
+                user = value
+            elif key == "organizationName":
+                groups.append(value)
+    if not user:
+        return None
+    return {"user": user, "groups": _with_implicit_groups(user, groups)}
+
+
 class Authenticator:
     """Bearer tokens: a generated admin token plus the config's ``tokens:`` list.
 
@@ -222,8 +297,16 @@ class Authenticator:
     def remove_token(self, token):
         self._tokens.pop(token, None)
 
-    def authenticate(self, headers):
-        """Return dict(user=..., groups=[...]) or None (answer 401 Unauthorized)."""
+    def authenticate(self, headers, peer_cert=None):
+        """Return dict(user=..., groups=[...]) or None (answer 401 Unauthorized).
+
+        peer_cert is ssl.SSLSocket.getpeercert() of the connection: a client certificate the
+        TLS layer verified against the cluster CA authenticates first, as the apiserver's x509
+        authenticator runs before the token authenticators.
+        """
+        from_cert = _user_from_peer_cert(peer_cert)
+        if from_cert is not None:
+            return from_cert
         auth = (_header(headers, "Authorization") or "").strip()
         parts = auth.split(" ", 2)
         if len(parts) >= 2 and parts[0].lower() == "bearer" and parts[1]:
@@ -236,12 +319,12 @@ class Authenticator:
             return {"user": ANONYMOUS_USER, "groups": [UNAUTHENTICATED_GROUP]}
         return None
 
-    def identify(self, store, headers):
+    def identify(self, store, headers, peer_cert=None):
         """Authenticate, then apply Impersonate-User/Impersonate-Group headers.
 
         Returns (user_info, None) or (None, (http_code, status_body)).
         """
-        info = self.authenticate(headers)
+        info = self.authenticate(headers, peer_cert)
         if info is None:
             return None, (401, unauthorized_status())
         imp_user = _header(headers, "Impersonate-User")

@@ -12,11 +12,24 @@ import os
 import yaml
 
 
+def _b64_file(path):
+    with open(path, "rb") as f:
+        return base64.b64encode(f.read()).decode("ascii")
+
+
 def kubeconfig_dict(server_url, ca_cert_path, token, context="simcluster", user="simcluster-admin",
-                    cluster="simcluster", namespace=None):
-    """A kubeconfig as a dict, with the CA embedded so the file stands alone."""
-    with open(ca_cert_path, "rb") as f:
-        ca_data = base64.b64encode(f.read()).decode("ascii")
+                    cluster="simcluster", namespace=None, client_cert=None, client_key=None):
+    """A kubeconfig as a dict, with the CA (and client certificate) embedded so it stands alone.
+
+    token may be None when client_cert/client_key (paths, see auth.make_client_cert) identify the user.
+    """
+    ca_data = _b64_file(ca_cert_path)
+    credentials = {}
+    if token:
+        credentials["token"] = token
+    if client_cert:
+        credentials["client-certificate-data"] = _b64_file(client_cert)
+        credentials["client-key-data"] = _b64_file(client_key)
     ctx = {"cluster": cluster, "user": user}
     if namespace:
         ctx["namespace"] = namespace
@@ -25,17 +38,17 @@ def kubeconfig_dict(server_url, ca_cert_path, token, context="simcluster", user=
         "kind": "Config",
         "preferences": {},
         "clusters": [{"name": cluster, "cluster": {"server": server_url, "certificate-authority-data": ca_data}}],
-        "users": [{"name": user, "user": {"token": token}}],
+        "users": [{"name": user, "user": credentials}],
         "contexts": [{"name": context, "context": ctx}],
         "current-context": context,
     }
 
 
 def write_kubeconfig(path, server_url, ca_cert_path, token, context="simcluster", user="simcluster-admin",
-                     cluster="simcluster", namespace=None):
-    """Write a kubeconfig to path (mode 0600, as it holds a token) and return path."""
-    data = kubeconfig_dict(server_url, ca_cert_path, token, context=context, user=user,
-                           cluster=cluster, namespace=namespace)
+                     cluster="simcluster", namespace=None, client_cert=None, client_key=None):
+    """Write a kubeconfig to path (mode 0600, as it holds credentials) and return path."""
+    data = kubeconfig_dict(server_url, ca_cert_path, token, context=context, user=user, cluster=cluster,
+                           namespace=namespace, client_cert=client_cert, client_key=client_key)
     directory = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(directory):
         os.makedirs(directory)

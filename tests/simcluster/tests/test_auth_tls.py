@@ -38,7 +38,7 @@ class _Handler(BaseHTTPRequestHandler):
         pass
 
     def do_GET(self):
-        who = self.server.authenticator.authenticate(self.headers)
+        who = self.server.authenticator.authenticate(self.headers, self.connection.getpeercert())
         self.server.seen.append((self.path, who))
         if who is None:
             code, body = 401, auth.unauthorized_status()
@@ -56,9 +56,7 @@ class _Handler(BaseHTTPRequestHandler):
 def endpoint(tmp_path):
     ca, cert, key = auth.make_tls(str(tmp_path / "pki"))
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    ctx.load_cert_chain(cert, key)
-    server.socket = ctx.wrap_socket(server.socket, server_side=True)
+    server.socket = auth.server_ssl_context(ca, cert, key).wrap_socket(server.socket, server_side=True)
     server.authenticator = auth.Authenticator({})
     server.seen = []
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
@@ -66,13 +64,14 @@ def endpoint(tmp_path):
     server.url = "https://127.0.0.1:%d" % server.server_address[1]
     server.ca = ca
     server.key = key
+    server.pki = str(tmp_path / "pki")
     yield server
     server.shutdown()
     server.server_close()
 
 
 def _get(url, token, context):
-    req = urllib.request.Request(url, headers={"Authorization": "Bearer " + token})
+    req = urllib.request.Request(url, headers={"Authorization": "Bearer " + token} if token else {})
     with urllib.request.urlopen(req, context=context, timeout=5) as resp:
         return json.loads(resp.read())
 
@@ -156,3 +155,45 @@ def test_kubeconfig_file_for_kubectl(endpoint, tmp_path):
     assert json.loads(out.stdout) == VERSION
     assert endpoint.seen[-1] == ("/version", {"user": "kubernetes-admin",
                                               "groups": ["system:masters", "system:authenticated"]})
+
+
+def test_client_certificate_identifies_user_and_groups(endpoint):
+    cert, key = auth.make_client_cert(endpoint.pki, "alice", ["devs", "system:masters"])
+    ctx = ssl.create_default_context(cafile=endpoint.ca)
+    ctx.load_cert_chain(cert, key)
+    assert _get(endpoint.url + "/version", None, ctx) == VERSION
+    assert endpoint.seen[-1][1] == {"user": "alice", "groups": ["devs", "system:masters", "system:authenticated"]}
+    # the certificate authenticates before a bearer token, as the x509 authenticator runs first
+    _get(endpoint.url + "/version", "not-a-token", ctx)
+    assert endpoint.seen[-1][1]["user"] == "alice"
+    # without a client certificate the same server still takes tokens
+    _get(endpoint.url + "/version", endpoint.authenticator.admin_token, ssl.create_default_context(cafile=endpoint.ca))
+    assert endpoint.seen[-1][1]["user"] == "kubernetes-admin"
+    assert oct(stat.S_IMODE(os.stat(key).st_mode)) == "0o600"
+
+
+def test_client_certificate_from_another_ca_fails_the_handshake(endpoint, tmp_path):
+    other = str(tmp_path / "other")
+    auth.make_tls(other)
+    cert, key = auth.make_client_cert(other, "mallory", ["system:masters"])
+    ctx = ssl.create_default_context(cafile=endpoint.ca)
+    ctx.load_cert_chain(cert, key)
+    with pytest.raises((urllib.error.URLError, ssl.SSLError, ConnectionError)):
+        _get(endpoint.url + "/version", None, ctx)
+    assert all(who is None or who["user"] != "mallory" for _path, who in endpoint.seen)
+
+
+def test_kubeconfig_with_embedded_client_certificate(endpoint, tmp_path):
+    from kubernetes import client, config
+
+    cert, key = auth.make_client_cert(endpoint.pki, "kubernetes-admin", ["system:masters"])
+    path = write_kubeconfig(str(tmp_path / "config"), endpoint.url, endpoint.ca, None, client_cert=cert,
+                            client_key=key)
+    data = yaml.safe_load(open(path))
+    assert sorted(data["users"][0]["user"]) == ["client-certificate-data", "client-key-data"]
+    api_client = config.new_client_from_config(config_file=path)
+    try:
+        assert client.VersionApi(api_client).get_code().minor == "32"
+    finally:
+        api_client.close()
+    assert endpoint.seen[-1][1]["user"] == "kubernetes-admin"
