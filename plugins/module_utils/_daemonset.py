@@ -745,7 +745,7 @@ def _differences(want, have, path, out):
         for key, value in want.items():
             if value is None:
                 continue
-            _differences(value, have.get(key, _MISSING), "%s/%s" % (path, key), out)
+            _differences(value, have.get(key, _MISSING), "%s/%s" % (path, _pointer(key)), out)
     elif isinstance(want, list):
         if _is_empty(want) and _is_empty(have):
             return
@@ -759,6 +759,10 @@ def _differences(want, have, path, out):
             return
         if not _scalar_equal(want, have, path):
             out.append(path)
+
+
+def _pointer(token):
+    return token.replace("~", "~0").replace("/", "~1")
 
 
 def differences(desired, live):
@@ -779,7 +783,7 @@ def differences(desired, live):
     for key in ("labels", "annotations"):
         for item, value in (meta_want.get(key) or {}).items():
             if (meta_have.get(key) or {}).get(item) != value:
-                out.append("/metadata/%s/%s" % (key, item.replace("~", "~0").replace("/", "~1")))
+                out.append("/metadata/%s/%s" % (key, _pointer(item)))
     return out
 
 
@@ -791,7 +795,7 @@ def configmap_differences(desired, live):
         out.append("/data")
     for item, value in desired["metadata"].get("labels", {}).items():
         if ((live.get("metadata") or {}).get("labels") or {}).get(item) != value:
-            out.append("/metadata/labels/%s" % item.replace("~", "~0").replace("/", "~1"))
+            out.append("/metadata/labels/%s" % _pointer(item))
     return out
 
 

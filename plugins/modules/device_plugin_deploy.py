@@ -488,6 +488,7 @@ class DevicePluginDeploy(object):
         self.diffs = []
         self.warnings = []
         self.deadline = None
+        self.old_pods = None
 
     # -- reads ---------------------------------------------------------------------------------
     def _read(self, fn, name, what):
@@ -581,8 +582,6 @@ class DevicePluginDeploy(object):
         self.result["daemonset"] = current
         if wait == "resource":
             self._wait_resource(current, resources)
-        else:
-            self._report(current, resources)
 
     def _owned_by_ds(self, cm, daemonset):
         if cm is None or daemonset is None:
@@ -659,7 +658,8 @@ class DevicePluginDeploy(object):
         state = self._report(current, resources)
         if state["old_pods_pending"]:
             old = [p["metadata"]["name"] for p in self.list_pods(current) if ds_utils.is_old_pod(p, generation)]
-            self.result["rollout"]["old_pods"] = sorted(old)
+            self.old_pods = sorted(old)
+            self.result["rollout"]["old_pods"] = self.old_pods
             self.warnings.append(
                 "DaemonSet %s/%s uses updateStrategy OnDelete: %d pod(s) of the old template (%s) keep running until "
                 "deleted. Delete them, or set delete_old_pods: true to let this module do it."
@@ -703,6 +703,8 @@ class DevicePluginDeploy(object):
 
     def _report(self, current, resources, pods=None, nodes=None):
         state = ds_utils.rollout_status(current)
+        if self.old_pods is not None and state["old_pods_pending"]:
+            state["old_pods"] = self.old_pods
         self.result["rollout"] = state
         pods = self.list_pods(current) if pods is None else pods
         nodes = self.list_nodes() if nodes is None else nodes

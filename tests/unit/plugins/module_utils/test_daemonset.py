@@ -128,8 +128,8 @@ def test_nvidia_config_change_changes_pod_template():
     h2 = ds2["spec"]["template"]["metadata"]["annotations"][d.CONFIG_HASH_ANNOTATION]
     assert h1 != h2
     # The template differs, so the apiserver bumps generation and the controller rolls the pods.
-    assert d.differences(ds2, server_stored(ds1)) == ["/spec/template/metadata/annotations/%s" % d.CONFIG_HASH_ANNOTATION,
-                                                      "/metadata/annotations/%s" % d.APPLIED_HASH_ANNOTATION.replace("/", "~1")]
+    assert d.differences(ds2, server_stored(ds1)) == ["/spec/template/metadata/annotations/devices.kubehw.io~1config-hash",
+                                                      "/metadata/annotations/devices.kubehw.io~1applied-hash"]
 
 
 def test_nvidia_cdi_strategy_mounts_cdi_dir():
