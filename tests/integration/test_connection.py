@@ -18,7 +18,7 @@ import secrets
 import pytest
 import yaml
 
-from tests.simcluster.auth import make_tls
+from tests.simcluster.auth import make_client_cert, make_tls
 from tests.simcluster.kubeconfig import kubeconfig_dict
 
 MODULE = "kubehw.devices.extended_resource_info"
@@ -190,6 +190,25 @@ def test_wrong_token_is_401_and_context_selects_the_identity(cluster, ansible):
     log = [(r["user"], r["status"]) for r in cluster.requests(since)]
     # 401 is not retried: one request per failing task
     assert log == [(None, 401), (None, 401), ("options-user", 200)]
+
+
+def test_client_certificate_from_options_and_kubeconfig(cluster, ansible):
+    """client_cert/client_key options and a kubeconfig with embedded client certificate data
+    (the form of kubeadm's admin.conf): CN is the user, O the group."""
+    cluster.require_simulated("issues a client certificate from the simulated cluster's CA")
+    sim = cluster.sim
+    cert, key = make_client_cert(os.path.dirname(sim.ca_cert_path), "cert-user", [READERS_GROUP])
+    with_cert = kubeconfig_dict(sim.url, sim.ca_cert_path, None, client_cert=cert, client_key=key)
+    since = cluster.mark()
+    run = ansible([
+        info_task("Client certificate options", host=sim.url, client_cert=cert, client_key=key,
+                  ca_cert=sim.ca_cert_path),
+        info_task("Kubeconfig with client certificate data", kubeconfig=with_cert),
+    ], env={"K8S_AUTH_KUBECONFIG": None})
+    assert run.rc == 0, run.output()
+    assert node_names(assert_ok(run, "Client certificate options")) == ["cpu-1", "gpu-1"]
+    assert node_names(assert_ok(run, "Kubeconfig with client certificate data")) == ["cpu-1", "gpu-1"]
+    assert users_seen(cluster, since) == ["cert-user", "cert-user"]
 
 
 def test_least_privilege_token_reads_nodes_and_others_get_403(cluster, ansible):
