@@ -915,7 +915,7 @@ class Controllers:
             status["podIP"] = self._pod_ip(node, obj)
             status["podIPs"] = [{"ip": status["podIP"]}]
         status.setdefault("startTime", stamp)
-        status["qosClass"] = self._qos_class(obj)
+        status.setdefault("qosClass", self._qos_class(obj))     # set once at admission, immutable after
         return status
 
     @staticmethod
