@@ -1,0 +1,118 @@
+#!/bin/bash
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+#
+# Test equipment for the molecule scenarios: a Debian bookworm root file system booted
+# with systemd-nspawn, reached by Ansible through community.docker.nsenter.
+#
+#   target.sh image               build (once) the cached root file system tarball
+#   target.sh start NAME DIR      unpack the image into DIR, boot it, print the init PID
+#   target.sh stop NAME DIR       power the target off and remove DIR
+#
+# Environment: KUBEHW_TARGET_CACHE (default <repo>/.cache/molecule), KUBEHW_TARGET_SUITE
+# (default bookworm), KUBEHW_TARGET_MIRROR (default: read from this machine's apt sources).
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+repo="$(cd "$here/../.." && pwd)"
+cache="${KUBEHW_TARGET_CACHE:-$repo/.cache/molecule}"
+suite="${KUBEHW_TARGET_SUITE:-bookworm}"
+# Bump when the package list changes so stale images are rebuilt.
+image_rev=1
+image="$cache/$suite-minbase-r$image_rev.tar"
+include="systemd,systemd-sysv,dbus,python3,python3-apt,ca-certificates,gpg"
+
+die() { echo "target.sh: $*" >&2; exit 1; }
+
+mirror_from_apt_sources() {
+    # deb822 first (bookworm default), then one-line sources.list entries.
+    local url=""
+    if [ -r /etc/apt/sources.list.d/debian.sources ]; then
+        url="$(awk '/^URIs:/ {print $2; exit}' /etc/apt/sources.list.d/debian.sources)"
+    fi
+    if [ -z "$url" ] && [ -r /etc/apt/sources.list ]; then
+        url="$(awk '$1 == "deb" && $0 !~ /security/ {for (i = 2; i <= NF; i++) if ($i ~ /^[a-z+]+:\/\//) {print $i; exit}}' /etc/apt/sources.list)"
+    fi
+    [ -n "$url" ] || die "no Debian mirror found in /etc/apt/sources.list(.d); set KUBEHW_TARGET_MIRROR"
+    echo "$url"
+}
+
+build_image() {
+    [ -s "$image" ] && return 0
+    command -v debootstrap >/dev/null || die "debootstrap is missing (apt-get install debootstrap)"
+    mkdir -p "$cache"
+    # Serialise concurrent scenarios: only one of them runs debootstrap.
+    exec 9>"$cache/.image.lock"
+    flock 9
+    [ -s "$image" ] && return 0
+    local mirror="${KUBEHW_TARGET_MIRROR:-$(mirror_from_apt_sources)}"
+    # Global, so the EXIT trap still sees it after this function returns.
+    build_dir="$(mktemp -d "$cache/debootstrap.XXXXXX")"
+    trap 'rm -rf "$build_dir"' EXIT
+    local work="$build_dir"
+    echo "target.sh: debootstrap $suite from $mirror (about 40 s, once)" >&2
+    debootstrap --variant=minbase --include="$include" "$suite" "$work/root" "$mirror" >&2
+    # A machine id per boot is generated when the file is empty; a shared one would clash.
+    : >"$work/root/etc/machine-id"
+    rm -f "$work/root/var/cache/apt/archives/"*.deb
+    tar -C "$work/root" --numeric-owner -cf "$image.tmp" .
+    mv "$image.tmp" "$image"
+}
+
+init_pid() {
+    # The nspawn process' child is the container's PID 1 (systemd).
+    local nspawn_pid="$1"
+    pgrep -P "$nspawn_pid" | head -n1
+}
+
+start() {
+    local name="$1" dir="$2"
+    command -v systemd-nspawn >/dev/null || die "systemd-nspawn is missing (apt-get install systemd-container)"
+    build_image
+    stop "$name" "$dir" >/dev/null 2>&1 || true
+    mkdir -p "$dir/root" "$cache/apt-archives/partial"
+    tar -C "$dir/root" --numeric-owner -xf "$image"
+    echo "$name" >"$dir/root/etc/hostname"
+    # Downloaded .debs are shared between runs; the rootfs itself stays throwaway.
+    setsid systemd-nspawn -D "$dir/root" -M "$name" -b --register=no --keep-unit \
+        --console=pipe --bind="$cache/apt-archives:/var/cache/apt/archives" \
+        </dev/null >"$dir/console.log" 2>&1 &
+    echo $! >"$dir/nspawn.pid"
+    local pid="" state="" i
+    for i in $(seq 1 120); do
+        pid="$(init_pid "$(cat "$dir/nspawn.pid")" || true)"
+        if [ -n "$pid" ]; then
+            state="$(nsenter -t "$pid" -a systemctl is-system-running 2>/dev/null || true)"
+            case "$state" in running|degraded) break ;; esac
+        fi
+        kill -0 "$(cat "$dir/nspawn.pid")" 2>/dev/null || { cat "$dir/console.log" >&2; die "systemd-nspawn exited"; }
+        sleep 0.5
+    done
+    case "$state" in running|degraded) ;; *) cat "$dir/console.log" >&2; die "target $name did not boot (state: ${state:-none})" ;; esac
+    echo "$pid"
+}
+
+stop() {
+    local name="$1" dir="$2" nspawn_pid pid i
+    if [ -s "$dir/nspawn.pid" ]; then
+        nspawn_pid="$(cat "$dir/nspawn.pid")"
+        if kill -0 "$nspawn_pid" 2>/dev/null; then
+            pid="$(init_pid "$nspawn_pid" || true)"
+            # The target is thrown away: killing its PID 1 makes the kernel end every process
+            # of its PID namespace at once, and nspawn exits after it (a clean poweroff takes ~10 s).
+            [ -n "$pid" ] && kill -s KILL "$pid" 2>/dev/null || true
+            for i in $(seq 1 40); do kill -0 "$nspawn_pid" 2>/dev/null || break; sleep 0.25; done
+            kill "$nspawn_pid" 2>/dev/null || true
+            for i in $(seq 1 20); do kill -0 "$nspawn_pid" 2>/dev/null || break; sleep 0.25; done
+        fi
+    fi
+    # Only ever remove the directory this script created.
+    if [ -d "$dir/root" ]; then rm -rf --one-file-system "$dir/root"; fi
+    rm -f "$dir/nspawn.pid" "$dir/console.log"
+}
+
+case "${1:-}" in
+    image) build_image; echo "$image" ;;
+    start) [ $# -eq 3 ] || die "usage: $0 start NAME DIR"; start "$2" "$3" ;;
+    stop) [ $# -eq 3 ] || die "usage: $0 stop NAME DIR"; stop "$2" "$3" ;;
+    *) die "usage: $0 image | start NAME DIR | stop NAME DIR" ;;
+esac

@@ -1,0 +1,167 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) kubehw.devices contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+"""Build the containerd drop-in that adds the NVIDIA runtime.
+
+containerd 1.6 (and early 1.7) replaces a whole plugin table when an imported file
+names it, so a drop-in carrying only the nvidia runtime would wipe the host's CRI
+settings (runc, sandbox image, CNI paths). The drop-in therefore carries the host's
+effective CRI runtime plugin table, read from ``containerd config dump`` without our
+own file, with the nvidia runtime added. Newer containerd deep-merges imports, where
+the same content is equally correct.
+"""
+
+from __future__ import absolute_import, division, print_function
+__metaclass__ = type
+
+import copy
+import json
+import math
+import re
+
+from ansible.errors import AnsibleFilterError
+
+try:
+    import tomllib as _toml
+    HAS_TOML = True
+except ImportError:  # Python < 3.11 controllers
+    try:
+        import tomli as _toml
+        HAS_TOML = True
+    except ImportError:
+        HAS_TOML = False
+
+# Config version -> plugin that holds containerd.runtimes, default_runtime_name and enable_cdi.
+CRI_RUNTIME_PLUGIN = {
+    2: 'io.containerd.grpc.v1.cri',
+    3: 'io.containerd.cri.v1.runtime',
+}
+# Deprecated tables that containerd 1.x dumps with empty values; copying them only adds warnings.
+DEPRECATED_RUNTIME_TABLES = ('default_runtime', 'untrusted_workload_runtime')
+BARE_KEY = re.compile(r'^[A-Za-z0-9_-]+$')
+
+
+def _key(name):
+    return name if BARE_KEY.match(name) else json.dumps(name)
+
+
+def _value(value):
+    if isinstance(value, bool):
+        return 'true' if value else 'false'
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        if math.isnan(value):
+            return 'nan'
+        if math.isinf(value):
+            return 'inf' if value > 0 else '-inf'
+        return repr(value)
+    if isinstance(value, str):
+        # A JSON string is a valid TOML basic string (same escapes, \\uXXXX for control characters).
+        return json.dumps(value)
+    if isinstance(value, list):
+        return '[' + ', '.join(_value(item) for item in value) + ']'
+    if isinstance(value, dict):
+        return '{' + ', '.join('%s = %s' % (_key(k), _value(v)) for k, v in value.items()) + '}'
+    raise AnsibleFilterError('cannot write value %r of type %s as TOML' % (value, type(value).__name__))
+
+
+def _is_table_array(value):
+    return isinstance(value, list) and value and all(isinstance(item, dict) for item in value)
+
+
+def _emit_table(path, table, lines, indent):
+    scalars = [(k, v) for k, v in table.items() if not isinstance(v, dict) and not _is_table_array(v)]
+    tables = [(k, v) for k, v in table.items() if isinstance(v, dict)]
+    arrays = [(k, v) for k, v in table.items() if _is_table_array(v)]
+    pad = '  ' * indent
+    for key, value in scalars:
+        lines.append('%s%s = %s' % (pad, _key(key), _value(value)))
+    for key, value in tables:
+        sub = path + [key]
+        lines.append('')
+        lines.append('%s[%s]' % (pad, '.'.join(_key(k) for k in sub)))
+        _emit_table(sub, value, lines, indent + 1)
+    for key, items in arrays:
+        sub = path + [key]
+        for item in items:
+            lines.append('')
+            lines.append('%s[[%s]]' % (pad, '.'.join(_key(k) for k in sub)))
+            _emit_table(sub, item, lines, indent + 1)
+
+
+def to_toml(data):
+    """Write a dict as TOML: tables as [headers], nested tables indented like containerd does."""
+    lines = []
+    _emit_table([], data, lines, 0)
+    return '\n'.join(lines).lstrip('\n') + '\n'
+
+
+def _parse(text, what):
+    if not HAS_TOML:
+        raise AnsibleFilterError('parsing the containerd configuration needs Python 3.11+ (tomllib) or the tomli package on the controller')
+    try:
+        return _toml.loads(text)
+    except Exception as exc:  # tomllib raises TOMLDecodeError, tomli its own class
+        raise AnsibleFilterError('%s is not valid TOML: %s' % (what, exc))
+
+
+def containerd_nvidia_dropin(base_dump, runtime_name='nvidia', binary_name='/usr/bin/nvidia-container-runtime',
+                             systemd_cgroup=None, default_runtime=False, enable_cdi=False, cdi_spec_dirs=None):
+    """Return {'content', 'version', 'plugin', 'systemd_cgroup'} for the drop-in.
+
+    base_dump: output of ``containerd config dump`` for the host's configuration without our drop-in.
+    systemd_cgroup: None mirrors the host's runc runtime, a boolean forces the value.
+    """
+    config = _parse(base_dump, 'the output of containerd config dump')
+    version = config.get('version', 1)
+    if version not in CRI_RUNTIME_PLUGIN:
+        raise AnsibleFilterError('containerd config version %r is not supported (supported: 2 and 3); '
+                                 'upgrade containerd to 1.5 or later' % (version,))
+    plugin = CRI_RUNTIME_PLUGIN[version]
+    cri = copy.deepcopy(config.get('plugins', {}).get(plugin, {}))
+    containerd = cri.setdefault('containerd', {})
+    for name in DEPRECATED_RUNTIME_TABLES:
+        if not containerd.get(name, {}).get('runtime_type'):
+            containerd.pop(name, None)
+    runtimes = containerd.setdefault('runtimes', {})
+    runc = runtimes.get('runc') or {'runtime_type': 'io.containerd.runc.v2', 'options': {}}
+    host_systemd_cgroup = bool(runc.get('options', {}).get('SystemdCgroup', False))
+
+    # The nvidia runtime is the host's runc runtime with another binary, as NVIDIA's own tool does it.
+    nvidia = copy.deepcopy(runc)
+    nvidia['runtime_type'] = 'io.containerd.runc.v2'
+    options = nvidia.setdefault('options', {})
+    options['BinaryName'] = binary_name
+    options['SystemdCgroup'] = host_systemd_cgroup if systemd_cgroup is None else bool(systemd_cgroup)
+    runtimes[runtime_name] = nvidia
+
+    if default_runtime:
+        containerd['default_runtime_name'] = runtime_name
+    elif containerd.get('default_runtime_name') == runtime_name:
+        # Only possible when another file names it; leave the host's choice to the host.
+        pass
+    if enable_cdi:
+        cri['enable_cdi'] = True
+        if cdi_spec_dirs:
+            cri['cdi_spec_dirs'] = list(cdi_spec_dirs)
+
+    header = ('# Managed by Ansible (kubehw.devices.nvidia_container_toolkit): the NVIDIA runtime for containerd.\n'
+              '# It repeats the host\'s CRI runtime settings because containerd before 1.7 replaces\n'
+              '# a whole plugin table from an imported file. Re-run the role after changing them.\n')
+    content = header + to_toml({'version': version, 'plugins': {plugin: cri}})
+    return {
+        'content': content,
+        'version': version,
+        'plugin': plugin,
+        'systemd_cgroup': options['SystemdCgroup'],
+        'host_systemd_cgroup': host_systemd_cgroup,
+    }
+
+
+class FilterModule(object):
+    def filters(self):
+        return {
+            'kubehw_containerd_nvidia_dropin': containerd_nvidia_dropin,
+        }
