@@ -674,3 +674,12 @@ def test_pod_spec_is_immutable_but_labels_and_image_are_not(sim, clients):
     assert pod.spec.containers[0].image == "busybox:1.37"
     code, body = api_error(core.patch_namespaced_pod, "raw", "default", {"spec": {"nodeName": "gpu-2"}})
     assert code == 422 and body["message"].startswith('Pod "raw" is invalid: spec: Forbidden: pod updates may not')
+
+
+@pytest.mark.parametrize("given, canonical", [
+    ("1000", "1k"), ("1500", "1500"), ("0.5Gi", "512Mi"), ("1.5", "1500m"), ("1e3", "1e3"), ("32Gi", "32Gi"),
+    (4, "4"), (4.0, "4"), ("0.5Ki", "512"), ("2048Ki", "2Mi"), ("0.1", "100m"), ("+3", "3"),
+])
+def test_quantities_are_stored_in_canonical_form(given, canonical):
+    from tests.simcluster.server import canonical_quantity
+    assert canonical_quantity(given) == canonical
