@@ -137,8 +137,8 @@ class PlaybookRun:
         for res in reversed(self.results):
             if res.get("task") == name:
                 return res
-        raise KeyError("no task named %r ran; tasks: %r\n%s" % (name, [r.get("task") for r in self.results],
-                                                                  self.output()))
+        ran = [r.get("task") for r in self.results]
+        raise KeyError("no task named %r ran; tasks: %r\n%s" % (name, ran, self.output()))
 
     def output(self):
         return "--- playbook\n%s\n--- stdout\n%s\n--- stderr\n%s" % (self.playbook, self.stdout, self.stderr)
@@ -231,7 +231,7 @@ class AnsibleRunner:
             cmd += ["-e", "@" + vars_file]
         run_env = self.env(env)
         run_env["KUBEHW_RESULTS_FILE"] = results_file
-        proc = subprocess.run(cmd, env=run_env, cwd=rundir, capture_output=True, text=True,
+        proc = subprocess.run(cmd, env=run_env, cwd=rundir, capture_output=True, text=True, check=False,
                               timeout=PLAYBOOK_TIMEOUT)
         results = []
         if os.path.exists(results_file):
