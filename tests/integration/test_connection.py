@@ -138,6 +138,19 @@ def test_host_token_and_ca_from_env_and_options(cluster, ansible):
     assert users_seen(cluster, since) == ["env-user", "options-user"]
 
 
+def test_module_defaults_group_sets_the_connection_once(cluster, ansible):
+    """meta/runtime.yml's action group lets a play give the connection options once."""
+    cluster.require_simulated("uses a bearer token the simulated cluster was configured with")
+    sim = cluster.sim
+    since = cluster.mark()
+    run = ansible([info_task("Connection from module_defaults")], env={"K8S_AUTH_KUBECONFIG": None},
+                  module_defaults={"group/kubehw.devices.k8s": {
+                      "host": sim.url, "api_key": TOKENS["options-user"], "ca_cert": sim.ca_cert_path}})
+    assert run.rc == 0, run.output()
+    assert node_names(assert_ok(run, "Connection from module_defaults")) == ["cpu-1", "gpu-1"]
+    assert users_seen(cluster, since) == ["options-user"]
+
+
 def test_untrusted_certificate_refused_unless_validate_certs_false(cluster, ansible, tmp_path):
     cluster.require_simulated("the cluster's certificate is issued by a throwaway CA")
     sim = cluster.sim
