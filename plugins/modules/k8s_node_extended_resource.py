@@ -515,7 +515,12 @@ def validate(module):
         elif params.get("domain") or params.get("managed_prefixes"):
             raise ExtendedResourceError("domain and managed_prefixes only apply to state=exact")
     except ExtendedResourceError as err:
-        module.fail_json(msg=to_native(err), changed=False, nodes=[], changed_nodes=[], failed_nodes=[])
+        problem = to_native(err)
+    else:
+        problem = None
+    if problem:
+        # failed outside the except block: ansible-core 2.19 would attach the traceback of an active exception
+        module.fail_json(msg=problem, changed=False, nodes=[], changed_nodes=[], failed_nodes=[])
     if params["parallel"] < 1:
         module.fail_json(msg="parallel must be at least 1, got %d" % params["parallel"])
     if params["wait_timeout"] < 0:
@@ -554,12 +559,15 @@ def main():
     )
     resources, domains, prefixes = validate(module)
     result = dict(changed=False, nodes=[], changed_nodes=[], failed_nodes=[], waited_for="none")
+    error = None
     try:
         client = KubeClient(module)
         task = ExtendedResourceTask(module, client, resources, domains, prefixes)
         nodes = task.run()
     except KubeHwError as err:
-        module.fail_json(msg=err.msg, status=err.status, reason=err.reason, **result)
+        error = err
+    if error is not None:
+        module.fail_json(msg=error.msg, status=error.status, reason=error.reason, **result)
     for text in task.warnings:
         module.warn(text)
     result["nodes"] = nodes

@@ -219,7 +219,7 @@ def test_invalid_input_fails_before_any_request(core, capsys, args, fragment):
     result = run(capsys, args)
     assert result["failed"] is True
     assert fragment in result["msg"]
-    assert "Traceback" not in result["msg"]
+    assert "Traceback" not in result["msg"] and "exception" not in result
     assert core.calls == []
     assert FakeClient.constructed == 0
 
@@ -242,6 +242,30 @@ def test_concurrent_change_is_retried_without_losing_it(core, capsys):
     assert cap["example.com/dongle"] == "6" and cap["example.com/other-writer"] == "1"
     second = core.writes()[1][2]
     assert second[0] == {"op": "test", "path": "/status/capacity/example.com~1dongle", "value": "3"}
+
+
+def test_conflict_409_is_retried_after_rereading(core, capsys):
+    conflicts = []
+
+    def conflict_once(name):
+        if not conflicts:
+            conflicts.append(name)
+            raise KubeHwError('Failed to patch status of node "n2": 409 Conflict: Operation cannot be fulfilled',
+                              status=409, reason="Conflict")
+
+    core.before_patch = conflict_once
+    result = run(capsys, {"name": "n2", "resources": {"example.com/dongle": 6}})
+    assert result["changed"] is True and result["nodes"][0]["attempts"] == 2
+    assert [c[0] for c in core.calls if c[0] != "LIST-PODS"] == ["GET", "PATCH", "GET", "PATCH"]
+
+
+def test_validation_422_with_causes_is_not_retried(core, capsys):
+    body = {"reason": "Invalid", "code": 422, "details": {"causes": [{"field": "status.capacity.example.com/dongle"}]}}
+    core.fail_patch["n1"] = KubeHwError("Failed to patch: 422 Unprocessable Entity: must be an integer",
+                                        status=422, reason="Invalid", body=body)
+    result = run(capsys, {"name": "n1", "resources": {"example.com/dongle": 4}})
+    assert result["failed"] is True and "must be an integer" in result["msg"]
+    assert len(core.writes()) == 1
 
 
 def test_gives_up_after_bounded_attempts(core, capsys):

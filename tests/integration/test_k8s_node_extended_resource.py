@@ -1,0 +1,466 @@
+# Copyright (c) kubehw.devices contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""kubehw.devices.k8s_node_extended_resource end to end, through ansible-playbook.
+
+Runs on the simulated cluster by default and on a real one with KUBECONFIG. The request-log
+assertions (how many writes, which content type) need the simulated cluster; on a real one
+the state assertions still run. Every test uses its own resource domain and removes what it added.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import threading
+import time
+
+import pytest
+
+MODULE = "kubehw.devices.k8s_node_extended_resource"
+DOMAIN = "it.kubehw.example.com"
+DONGLE = "%s/dongle" % DOMAIN
+POOL = ["pool-%02d" % i for i in range(40)]
+
+SIM_CONFIG = {
+    "sync_interval": 0.3,
+    "pod_start_delay": 0.1,
+    "nodes": [
+        {"name": "er-1", "labels": {"kubehw-it/role": "er"}},
+        {"name": "er-2", "labels": {"kubehw-it/role": "er"}},
+        {"name": "er-bare", "without_capacity": True},
+    ] + [{"name": n, "labels": {"kubehw-it/pool": "many"}} for n in POOL],
+}
+
+pytestmark = pytest.mark.simcluster_config(SIM_CONFIG)
+
+
+def task(title, ignore_errors=False, **params):
+    entry = {"name": title, MODULE: params}
+    if ignore_errors:
+        entry["ignore_errors"] = True
+    return entry
+
+
+def node_json(cluster, name):
+    return json.loads(cluster.core.read_node(name, _preload_content=False).data)
+
+
+def capacity(cluster, name):
+    return node_json(cluster, name).get("status", {}).get("capacity") or {}
+
+
+def first_node(cluster):
+    return "er-1" if cluster.simulated else cluster.node_names()[0]
+
+
+def writes(cluster, since):
+    return cluster.writes(since) if cluster.simulated else None
+
+
+def ok(run, name):
+    result = run.result(name)
+    assert result["_outcome"] == "ok", run.output()
+    return result
+
+
+def cleanup(ansible, nodes, keys):
+    run = ansible([task("Clean up", names=nodes, state="absent", resources=keys, wait="none")])
+    assert run.rc == 0, run.output()
+
+
+def test_add_update_remove_and_idempotence(cluster, ansible):
+    node = first_node(cluster)
+    mark = cluster.mark()
+    run = ansible([
+        task("Add", name=node, resources={DONGLE: 4}),
+        task("Add again", name=node, resources={DONGLE: "4"}),
+        task("Same value other spelling", name=node, resources={DONGLE: "4000m"}),
+    ])
+    assert run.rc == 0, run.output()
+    added = ok(run, "Add")
+    assert added["changed"] is True
+    entry = added["nodes"][0]
+    assert entry["name"] == node and entry["changed"] is True and entry["capacity"][DONGLE] == "4"
+    assert entry["patch"] == [{"op": "add", "path": "/status/capacity/%s~1dongle" % DOMAIN, "value": "4"}]
+    assert ok(run, "Add again")["changed"] is False
+    assert ok(run, "Same value other spelling")["changed"] is False
+    assert capacity(cluster, node)[DONGLE] == "4"
+    if cluster.simulated:
+        log = writes(cluster, mark)
+        # one write for three tasks: to the status subresource, as a JSON patch
+        assert [(w["method"], w["path"], w["content_type"]) for w in log] == [
+            ("PATCH", "/api/v1/nodes/%s/status" % node, "application/json-patch+json")]
+        assert json.loads(log[0]["body"]) == entry["patch"]
+
+    before_other = dict((k, v) for k, v in capacity(cluster, node).items() if k != DONGLE)
+    mark = cluster.mark()
+    run = ansible([
+        task("Update", name=node, resources={DONGLE: 6}),
+        task("Remove", name=node, state="absent", resources=[DONGLE]),
+        task("Remove again", name=node, state="absent", resources=[DONGLE]),
+    ])
+    assert run.rc == 0, run.output()
+    update = ok(run, "Update")
+    assert update["changed"] is True
+    assert update["nodes"][0]["patch"] == [
+        {"op": "test", "path": "/status/capacity/%s~1dongle" % DOMAIN, "value": "4"},
+        {"op": "replace", "path": "/status/capacity/%s~1dongle" % DOMAIN, "value": "6"}]
+    assert update["nodes"][0]["capacity"][DONGLE] == "6"
+    assert ok(run, "Remove")["changed"] is True
+    assert ok(run, "Remove again")["changed"] is False
+    after = capacity(cluster, node)
+    assert DONGLE not in after
+    assert dict((k, v) for k, v in after.items() if k != DONGLE) == before_other
+    if cluster.simulated:
+        assert len(writes(cluster, mark)) == 2
+
+
+def test_exact_only_touches_its_domain(cluster, ansible):
+    node = first_node(cluster)
+    other = "other-%s/keep" % DOMAIN
+    run = ansible([
+        task("Seed", name=node, resources={DONGLE: 1, "%s/stale" % DOMAIN: 2, "%s/stale2" % DOMAIN: 3, other: 5}),
+        task("Exact", name=node, state="exact", domain=DOMAIN, resources={DONGLE: 2}),
+        task("Exact again", name=node, state="exact", domain=[DOMAIN], resources={DONGLE: "2"}),
+    ], diff=True)
+    try:
+        assert run.rc == 0, run.output()
+        exact = ok(run, "Exact")
+        assert exact["changed"] is True
+        assert exact["nodes"][0]["diff"] == {
+            "before": {DONGLE: "1", "%s/stale" % DOMAIN: "2", "%s/stale2" % DOMAIN: "3"},
+            "after": {DONGLE: "2"}}
+        assert ok(run, "Exact again")["changed"] is False
+        cap = capacity(cluster, node)
+        assert cap[DONGLE] == "2" and cap[other] == "5"
+        assert "%s/stale" % DOMAIN not in cap and "%s/stale2" % DOMAIN not in cap
+        assert "cpu" in cap and "pods" in cap
+    finally:
+        cleanup(ansible, [node], [DONGLE, other])
+
+
+def test_node_without_capacity_map(cluster, ansible):
+    cluster.require_simulated("needs a node whose status has no capacity map")
+    assert "capacity" not in node_json(cluster, "er-bare")["status"]
+    mark = cluster.mark()
+    run = ansible([task("Bare", name="er-bare", resources={DONGLE: "1Ki"}),
+                   task("Bare again", name="er-bare", resources={DONGLE: 1024})])
+    assert run.rc == 0, run.output()
+    assert ok(run, "Bare")["changed"] is True and ok(run, "Bare again")["changed"] is False
+    assert capacity(cluster, "er-bare") == {DONGLE: "1024"}
+    log = writes(cluster, mark)
+    assert len(log) == 1
+    ops = json.loads(log[0]["body"])
+    assert ops[-1] == {"op": "add", "path": "/status/capacity", "value": {DONGLE: "1024"}}
+
+
+def test_check_mode_and_diff_make_no_write(cluster, ansible):
+    node = first_node(cluster)
+    seed = ansible([task("Seed", name=node, resources={DONGLE: 4, "%s/gone" % DOMAIN: 1})])
+    assert seed.rc == 0, seed.output()
+    try:
+        mark = cluster.mark()
+        run = ansible([
+            task("Check add", name=node, resources={"%s/new" % DOMAIN: 2}),
+            task("Check change", name=node, resources={DONGLE: 8}),
+            task("Check remove", name=node, state="absent", resources=[DONGLE]),
+            task("Check exact", name=node, state="exact", domain=DOMAIN, resources={DONGLE: 4}),
+            task("Check no-op", name=node, resources={DONGLE: 4}),
+        ], check=True, diff=True)
+        assert run.rc == 0, run.output()
+        for name in ("Check add", "Check change", "Check remove", "Check exact"):
+            assert ok(run, name)["changed"] is True, name
+        assert ok(run, "Check no-op")["changed"] is False
+        change = ok(run, "Check change")
+        assert change["diff"] == [{"before_header": "node %s" % node, "after_header": "node %s" % node,
+                                   "before": {DONGLE: "4"}, "after": {DONGLE: "8"}}]
+        assert change["nodes"][0]["capacity"][DONGLE] == "8"  # predicted
+        assert ok(run, "Check exact")["nodes"][0]["diff"]["after"] == {DONGLE: "4"}
+        if cluster.simulated:
+            assert writes(cluster, mark) == []
+        assert capacity(cluster, node)[DONGLE] == "4"
+        assert "node %s" % node in run.stdout and '-    "%s": "4"' % DONGLE in run.stdout
+    finally:
+        cleanup(ansible, [node], [DONGLE, "%s/gone" % DOMAIN])
+
+
+def test_selectors_over_many_nodes(cluster, ansible):
+    cluster.require_simulated("needs 40 labelled nodes")
+    mark = cluster.mark()
+    run = ansible([
+        task("Pool", label_selectors=["kubehw-it/pool=many"], resources={DONGLE: 2}, parallel=8),
+    ])
+    assert run.rc == 0, run.output()
+    result = ok(run, "Pool")
+    assert result["changed_nodes"] == POOL and result["failed_nodes"] == []
+    log = cluster.requests(mark)
+    assert [r for r in log if r["method"] == "GET" and "/nodes/" in r["path"]] == []  # read once, by the list
+    lists = [r for r in log if r["method"] == "GET" and r["path"] == "/api/v1/nodes"]
+    assert len(lists) == 1 and lists[0]["query"]["labelSelector"] == "kubehw-it/pool=many"
+    assert sorted(w["path"] for w in writes(cluster, mark)) == ["/api/v1/nodes/%s/status" % n for n in POOL]
+    assert all(capacity(cluster, n)[DONGLE] == "2" for n in POOL[::13])
+    assert DONGLE not in capacity(cluster, "er-2")
+
+    mark = cluster.mark()
+    run = ansible([
+        task("Pool again", label_selectors=["kubehw-it/pool=many"], resources={DONGLE: 2}),
+        task("Field selector", field_selectors=["metadata.name=pool-07"], resources={DONGLE: 3}),
+        task("Both selectors", label_selectors=["kubehw-it/pool=many"], field_selectors=["metadata.name=pool-08"],
+             resources={DONGLE: 3}),
+        task("No match", label_selectors=["kubehw-it/pool=none"], resources={DONGLE: 1}),
+        task("No match required", ignore_errors=True, label_selectors=["kubehw-it/pool=none"], require_match=True,
+             resources={DONGLE: 1}),
+    ])
+    assert ok(run, "Pool again")["changed"] is False
+    assert ok(run, "Field selector")["changed_nodes"] == ["pool-07"]
+    assert ok(run, "Both selectors")["changed_nodes"] == ["pool-08"]
+    no_match = ok(run, "No match")
+    assert no_match["changed"] is False and no_match["nodes"] == []
+    required = run.result("No match required")
+    assert required["failed"] is True and "kubehw-it/pool=none" in required["msg"]
+    assert sorted(w["path"] for w in writes(cluster, mark)) == [
+        "/api/v1/nodes/pool-07/status", "/api/v1/nodes/pool-08/status"]
+
+
+def test_wait_allocatable_then_a_pod_is_scheduled(cluster, ansible):
+    node = first_node(cluster)
+    run = ansible([task("Advertise", name=node, resources={DONGLE: 4}, wait="allocatable", wait_timeout=30)])
+    namespace = "default"
+    pod_name = "kubehw-it-dongle-user"
+    try:
+        assert run.rc == 0, run.output()
+        result = ok(run, "Advertise")
+        assert result["waited_for"] == "allocatable"
+        assert result["nodes"][0]["allocatable"][DONGLE] == "4"
+        assert node_json(cluster, node)["status"]["allocatable"][DONGLE] == "4"
+        if cluster.simulated:
+            # waited by watching: one list and one watch request, no polling loop
+            log = cluster.requests()
+            assert sum(1 for r in log if r["query"].get("watch") == "true") == 1
+        pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": pod_name},
+               "spec": {"nodeSelector": {"kubernetes.io/hostname": node},
+                        "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10",
+                                        "resources": {"limits": {DONGLE: "3"}}}]}}
+        cluster.core.create_namespaced_pod(namespace, pod)
+        deadline = time.time() + 30
+        bound = None
+        while time.time() < deadline:
+            bound = json.loads(cluster.core.read_namespaced_pod(pod_name, namespace, _preload_content=False).data)
+            if bound["spec"].get("nodeName"):
+                break
+            time.sleep(0.2)
+        assert bound["spec"].get("nodeName") == node, bound.get("status")
+    finally:
+        try:
+            cluster.core.delete_namespaced_pod(pod_name, namespace, grace_period_seconds=0)
+        except Exception:
+            pass
+        cleanup(ansible, [node], [DONGLE])
+
+
+def test_wait_allocatable_times_out_when_no_kubelet_copies(cluster, ansible):
+    cluster.require_simulated("stops a node's kubelet")
+    cluster.sim.set_node_unreachable("er-2", True)
+    run = ansible([task("No kubelet", ignore_errors=True, name="er-2", resources={DONGLE: 1}, wait="allocatable",
+                        wait_timeout=2)])
+    result = run.result("No kubelet")
+    assert result["failed"] is True
+    assert "status.allocatable of node er-2" in result["msg"] and "kubelet" in result["msg"]
+    assert result["changed"] is True and result["failed_nodes"] == ["er-2"]
+    assert capacity(cluster, "er-2")[DONGLE] == "1"
+
+
+def test_concurrent_writer_loses_nothing(cluster, ansible):
+    cluster.require_simulated("runs many nodes and a second writer")
+    stop = threading.Event()
+    written = {}
+    errors = []
+
+    def writer():
+        i = 0
+        while not stop.is_set():
+            i += 1
+            name = POOL[i % len(POOL)]
+            body = [{"op": "add", "path": "/status/capacity/writer.example.com~1n", "value": str(i)},
+                    {"op": "add", "path": "/status/conditions/-", "value": {
+                        "type": "Writer%d" % i, "status": "True"}}]
+            try:
+                cluster.core.patch_node_status(name, body, _preload_content=False)
+                written[name] = (str(i), "Writer%d" % i)
+            except Exception as exc:  # pragma: no cover - reported below
+                errors.append(exc)
+            time.sleep(0.002)
+
+    seed = ansible([task("Seed", label_selectors=["kubehw-it/pool=many"], resources={DONGLE: 1}, wait="none")])
+    assert seed.rc == 0, seed.output()
+    thread = threading.Thread(target=writer)
+    thread.start()
+    try:
+        run = ansible([task("Update under load", label_selectors=["kubehw-it/pool=many"],
+                            resources={DONGLE: 5, "%s/extra" % DOMAIN: 1}, parallel=10)])
+    finally:
+        stop.set()
+        thread.join()
+    assert run.rc == 0, run.output()
+    assert errors == []
+    assert len(written) > 5
+    assert ok(run, "Update under load")["changed_nodes"] == POOL
+    for name in POOL:
+        status = node_json(cluster, name)["status"]
+        assert status["capacity"][DONGLE] == "5" and status["capacity"]["%s/extra" % DOMAIN] == "1"
+        if name in written:
+            value, condition = written[name]
+            assert status["capacity"]["writer.example.com/n"] == value
+            assert condition in [c["type"] for c in status["conditions"]]
+
+
+def test_lost_update_is_detected_and_retried(cluster, ansible):
+    """Another writer changes our very key between our read and our patch: the test op fails, we re-read."""
+    cluster.require_simulated("injects a 429 with Retry-After to open a window")
+    seed = ansible([task("Seed", name="er-2", resources={DONGLE: 4}, wait="none")])
+    assert seed.rc == 0, seed.output()
+    cluster.sim.inject_fault("PATCH", r"^/api/v1/nodes/er-2/status$", status=429, count=1, retry_after=1)
+    mark = cluster.mark()
+
+    def other_writer():
+        deadline = time.time() + 20
+        while time.time() < deadline:
+            if any(r["status"] == 429 for r in cluster.requests(mark)):
+                cluster.core.patch_node_status("er-2", [
+                    {"op": "replace", "path": "/status/capacity/%s~1dongle" % DOMAIN, "value": "7"},
+                    {"op": "add", "path": "/status/capacity/%s~1theirs" % DOMAIN, "value": "1"}],
+                    _preload_content=False)
+                return
+            time.sleep(0.01)
+
+    thread = threading.Thread(target=other_writer)
+    thread.start()
+    run = ansible([task("Update", name="er-2", resources={DONGLE: 6}, wait="none")])
+    thread.join()
+    assert run.rc == 0, run.output()
+    result = ok(run, "Update")
+    assert result["nodes"][0]["attempts"] == 2
+    statuses = [(r["method"], r["status"]) for r in cluster.requests(mark) if r["path"] == "/api/v1/nodes/er-2/status"]
+    # ours (429), theirs (200), ours retried with the stale test (422), ours after re-reading (200)
+    assert statuses == [("PATCH", 429), ("PATCH", 200), ("PATCH", 422), ("PATCH", 200)]
+    last = json.loads([r for r in cluster.requests(mark) if r["method"] == "PATCH"][-1]["body"])
+    assert last[0] == {"op": "test", "path": "/status/capacity/%s~1dongle" % DOMAIN, "value": "7"}
+    cap = capacity(cluster, "er-2")
+    assert cap[DONGLE] == "6" and cap["%s/theirs" % DOMAIN] == "1"
+
+
+FAULTS = [("er-1", 429), ("pool-00", 500), ("pool-01", 503), ("pool-02", "drop")]
+
+
+def test_injected_faults_are_retried(cluster, ansible):
+    cluster.require_simulated("injects faults")
+    for node, fault in FAULTS:
+        cluster.sim.inject_fault("PATCH", r"^/api/v1/nodes/%s/status$" % node, status=fault, count=2,
+                                 retry_after=0 if fault == 429 else None)
+        cluster.sim.inject_fault("GET", r"^/api/v1/nodes/%s$" % node, status=500 if fault != "drop" else "drop",
+                                 count=1)
+    mark = cluster.mark()
+    run = ansible([task("Through %s" % fault, name=node, resources={DONGLE: 3}, wait="none") for node, fault in FAULTS])
+    assert run.rc == 0, run.output()
+    for node, fault in FAULTS:
+        assert ok(run, "Through %s" % fault)["changed"] is True
+        log = [r for r in cluster.requests(mark) if r["path"].startswith("/api/v1/nodes/%s" % node)]
+        patches = [r["status"] for r in log if r["method"] == "PATCH"]
+        gets = [r["status"] for r in log if r["method"] == "GET"]
+        assert len(patches) == 3 and patches[-1] == 200, (fault, patches)
+        assert len(gets) == 2 and gets[-1] == 200, (fault, gets)
+        assert capacity(cluster, node)[DONGLE] == "3"
+
+
+INVALID = [
+    ({"resources": {"dongle": 4}}, "'dongle'", "exactly one '/'"),
+    ({"resources": {"kubernetes.io/dongle": 4}}, "kubernetes.io/dongle", "reserved"),
+    ({"resources": {"sub.kubernetes.io/dongle": 4}}, "sub.kubernetes.io/dongle", "reserved"),
+    ({"resources": {"Example.com/dongle": 4}}, "Example.com/dongle", "lowercase"),
+    ({"resources": {"example.com/bad name": 4}}, "example.com/bad name", "letters, digits"),
+    ({"resources": {"a/b/c": 4}}, "a/b/c", "exactly one '/'"),
+    ({"resources": {"requests.example.com/dongle": 4}}, "requests.example.com/dongle", "quota"),
+    ({"resources": {"example.com/" + "x" * 64: 4}}, "x" * 64, "no more than 63"),
+    ({"resources": {DONGLE: "4.5"}}, DONGLE, "whole numbers"),
+    ({"resources": {DONGLE: "500m"}}, DONGLE, "whole numbers"),
+    ({"resources": {DONGLE: -1}}, DONGLE, "greater than or equal to 0"),
+    ({"resources": {DONGLE: "abc"}}, DONGLE, "must match"),
+    ({"resources": {DONGLE: 1, "example.com/": 1}}, "example.com/", "must not be empty"),
+    ({"state": "exact", "resources": {DONGLE: 1}}, "state=exact", "domain or managed_prefixes"),
+    ({"state": "exact", "domain": "example.org", "resources": {DONGLE: 1}}, DONGLE, "outside"),
+]
+
+
+def test_invalid_inputs_fail_without_any_request(cluster, ansible):
+    node = first_node(cluster)
+    mark = cluster.mark()
+    tasks = [task("Invalid %d" % i, ignore_errors=True, names=[node, "er-2"], **params)
+             for i, (params, _, _) in enumerate(INVALID)]
+    run = ansible(tasks)
+    for i, (params, offender, rule) in enumerate(INVALID):
+        result = run.result("Invalid %d" % i)
+        assert result["failed"] is True, (params, result)
+        assert offender in result["msg"] and rule in result["msg"], (params, result["msg"])
+        assert "Traceback" not in result["msg"] and "exception" not in result
+    if cluster.simulated:
+        assert cluster.requests(mark) == []  # not even a read
+
+
+def test_missing_node_partial_failure_keeps_the_rest(cluster, ansible):
+    cluster.require_simulated("uses the simulated node names")
+    run = ansible([task("Some missing", ignore_errors=True, names=["er-1", "ghost-node", "er-2"],
+                        resources={DONGLE: 2})])
+    result = run.result("Some missing")
+    assert result["failed"] is True
+    assert result["failed_nodes"] == ["ghost-node"] and result["changed_nodes"] == ["er-1", "er-2"]
+    assert 'nodes "ghost-node" not found' in result["msg"]
+    assert capacity(cluster, "er-1")[DONGLE] == "2" and capacity(cluster, "er-2")[DONGLE] == "2"
+
+
+def test_rbac_denial_names_the_permission(cluster, ansible):
+    cluster.require_simulated("adds a token to the simulated cluster")
+    cluster.sim.add_token("reader-token", "node-reader")
+    from kubernetes import client
+    rbac = client.RbacAuthorizationV1Api(cluster.api_client)
+    rbac.create_cluster_role({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+                              "metadata": {"name": "node-reader"},
+                              "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]}]})
+    rbac.create_cluster_role_binding({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+                                      "metadata": {"name": "node-reader"},
+                                      "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                                                  "name": "node-reader"},
+                                      "subjects": [{"kind": "User", "name": "node-reader",
+                                                    "apiGroup": "rbac.authorization.k8s.io"}]})
+    mark = cluster.mark()
+    run = ansible([task("Denied", ignore_errors=True, name="er-1", api_key="reader-token", resources={DONGLE: 1})])
+    result = run.result("Denied")
+    assert result["failed"] is True
+    assert "403" in result["msg"] and "'patch' on 'nodes/status'" in result["msg"] and "er-1" in result["msg"]
+    assert [(r["method"], r["status"]) for r in cluster.requests(mark)] == [("GET", 200), ("PATCH", 403)]
+    assert DONGLE not in capacity(cluster, "er-1")
+
+
+def test_warns_when_a_device_plugin_serves_the_resource(cluster, ansible):
+    cluster.require_simulated("runs a pod on a chosen node")
+    seed = ansible([task("Seed", name="er-2", resources={DONGLE: 2}, wait="none")])
+    assert seed.rc == 0, seed.output()
+    cluster.core.create_namespaced_pod("default", {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "dongle-plugin", "annotations": {"devices.kubehw.io/resources": DONGLE}},
+        "spec": {"nodeName": "er-2", "containers": [{"name": "p", "image": "example.com/dongle-plugin:1"}]}})
+    deadline = time.time() + 20
+    while time.time() < deadline:
+        pod = json.loads(cluster.core.read_namespaced_pod("dongle-plugin", "default", _preload_content=False).data)
+        if pod.get("status", {}).get("phase") == "Running":
+            break
+        time.sleep(0.1)
+    mark = cluster.mark()
+    run = ansible([task("Add more", name="er-2", resources={"%s/unrelated" % DOMAIN: 1}, wait="none"),
+                   task("Remove", name="er-2", state="absent", resources=[DONGLE], wait="none")])
+    assert run.rc == 0, run.output()
+    assert "warnings" not in ok(run, "Add more") or not ok(run, "Add more")["warnings"]
+    warnings = json.dumps(ok(run, "Remove").get("warnings"))
+    assert "default/dongle-plugin" in warnings and DONGLE in warnings
+    pod_lists = [r for r in cluster.requests(mark) if r["path"] == "/api/v1/pods"]
+    assert len(pod_lists) == 1 and pod_lists[0]["query"]["fieldSelector"] == "spec.nodeName=er-2"
