@@ -52,6 +52,18 @@ options:
       - Also list the pods that request extended resources, and the pods that are pending for them.
     type: bool
     default: true
+  wait_allocatable:
+    description:
+      - Wait until every selected node has at least this many of each named resource in
+        C(status.allocatable), the point at which the scheduler can place pods asking for them.
+      - Maps an extended-resource name to a minimum count, for example V({"nvidia.com/gpu": 1}).
+      - Waits by watching the nodes, not by polling.
+    type: dict
+  wait_timeout:
+    description:
+      - Seconds to wait for O(wait_allocatable).
+    type: int
+    default: 300
 notes:
   - With no O(name), O(names) or selector, every node is reported.
   - A resource counts as extended when it is not one of C(cpu), C(memory), C(pods),
@@ -71,6 +83,14 @@ EXAMPLES = r"""
   loop: "{{ gpu_nodes.nodes }}"
   loop_control:
     label: "{{ item.name }}"
+
+- name: Wait until the GPU nodes can hand out at least one GPU each
+  kubehw.devices.extended_resource_info:
+    names: [gpu-1, gpu-2]
+    include_pods: false
+    wait_allocatable:
+      nvidia.com/gpu: 1
+    wait_timeout: 180
 """
 
 RETURN = r"""
@@ -125,6 +145,9 @@ from ansible_collections.kubehw.devices.plugins.module_utils._client import (
     KubeClient,
     KubeHwError,
     fail_from_error,
+)
+from ansible_collections.kubehw.devices.plugins.module_utils._extended_resources import (
+    extended_resource_name_problem,
 )
 
 STANDARD_RESOURCES = ("cpu", "memory", "pods", "ephemeral-storage")
@@ -208,6 +231,49 @@ def summarize(nodes, pods):
     return result, sorted(pending, key=lambda p: (p["namespace"], p["name"]))
 
 
+def missing_allocatable(node, wanted):
+    """The resources of ``wanted`` the node cannot hand out yet, with what it has."""
+    have = (node.get("status") or {}).get("allocatable") or {}
+    return dict((key, have.get(key, "0")) for key, count in wanted.items()
+                if _int_quantity(have.get(key, "0")) < count)
+
+
+def wait_allocatable(client, params, nodes):
+    wanted = params["wait_allocatable"]
+    names = set(n["metadata"]["name"] for n in nodes)
+
+    def ready(objects):
+        return all(not missing_allocatable(objects[name], wanted) for name in names if name in objects)
+
+    if ready(dict((n["metadata"]["name"], n) for n in nodes)):
+        return nodes
+    kwargs = selector_kwargs(params)
+    try:
+        objects = client.watch(client.core.list_node, ready, params["wait_timeout"],
+                               what="see %s allocatable on %d node(s)" % (
+                                   ", ".join(sorted(wanted)), len(names)), **kwargs)
+    except KubeHwError as err:
+        if err.reason == "Timeout":
+            seen = getattr(err, "objects", {})
+            short = ["%s (has %s)" % (name, ", ".join("%s=%s" % kv for kv in sorted(
+                missing_allocatable(seen[name], wanted).items()))) for name in sorted(names)
+                if name in seen and missing_allocatable(seen[name], wanted)]
+            err.msg += ": not allocatable yet on " + "; ".join(short)
+        raise
+    return [objects[name] for name in sorted(names) if name in objects]
+
+
+def selector_kwargs(params):
+    kwargs = {}
+    if params.get("label_selectors"):
+        kwargs["label_selector"] = ",".join(params["label_selectors"])
+    if params.get("field_selectors"):
+        kwargs["field_selector"] = ",".join(params["field_selectors"])
+    if params.get("name"):
+        kwargs["field_selector"] = "metadata.name=%s" % params["name"]
+    return kwargs
+
+
 def read_nodes(client, params):
     if params.get("name") or params.get("names"):
         names = [params["name"]] if params.get("name") else params["names"]
@@ -215,12 +281,7 @@ def read_nodes(client, params):
         for name in names:
             nodes.append(client.call_json(client.core.read_node, name, what='read node "%s"' % name))
         return nodes
-    kwargs = {}
-    if params.get("label_selectors"):
-        kwargs["label_selector"] = ",".join(params["label_selectors"])
-    if params.get("field_selectors"):
-        kwargs["field_selector"] = ",".join(params["field_selectors"])
-    return client.call_json(client.core.list_node, what="list nodes", **kwargs).get("items") or []
+    return client.call_json(client.core.list_node, what="list nodes", **selector_kwargs(params)).get("items") or []
 
 
 def main():
@@ -231,15 +292,30 @@ def main():
         label_selectors=dict(type="list", elements="str"),
         field_selectors=dict(type="list", elements="str"),
         include_pods=dict(type="bool", default=True),
+        wait_allocatable=dict(type="dict"),
+        wait_timeout=dict(type="int", default=300),
     )
     module = AnsibleModule(
         argument_spec=argument_spec,
         mutually_exclusive=[("name", "names", "label_selectors"), ("name", "names", "field_selectors")],
         supports_check_mode=True,
     )
+    wanted = module.params["wait_allocatable"] or {}
+    for key, count in wanted.items():
+        problem = extended_resource_name_problem(key)
+        if problem:
+            module.fail_json(msg="wait_allocatable: invalid extended resource name %r: %s" % (key, problem))
+        try:
+            wanted[key] = int(str(count))
+        except ValueError:
+            wanted[key] = -1
+        if wanted[key] < 0:
+            module.fail_json(msg="wait_allocatable: the count for %s must be a whole number >= 0, got %r" % (key, count))
     try:
         client = KubeClient(module)
         nodes = read_nodes(client, module.params)
+        if module.params["wait_allocatable"]:
+            nodes = wait_allocatable(client, module.params, nodes)
         pods = []
         if module.params["include_pods"]:
             pods = client.call_json(client.core.list_pod_for_all_namespaces, what="list pods").get("items") or []

@@ -234,9 +234,14 @@ def run(module, client):
                     finished(p) for p in objs.values()), params["timeout"],
                     what="see pod %s/%s finish" % (namespace, name), namespace=namespace, field_selector=selector)
                 result["phase"] = list(pods.values())[0]["status"]["phase"]
-                log = client.call(client.core.read_namespaced_pod_log, name, namespace,
-                                  what="read the log of pod %s/%s" % (namespace, name))
-                result["log"] = log if isinstance(log, str) else ""
+                try:
+                    log = client.call(client.core.read_namespaced_pod_log, name, namespace,
+                                      what="read the log of pod %s/%s" % (namespace, name))
+                    result["log"] = log if isinstance(log, str) else ""
+                except KubeHwError as err:
+                    # The outcome is known from the phase; a log we cannot read is worth a warning only.
+                    module.warn(err.msg)
+                    result["log"] = ""
         else:
             result.update(reason=detail.get("reason"), message=detail.get("message"))
     finally:

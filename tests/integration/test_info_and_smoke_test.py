@@ -1,0 +1,117 @@
+# Copyright (c) kubehw.devices contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""extended_resource_info (report, wait_allocatable) and resource_smoke_test on a cluster."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import threading
+import time
+
+import pytest
+
+DONGLE = "example.com/dongle"
+
+
+def advertise(cluster, node, resources):
+    ops = [{"op": "add", "path": "/status/capacity/" + key.replace("~", "~0").replace("/", "~1"), "value": value}
+           for key, value in resources.items()]
+    cluster.core.patch_node_status(node, ops, _preload_content=False)
+
+
+def test_info_reports_capacity_allocatable_and_pending_pods(cluster, ansible):
+    cluster.require_simulated("needs the simulated dongle node and its kubelet")
+    advertise(cluster, "dongle-1", {DONGLE: "2"})
+    run = ansible([
+        {"name": "Wait", "kubehw.devices.extended_resource_info": {
+            "name": "dongle-1", "include_pods": False, "wait_allocatable": {DONGLE: 2}, "wait_timeout": 20}},
+        {"name": "Too many", "kubehw.devices.resource_smoke_test": {
+            "resource": DONGLE, "count": 3, "expect": "unschedulable", "timeout": 20}},
+        {"name": "Report", "kubehw.devices.extended_resource_info": {"names": ["dongle-1", "cpu-1"]}},
+    ])
+    assert run.rc == 0, run.output()
+    waited = run.result("Wait")
+    assert waited["nodes"][0]["allocatable"] == {DONGLE: "2"}
+    report = run.result("Report")
+    assert [n["name"] for n in report["nodes"]] == ["cpu-1", "dongle-1"]
+    dongle = report["nodes"][1]
+    assert dongle["capacity"] == {DONGLE: "2"} and dongle["ready"] == "True"
+    assert report["nodes"][0]["capacity"] == {}
+    # the smoke-test pod was deleted, so nothing is left pending or using the resource
+    assert report["pending_pods"] == [] and dongle["pods"] == []
+    too_many = run.result("Too many")
+    assert too_many["scheduled"] is False and too_many["deleted"] is True
+    assert too_many["reason"] == "Unschedulable"
+    assert "Insufficient example.com/dongle" in too_many["message"]
+    assert too_many["changed"] is False
+
+
+def test_wait_allocatable_follows_the_kubelet_copy(cluster, ansible):
+    """The wait returns after the kubelet copies capacity into allocatable, by watching."""
+    cluster.require_simulated("relies on the simulated kubelet's sync interval")
+    timer = threading.Timer(1.5, advertise, (cluster, "cpu-1", {DONGLE: "3"}))
+    timer.start()
+    started = time.monotonic()
+    run = ansible([{"name": "Wait", "kubehw.devices.extended_resource_info": {
+        "name": "cpu-1", "include_pods": False, "wait_allocatable": {DONGLE: 3}, "wait_timeout": 30}}])
+    timer.join()
+    assert run.rc == 0, run.output()
+    assert run.result("Wait")["nodes"][0]["allocatable"][DONGLE] == "3"
+    assert time.monotonic() - started < 20
+    # one list for the read, and then a watch rather than repeated GETs
+    node_reads = [r for r in cluster.requests(0) if r["method"] == "GET" and r["path"].startswith("/api/v1/nodes")]
+    assert len(node_reads) <= 4, node_reads
+
+
+def test_wait_allocatable_times_out_naming_the_node(cluster, ansible):
+    run = ansible([{"name": "Wait", "ignore_errors": True, "kubehw.devices.extended_resource_info": {
+        "name": cluster.node_names()[0], "include_pods": False,
+        "wait_allocatable": {"example.com/never-there": 1}, "wait_timeout": 2}}])
+    res = run.result("Wait")
+    assert res["failed"] is True
+    assert "Timed out" in res["msg"] and cluster.node_names()[0] in res["msg"]
+    assert "example.com/never-there=0" in res["msg"]
+
+
+@pytest.mark.parametrize("bad, rule", [({"dongle": 1}, "exactly one '/'"), ({DONGLE: -1}, ">= 0")])
+def test_info_refuses_bad_wait_input_before_any_request(cluster, ansible, bad, rule):
+    mark = cluster.mark() if cluster.simulated else 0
+    run = ansible([{"name": "Wait", "ignore_errors": True, "kubehw.devices.extended_resource_info": {
+        "name": "x", "wait_allocatable": bad}}])
+    assert run.result("Wait")["failed"] is True
+    assert rule in run.result("Wait")["msg"]
+    if cluster.simulated:
+        assert cluster.requests(mark) == []
+
+
+def test_smoke_test_schedules_runs_and_cleans_up(cluster, ansible):
+    cluster.require_simulated("needs the simulated dongle node")
+    advertise(cluster, "dongle-1", {DONGLE: "2"})
+    run = ansible([
+        {"name": "Wait", "kubehw.devices.extended_resource_info": {
+            "name": "dongle-1", "include_pods": False, "wait_allocatable": {DONGLE: 2}, "wait_timeout": 20}},
+        {"name": "Smoke", "kubehw.devices.resource_smoke_test": {
+            "resource": DONGLE, "count": 2, "command": ["true"], "wait_for": "completed", "timeout": 30}},
+        {"name": "Pinned elsewhere", "ignore_errors": True, "kubehw.devices.resource_smoke_test": {
+            "resource": DONGLE, "node": "cpu-1", "timeout": 20}},
+    ])
+    smoke = run.result("Smoke")
+    assert smoke.get("failed") is not True, run.output()
+    assert smoke["scheduled"] is True and smoke["node"] == "dongle-1"
+    assert smoke["phase"] == "Succeeded" and smoke["deleted"] is True
+    pinned = run.result("Pinned elsewhere")
+    assert pinned["failed"] is True and pinned["scheduled"] is False
+    assert "was not scheduled" in pinned["msg"]
+    pods = cluster.core.list_pod_for_all_namespaces(label_selector="app.kubernetes.io/component=smoke-test")
+    assert pods.items == []
+
+
+def test_smoke_test_check_mode_creates_nothing(cluster, ansible):
+    mark = cluster.mark()
+    run = ansible([{"name": "Smoke", "kubehw.devices.resource_smoke_test": {"resource": DONGLE}}], check=True)
+    assert run.rc == 0, run.output()
+    assert run.result("Smoke")["changed"] is False
+    assert "check mode" in run.result("Smoke")["skipped_reason"]
+    if cluster.simulated:
+        assert cluster.writes(mark) == []
