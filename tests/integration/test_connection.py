@@ -26,7 +26,7 @@ NO_LOG_MASK = "VALUE_SPECIFIED_IN_NO_LOG_PARAMETER"
 
 READER_SA = "system:serviceaccount:kubehw:node-reader"
 READERS_GROUP = "kubehw:node-readers"
-PROBES = ("env-user", "options-user", "untrusted-probe", "insecure-probe", "insecure-env-probe", "other-ca-probe")
+PROBES = ("env-user", "options-user", "defaults-user", "untrusted-probe", "insecure-probe", "insecure-env-probe", "other-ca-probe")
 TOKENS = dict((user, secrets.token_hex(16)) for user in PROBES + (READER_SA, "nobody"))
 
 NODES = [
@@ -118,7 +118,7 @@ def test_kubeconfig_path_env_and_dict(cluster, ansible):
         assert cluster.writes(since) == []
 
 
-def test_host_token_and_ca_from_env_and_options(cluster, ansible):
+def test_host_token_and_ca_from_env_options_and_module_defaults(cluster, ansible):
     cluster.require_simulated("uses bearer tokens and the CA file the simulated cluster issued")
     sim = cluster.sim
     since = cluster.mark()
@@ -127,28 +127,19 @@ def test_host_token_and_ca_from_env_and_options(cluster, ansible):
             "K8S_AUTH_HOST": sim.url, "K8S_AUTH_API_KEY": TOKENS["env-user"],
             "K8S_AUTH_SSL_CA_CERT": sim.ca_cert_path}),
         info_task("From options", host=sim.url, api_key=TOKENS["options-user"], ca_cert=sim.ca_cert_path),
+        # meta/runtime.yml's action group lets a play or block give the connection options once
+        dict(info_task("From module_defaults"), module_defaults={"group/kubehw.devices.k8s": {
+            "host": sim.url, "api_key": TOKENS["defaults-user"], "ca_cert": sim.ca_cert_path}}),
     ], env={"K8S_AUTH_KUBECONFIG": None})
-    assert run.rc == 0, run.output()
     assert node_names(assert_ok(run, "From K8S_AUTH_* variables")) == ["cpu-1", "gpu-1"]
     res = assert_ok(run, "From options")
     assert node_names(res) == ["cpu-1", "gpu-1"]
     # the token is a secret: masked in the module's invocation and absent from the output
     assert res["invocation"]["module_args"]["api_key"] == NO_LOG_MASK
     assert TOKENS["options-user"] not in run.stdout + run.stderr
-    assert users_seen(cluster, since) == ["env-user", "options-user"]
-
-
-def test_module_defaults_group_sets_the_connection_once(cluster, ansible):
-    """meta/runtime.yml's action group lets a play give the connection options once."""
-    cluster.require_simulated("uses a bearer token the simulated cluster was configured with")
-    sim = cluster.sim
-    since = cluster.mark()
-    run = ansible([info_task("Connection from module_defaults")], env={"K8S_AUTH_KUBECONFIG": None},
-                  module_defaults={"group/kubehw.devices.k8s": {
-                      "host": sim.url, "api_key": TOKENS["options-user"], "ca_cert": sim.ca_cert_path}})
+    assert node_names(assert_ok(run, "From module_defaults")) == ["cpu-1", "gpu-1"]
     assert run.rc == 0, run.output()
-    assert node_names(assert_ok(run, "Connection from module_defaults")) == ["cpu-1", "gpu-1"]
-    assert users_seen(cluster, since) == ["options-user"]
+    assert users_seen(cluster, since) == ["env-user", "options-user", "defaults-user"]
 
 
 def test_untrusted_certificate_refused_unless_validate_certs_false(cluster, ansible, tmp_path):
@@ -165,18 +156,19 @@ def test_untrusted_certificate_refused_unless_validate_certs_false(cluster, ansi
                   environment={"K8S_AUTH_VERIFY_SSL": "false"}),
     ], env={"K8S_AUTH_KUBECONFIG": None})
     assert run.rc == 0, run.output()
-    for name in ("No CA given", "Another cluster's CA"):
-        res = assert_failed(run, name)
+    refused = [assert_failed(run, name) for name in ("No CA given", "Another cluster's CA")]
+    for res in refused:
         assert "certificate verify failed" in res["msg"].lower(), res["msg"]
-        assert "ca_cert" in res["msg"], "the message should say how to fix it: " + res["msg"]
         assert "Traceback" not in res["msg"]
-        # no HTTP answer came back, so there is no status code to report (not "0")
-        assert res["reason"] == "SSLError", res["msg"]
-        assert res.get("status") is None, res["msg"]
     assert node_names(assert_ok(run, "validate_certs false")) == ["cpu-1", "gpu-1"]
     assert node_names(assert_ok(run, "K8S_AUTH_VERIFY_SSL false")) == ["cpu-1", "gpu-1"]
     # the refused handshakes never reached authentication: only the insecure tasks were served
     assert users_seen(cluster, since) == ["insecure-probe", "insecure-env-probe"]
+    for res in refused:
+        assert "ca_cert" in res["msg"], "the message should say how to fix it: " + res["msg"]
+        # no HTTP answer came back, so there is no status code to report (not "0")
+        assert res["reason"] == "SSLError", res["msg"]
+        assert res.get("status") is None, res["msg"]
 
 
 def test_wrong_token_is_401_and_context_selects_the_identity(cluster, ansible):
