@@ -194,7 +194,7 @@ def build_configuration(auth):
     except ConfigException as exc:
         raise KubeHwError(
             "Could not load Kubernetes connection settings: %s. Set kubeconfig, or host with "
-            "api_key, or the K8S_AUTH_* environment variables." % to_native(exc), reason="ConfigError")
+            "api_key, or the K8S_AUTH_* environment variables." % to_native(exc).rstrip("."), reason="ConfigError")
     except (IOError, OSError, ValueError, TypeError) as exc:
         raise KubeHwError("Could not read the kubeconfig: %s" % to_native(exc), reason="ConfigError")
 
