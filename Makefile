@@ -32,13 +32,19 @@ setup:
 sanity:
 	@bash $(ROOT)/scripts/sanity.sh
 
-units:
+# pytest's own exit code is kept in <stage>.rc: make turns every failure into 2, and
+# scripts/run_tests.py must tell "tests failed" (1) from "no tests collected" (5).
+define run_pytest
 	@mkdir -p $(REPORTS)
-	$(PYTEST) --junitxml=$(REPORTS)/units.xml tests/unit tests/test_build.py
+	@echo "pytest $(2)"
+	@rc=0; $(PYTEST) --junitxml=$(REPORTS)/$(1).xml $(2) || rc=$$?; echo $$rc >$(REPORTS)/$(1).rc; exit $$rc
+endef
+
+units:
+	$(call run_pytest,units,tests/unit tests/test_build.py)
 
 integration:
-	@mkdir -p $(REPORTS)
-	$(PYTEST) --junitxml=$(REPORTS)/integration.xml tests/integration tests/simcluster
+	$(call run_pytest,integration,tests/integration tests/simcluster)
 
 lint:
 	$(BIN)/ansible-lint --profile production $(if $(CI),--nocolor)

@@ -62,12 +62,14 @@ class Stage(object):
 def run_stage(name, reports):
     stage = Stage(name)
     report = None
+    rc_file = os.path.join(reports, '%s.rc' % name)
     if name in PYTEST_STAGES:
         report = os.path.join(reports, '%s.xml' % name)
     elif name == 'roles':
         report = os.path.join(reports, 'roles.json')
-    if report and os.path.exists(report):
-        os.remove(report)
+    for stale in (report, rc_file):
+        if stale and os.path.exists(stale):
+            os.remove(stale)
 
     sys.stdout.write('\n##### make %s\n' % name)
     sys.stdout.flush()
@@ -76,6 +78,10 @@ def run_stage(name, reports):
     stage.seconds = time.time() - started
 
     if name in PYTEST_STAGES:
+        # make answers 2 for any failure; the Makefile saved pytest's own exit code
+        if rc != 0 and os.path.exists(rc_file):
+            with open(rc_file) as handle:
+                rc = int(handle.read().strip() or rc)
         counts = junit_counts(report)
         if counts:
             stage.passed, stage.failed, stage.skipped = counts
