@@ -21,7 +21,7 @@ help:
 	@echo "make test         setup + sanity + units + integration + lint + roles, then a summary table"
 	@echo "make setup        .venv with pinned tools, Debian packages, test collections (idempotent)"
 	@echo "make sanity       ansible-test sanity on a copy of the checkout (no ignore file)"
-	@echo "make units        pytest tests/unit and the build/install test"
+	@echo "make units        pytest tests/unit, the build/install test and the CI tooling tests"
 	@echo "make integration  pytest tests/integration tests/simcluster (simulated cluster unless KUBECONFIG is set)"
 	@echo "make lint         ansible-lint --profile production"
 	@echo "make roles        every molecule scenario"
@@ -41,7 +41,7 @@ define run_pytest
 endef
 
 units:
-	$(call run_pytest,units,tests/unit tests/test_build.py)
+	$(call run_pytest,units,tests/unit tests/test_build.py tests/test_ci_tooling.py)
 
 integration:
 	$(call run_pytest,integration,tests/integration tests/simcluster)
