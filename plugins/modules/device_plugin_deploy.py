@@ -398,6 +398,7 @@ diff:
   elements: dict
 """
 
+import gc
 import time
 
 from ansible.module_utils.basic import AnsibleModule
@@ -771,6 +772,14 @@ class DevicePluginDeploy(object):
                 raise
 
 
+def _freeze_heap():
+    # The kubernetes client leaves so many objects that the interpreter's final garbage collection
+    # took over a second (measured in benchmarks/daemonset_rollout); frozen objects are skipped, so the
+    # task returns that much sooner after the rollout is seen.
+    if hasattr(gc, "freeze"):
+        gc.freeze()
+
+
 def main():
     module = AnsibleModule(
         argument_spec=argument_spec(),
@@ -801,6 +810,7 @@ def main():
             result["diff"] = task.diffs
         for text in (task.warnings if task is not None else []):
             module.warn(text)
+        _freeze_heap()
         module.fail_json(msg=err.msg, status=getattr(err, "status", None), reason=getattr(err, "reason", None),
                          **result)
     for text in task.warnings:
@@ -808,6 +818,7 @@ def main():
     result = task.result
     if module._diff and task.diffs:
         result["diff"] = task.diffs
+    _freeze_heap()
     module.exit_json(**result)
 
 

@@ -1,0 +1,208 @@
+#!/usr/bin/env python
+# Copyright (c) kubehw.devices contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Time from rollout-complete to task-return: kubehw.devices.device_plugin_deploy vs kubernetes.core.k8s.
+
+One simulated cluster, one DaemonSet, one ansible-playbook run whose tasks alternate between the two
+modules; every task changes an env var of the same DaemonSet, so each starts a rollout and waits for it.
+
+  rollout complete  the moment an observer watching the DaemonSet first sees the facts-file condition
+                    (observedGeneration >= generation, updated == available == desired) for the
+                    generation the task wrote
+  task return       the moment the task's result reaches ansible-playbook (callback plugin task_clock)
+
+Usage: python benchmarks/daemonset_rollout/run.py [--rounds 5] [--output FILE]
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path[:0] = [ROOT, os.path.join(ROOT, ".cache", "collections")]
+
+NAMESPACE = "bench"
+NAME = "nvidia-device-plugin"
+CLUSTER = {
+    "sync_interval": 1.0,
+    "pod_start_delay": 0.3,
+    "nodes": [
+        {"name": "gpu-1", "labels": {"feature.node.kubernetes.io/pci-10de.present": "true"},
+         "inventory": {"nvidia.com/gpu": 4}},
+        {"name": "gpu-2", "labels": {"feature.node.kubernetes.io/pci-10de.present": "true"},
+         "inventory": {"nvidia.com/gpu": 8}},
+        {"name": "cpu-1"},
+    ],
+}
+
+
+class RolloutObserver(threading.Thread):
+    """Watches the DaemonSet and notes when each generation's rollout is first complete."""
+
+    def __init__(self, kubeconfig):
+        super(RolloutObserver, self).__init__(daemon=True)
+        from kubernetes import client, config
+        self.api = client.AppsV1Api(config.new_client_from_config(config_file=kubeconfig))
+        self.done_at = {}
+        self.errors = []
+        self.stopped = threading.Event()
+
+    def run(self):
+        from kubernetes import watch
+        from ansible_collections.kubehw.devices.plugins.module_utils._daemonset import rollout_done
+        while not self.stopped.is_set():
+            w = watch.Watch()
+            try:
+                for event in w.stream(self.api.list_namespaced_daemon_set, NAMESPACE, timeout_seconds=5,
+                                      field_selector="metadata.name=%s" % NAME, deserialize=False):
+                    obj = event.get("raw_object") or event.get("object") or {}
+                    if obj.get("kind") == "Status" or event.get("type") == "BOOKMARK":
+                        continue
+                    generation = (obj.get("metadata") or {}).get("generation")
+                    if generation and generation not in self.done_at and rollout_done(obj):
+                        self.done_at[generation] = time.time()
+                    if self.stopped.is_set():
+                        break
+            except Exception as exc:  # pylint: disable=broad-except
+                # A dropped watch is restarted; the error is kept for the report.
+                self.errors.append(repr(exc))
+                time.sleep(0.1)
+
+
+def tasks_for(rounds, kubeconfig):
+    from ansible_collections.kubehw.devices.plugins.module_utils._daemonset import build
+    common = dict(preset="nvidia", namespace=NAMESPACE)
+    tasks = [{"name": "warm-up create", "kubehw.devices.device_plugin_deploy": dict(common, env={"BENCH_ROUND": "init"})}]
+    for i in range(rounds):
+        tasks.append({"name": "kubehw round %d" % i,
+                      "kubehw.devices.device_plugin_deploy": dict(common, env={"BENCH_ROUND": "kubehw-%d" % i},
+                                                                  wait="rollout", wait_timeout=120)})
+        # The same DaemonSet, built by the same code, handed to kubernetes.core as a manifest.
+        definition, _, _ = build(dict(common, env={"BENCH_ROUND": "k8s-%d" % i}))
+        tasks.append({"name": "kubernetes.core round %d" % i,
+                      "kubernetes.core.k8s": {"definition": definition, "wait": True, "wait_timeout": 120}})
+        # Baseline: how long ansible itself takes to hand back a result once a task's work is over.
+        tasks.append({"name": "baseline round %d" % i,
+                      "ansible.builtin.command": {"argv": [sys.executable, "-c", "import time; print(repr(time.time()))"]},
+                      "changed_when": False})
+    return tasks
+
+
+def generation_of(line):
+    result = line["result"]
+    if "generation" in result and isinstance(result["generation"], dict):
+        return result["generation"].get("after")
+    return ((result.get("result") or {}).get("metadata") or {}).get("generation")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--output", default=os.path.join(ROOT, "benchmarks", "results", "daemonset_rollout.json"))
+    opts = parser.parse_args()
+
+    from tests.simcluster import SimCluster
+    from kubernetes import client, config
+
+    if not os.path.isdir(os.path.join(ROOT, ".cache", "collections", "ansible_collections", "kubernetes", "core")):
+        sys.exit("kubernetes.core is missing: run `make setup` (it unpacks it from the PyPI ansible wheel)")
+    workdir = tempfile.mkdtemp(prefix="bench-ds-")
+    coll = os.path.join(workdir, "collections")
+    os.makedirs(os.path.join(coll, "ansible_collections", "kubehw"))
+    os.symlink(ROOT, os.path.join(coll, "ansible_collections", "kubehw", "devices"))
+
+    sim = SimCluster(CLUSTER)
+    sim.start()
+    try:
+        core = client.CoreV1Api(config.new_client_from_config(config_file=sim.kubeconfig_path))
+        core.create_namespace({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
+        observer = RolloutObserver(sim.kubeconfig_path)
+        observer.start()
+        play = [{"name": "daemonset rollout benchmark", "hosts": "localhost", "connection": "local",
+                 "gather_facts": False, "vars": {"ansible_python_interpreter": sys.executable},
+                 "tasks": tasks_for(opts.rounds, sim.kubeconfig_path)}]
+        playbook = os.path.join(workdir, "bench.yml")
+        with open(playbook, "w") as f:
+            json.dump(play, f)  # JSON is YAML
+        clock = os.path.join(workdir, "clock.jsonl")
+        env = dict((k, v) for k, v in os.environ.items() if not k.startswith(("ANSIBLE_", "K8S_AUTH_")))
+        env.update({
+            "ANSIBLE_COLLECTIONS_PATH": os.pathsep.join([coll, os.path.join(ROOT, ".cache", "collections")]),
+            "ANSIBLE_CALLBACK_PLUGINS": os.path.join(HERE, "callback_plugins"),
+            "ANSIBLE_CALLBACKS_ENABLED": "task_clock",
+            "ANSIBLE_LOCALHOST_WARNING": "0",
+            "ANSIBLE_INVENTORY_UNPARSED_WARNING": "0",
+            "K8S_AUTH_KUBECONFIG": sim.kubeconfig_path,
+            "TASK_CLOCK_FILE": clock,
+        })
+        started = time.time()
+        proc = subprocess.run(["ansible-playbook", "-i", "localhost,", playbook], env=env, cwd=workdir,
+                              capture_output=True, text=True, timeout=1800)
+        elapsed = time.time() - started
+        time.sleep(0.2)
+        observer.stopped.set()
+        if proc.returncode != 0:
+            sys.exit("ansible-playbook failed (rc %d):\n%s\n%s" % (proc.returncode, proc.stdout[-4000:], proc.stderr[-4000:]))
+        with open(clock) as f:
+            lines = [json.loads(line) for line in f if line.strip()]
+    finally:
+        sim.stop()
+
+    samples = {"kubehw.devices.device_plugin_deploy": [], "kubernetes.core.k8s": [], "baseline": []}
+    rows = []
+    for line in lines:
+        if line["task"].startswith("warm-up"):
+            continue
+        if line["task"].startswith("baseline"):
+            latency = line["returned_at"] - float(line["result"]["stdout"])
+            samples["baseline"].append(latency)
+            rows.append({"task": line["task"], "work_done_to_return_s": round(latency, 3)})
+            continue
+        tool = "kubehw.devices.device_plugin_deploy" if line["task"].startswith("kubehw") else "kubernetes.core.k8s"
+        generation = generation_of(line)
+        done = observer.done_at.get(generation)
+        if done is None:
+            sys.exit("no rollout-complete time for generation %s (task %s); seen %r; watch errors %r"
+                     % (generation, line["task"], observer.done_at, observer.errors[-3:]))
+        latency = line["returned_at"] - done
+        samples[tool].append(latency)
+        rows.append({"task": line["task"], "generation": generation, "rollout_complete_to_return_s": round(latency, 3)})
+
+    summary = {}
+    for tool, values in samples.items():
+        summary[tool] = {"n": len(values), "median_s": round(statistics.median(values), 3),
+                         "min_s": round(min(values), 3), "max_s": round(max(values), 3)}
+    report = {
+        "benchmark": "daemonset_rollout: rollout-complete to task-return",
+        "cluster": "tests.simcluster, 2 GPU nodes + 1 CPU node, sync_interval 1.0 s, pod_start_delay 0.3 s",
+        "kubernetes.core": "from the PyPI ansible==12.3.0 wheel (.cache/collections), wait: true, default wait_sleep",
+        "baseline": "ansible.builtin.command printing time.time(): time from its last instruction to the task return",
+        "rounds": opts.rounds,
+        "playbook_seconds": round(elapsed, 1),
+        "summary": summary,
+        "tasks": rows,
+        "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+    os.makedirs(os.path.dirname(opts.output), exist_ok=True)
+    with open(opts.output, "w") as f:
+        json.dump(report, f, indent=2)
+        f.write("\n")
+    for tool, stats in summary.items():
+        print("%-38s n=%d median %.3fs  min %.3fs  max %.3fs" % (tool, stats["n"], stats["median_s"], stats["min_s"],
+                                                                  stats["max_s"]))
+    print("written to %s" % opts.output)
+
+
+if __name__ == "__main__":
+    main()
