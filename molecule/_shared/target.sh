@@ -77,8 +77,8 @@ start() {
         --console=pipe --bind="$cache/apt-archives:/var/cache/apt/archives" \
         </dev/null >"$dir/console.log" 2>&1 &
     echo $! >"$dir/nspawn.pid"
-    local pid="" state="" i
-    for i in $(seq 1 120); do
+    local pid="" state=""
+    for _ in $(seq 1 120); do
         pid="$(init_pid "$(cat "$dir/nspawn.pid")" || true)"
         if [ -n "$pid" ]; then
             state="$(nsenter -t "$pid" -a systemctl is-system-running 2>/dev/null || true)"
@@ -92,17 +92,17 @@ start() {
 }
 
 stop() {
-    local name="$1" dir="$2" nspawn_pid pid i
+    local name="$1" dir="$2" nspawn_pid pid
     if [ -s "$dir/nspawn.pid" ]; then
         nspawn_pid="$(cat "$dir/nspawn.pid")"
         if kill -0 "$nspawn_pid" 2>/dev/null; then
             pid="$(init_pid "$nspawn_pid" || true)"
             # The target is thrown away: killing its PID 1 makes the kernel end every process
             # of its PID namespace at once, and nspawn exits after it (a clean poweroff takes ~10 s).
-            [ -n "$pid" ] && kill -s KILL "$pid" 2>/dev/null || true
-            for i in $(seq 1 40); do kill -0 "$nspawn_pid" 2>/dev/null || break; sleep 0.25; done
+            if [ -n "$pid" ]; then kill -s KILL "$pid" 2>/dev/null || true; fi
+            for _ in $(seq 1 40); do kill -0 "$nspawn_pid" 2>/dev/null || break; sleep 0.25; done
             kill "$nspawn_pid" 2>/dev/null || true
-            for i in $(seq 1 20); do kill -0 "$nspawn_pid" 2>/dev/null || break; sleep 0.25; done
+            for _ in $(seq 1 20); do kill -0 "$nspawn_pid" 2>/dev/null || break; sleep 0.25; done
         fi
     fi
     # Only ever remove the directory this script created.

@@ -2,7 +2,7 @@
 # Copyright (c) kubehw.devices contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 
-"""Build the containerd drop-in that adds the NVIDIA runtime.
+"""Build the containerd drop-in that adds the NVIDIA runtime (run on the controller by the role).
 
 containerd 1.6 (and early 1.7) replaces a whole plugin table when an imported file
 names it, so a drop-in carrying only the nvidia runtime would wipe the host's CRI
@@ -20,7 +20,8 @@ import json
 import math
 import re
 
-from ansible.errors import AnsibleFilterError
+import base64
+import sys
 
 try:
     import tomllib as _toml
@@ -40,6 +41,10 @@ CRI_RUNTIME_PLUGIN = {
 # Deprecated tables that containerd 1.x dumps with empty values; copying them only adds warnings.
 DEPRECATED_RUNTIME_TABLES = ('default_runtime', 'untrusted_workload_runtime')
 BARE_KEY = re.compile(r'^[A-Za-z0-9_-]+$')
+
+
+class DropinError(Exception):
+    """A problem the role reports to the user as is."""
 
 
 def _key(name):
@@ -64,7 +69,7 @@ def _value(value):
         return '[' + ', '.join(_value(item) for item in value) + ']'
     if isinstance(value, dict):
         return '{' + ', '.join('%s = %s' % (_key(k), _value(v)) for k, v in value.items()) + '}'
-    raise AnsibleFilterError('cannot write value %r of type %s as TOML' % (value, type(value).__name__))
+    raise DropinError('cannot write value %r of type %s as TOML' % (value, type(value).__name__))
 
 
 def _is_table_array(value):
@@ -100,11 +105,11 @@ def to_toml(data):
 
 def _parse(text, what):
     if not HAS_TOML:
-        raise AnsibleFilterError('parsing the containerd configuration needs Python 3.11+ (tomllib) or the tomli package on the controller')
+        raise DropinError('parsing the containerd configuration needs Python 3.11+ (tomllib) or the tomli package on the controller')
     try:
         return _toml.loads(text)
     except Exception as exc:  # tomllib raises TOMLDecodeError, tomli its own class
-        raise AnsibleFilterError('%s is not valid TOML: %s' % (what, exc))
+        raise DropinError('%s is not valid TOML: %s' % (what, exc))
 
 
 def containerd_nvidia_dropin(base_dump, runtime_name='nvidia', binary_name='/usr/bin/nvidia-container-runtime',
@@ -117,7 +122,7 @@ def containerd_nvidia_dropin(base_dump, runtime_name='nvidia', binary_name='/usr
     config = _parse(base_dump, 'the output of containerd config dump')
     version = config.get('version', 1)
     if version not in CRI_RUNTIME_PLUGIN:
-        raise AnsibleFilterError('containerd config version %r is not supported (supported: 2 and 3); '
+        raise DropinError('containerd config version %r is not supported (supported: 2 and 3); '
                                  'upgrade containerd to 1.5 or later' % (version,))
     plugin = CRI_RUNTIME_PLUGIN[version]
     cri = copy.deepcopy(config.get('plugins', {}).get(plugin, {}))
@@ -137,11 +142,9 @@ def containerd_nvidia_dropin(base_dump, runtime_name='nvidia', binary_name='/usr
     options['SystemdCgroup'] = host_systemd_cgroup if systemd_cgroup is None else bool(systemd_cgroup)
     runtimes[runtime_name] = nvidia
 
+    # Without default_runtime the host's own default (from its files) is copied unchanged.
     if default_runtime:
         containerd['default_runtime_name'] = runtime_name
-    elif containerd.get('default_runtime_name') == runtime_name:
-        # Only possible when another file names it; leave the host's choice to the host.
-        pass
     if enable_cdi:
         cri['enable_cdi'] = True
         if cdi_spec_dirs:
@@ -160,8 +163,23 @@ def containerd_nvidia_dropin(base_dump, runtime_name='nvidia', binary_name='/usr
     }
 
 
-class FilterModule(object):
-    def filters(self):
-        return {
-            'kubehw_containerd_nvidia_dropin': containerd_nvidia_dropin,
-        }
+def main(argv):
+    """argv[1]: base64 of a JSON object {"dump": ..., "options": {...}}; prints a JSON result.
+
+    The role calls this through the pipe lookup, which drops stderr and exit codes, so every
+    outcome is a JSON document on stdout with "failed" and "msg".
+    """
+    try:
+        request = json.loads(base64.b64decode(argv[1]).decode('utf-8'))
+        result = containerd_nvidia_dropin(request['dump'], **request.get('options', {}))
+        result.update(failed=False, msg='')
+    except DropinError as exc:
+        result = {'failed': True, 'msg': str(exc)}
+    except (IndexError, KeyError, TypeError, ValueError) as exc:
+        result = {'failed': True, 'msg': 'bad request to containerd_dropin.py: %s' % exc}
+    sys.stdout.write(json.dumps(result) + '\n')
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main(sys.argv))
