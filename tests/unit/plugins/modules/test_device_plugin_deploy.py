@@ -1,0 +1,342 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) kubehw.devices contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The module against an in-memory API (no network): which writes it sends, and when none.
+
+The fake stores what it is sent with the apiserver's defaults applied, bumps resourceVersion on
+every write and generation on spec changes, answers 404/409 like the apiserver, and has an optional
+"controller" that marks a rollout complete at once. Timing and watches are covered by the
+integration tests on the simulated cluster.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import copy
+import json
+
+import pytest
+
+from ansible.module_utils.testing import patch_module_args
+
+from ansible_collections.kubehw.devices.plugins.module_utils import _daemonset as d
+from ansible_collections.kubehw.devices.plugins.module_utils._client import KubeHwError
+from ansible_collections.kubehw.devices.plugins.modules import device_plugin_deploy as mod
+
+NS = "kube-system"
+
+
+def not_found(kind, name):
+    return KubeHwError('%s "%s" not found' % (kind, name), status=404, reason="NotFound")
+
+
+class FakeApi(object):
+    def __init__(self):
+        self.objects = {}   # (kind, name) -> object
+        self.calls = []
+        self.rv = 100
+        self.uid = 0
+        self.conflicts = 0  # how many replace calls answer 409 first
+        self.rollout = "done"  # "done", "stuck" or "ondelete"
+        self.nodes = {"gpu-1": {"metadata": {"name": "gpu-1"},
+                                "status": {"capacity": {"nvidia.com/gpu": "4"}, "allocatable": {"nvidia.com/gpu": "4"}}}}
+        self.pods = []
+
+    def writes(self):
+        return [(c[0], c[1], c[2]) for c in self.calls if c[0] in ("POST", "PUT", "DELETE")]
+
+    def _store(self, kind, body, old=None):
+        obj = copy.deepcopy(body)
+        if kind == "DaemonSet":
+            obj = d.apply_defaults(obj)
+        meta = obj["metadata"]
+        self.rv += 1
+        meta["resourceVersion"] = str(self.rv)
+        if old is None:
+            self.uid += 1
+            meta["uid"] = "uid-%d" % self.uid
+            meta["generation"] = 1
+        else:
+            meta["uid"] = old["metadata"]["uid"]
+            meta["generation"] = old["metadata"]["generation"] + (0 if obj.get("spec") == old.get("spec") else 1)
+        if kind == "DaemonSet":
+            self._status(obj)
+        self.objects[(kind, meta["name"])] = obj
+        return copy.deepcopy(obj)
+
+    def _status(self, ds):
+        gen = ds["metadata"]["generation"]
+        if self.rollout == "done":
+            ds["status"] = {"observedGeneration": gen, "desiredNumberScheduled": 1, "currentNumberScheduled": 1,
+                            "updatedNumberScheduled": 1, "numberReady": 1, "numberAvailable": 1}
+        elif self.rollout == "ondelete":
+            ds["status"] = {"observedGeneration": gen, "desiredNumberScheduled": 1, "currentNumberScheduled": 1,
+                            "numberReady": 1, "numberAvailable": 1}
+        else:
+            ds["status"] = {"observedGeneration": gen, "desiredNumberScheduled": 1, "currentNumberScheduled": 1,
+                            "updatedNumberScheduled": 1, "numberUnavailable": 1}
+
+    def _read(self, kind, name):
+        self.calls.append(("GET", kind, name))
+        if (kind, name) not in self.objects:
+            raise not_found(kind, name)
+        return copy.deepcopy(self.objects[(kind, name)])
+
+    def _create(self, kind, body):
+        name = body["metadata"]["name"]
+        self.calls.append(("POST", kind, name, copy.deepcopy(body)))
+        if (kind, name) in self.objects:
+            raise KubeHwError("already exists", status=409, reason="AlreadyExists")
+        return self._store(kind, body)
+
+    def _replace(self, kind, name, body):
+        self.calls.append(("PUT", kind, name, copy.deepcopy(body)))
+        old = self.objects.get((kind, name))
+        if old is None:
+            raise not_found(kind, name)
+        if self.conflicts:
+            self.conflicts -= 1
+            self.rv += 1
+            old["metadata"]["resourceVersion"] = str(self.rv)
+            raise KubeHwError("the object has been modified", status=409, reason="Conflict")
+        if body["metadata"].get("resourceVersion") != old["metadata"]["resourceVersion"]:
+            raise KubeHwError("the object has been modified", status=409, reason="Conflict")
+        return self._store(kind, body, old)
+
+    def _delete(self, kind, name, **kw):
+        self.calls.append(("DELETE", kind, name, kw))
+        if (kind, name) not in self.objects:
+            raise not_found(kind, name)
+        del self.objects[(kind, name)]
+        return {}
+
+    # the generated API's names
+    def read_namespaced_daemon_set(self, name, namespace, **kw):
+        return self._read("DaemonSet", name)
+
+    def create_namespaced_daemon_set(self, namespace, body, **kw):
+        return self._create("DaemonSet", body)
+
+    def replace_namespaced_daemon_set(self, name, namespace, body, **kw):
+        return self._replace("DaemonSet", name, body)
+
+    def delete_namespaced_daemon_set(self, name, namespace, **kw):
+        return self._delete("DaemonSet", name, **kw)
+
+    def list_namespaced_daemon_set(self, namespace, field_selector=None, **kw):
+        return {"items": [copy.deepcopy(o) for (k, _), o in self.objects.items() if k == "DaemonSet"]}
+
+    def read_namespaced_config_map(self, name, namespace, **kw):
+        return self._read("ConfigMap", name)
+
+    def create_namespaced_config_map(self, namespace, body, **kw):
+        return self._create("ConfigMap", body)
+
+    def replace_namespaced_config_map(self, name, namespace, body, **kw):
+        return self._replace("ConfigMap", name, body)
+
+    def delete_namespaced_config_map(self, name, namespace, **kw):
+        return self._delete("ConfigMap", name, **kw)
+
+    def list_namespaced_pod(self, namespace, label_selector=None, **kw):
+        # the pods belong to whichever DaemonSet is stored (its uid is only known once it is created)
+        items = copy.deepcopy(self.pods)
+        for ds in [o for (k, _), o in self.objects.items() if k == "DaemonSet"]:
+            for pod in items:
+                pod["metadata"]["ownerReferences"][0]["uid"] = ds["metadata"]["uid"]
+        return {"items": items}
+
+    def delete_namespaced_pod(self, name, namespace, **kw):
+        self.calls.append(("DELETE", "Pod", name, kw))
+        self.pods = [p for p in self.pods if p["metadata"]["name"] != name]
+        return {}
+
+    def list_node(self, **kw):
+        return {"items": copy.deepcopy(list(self.nodes.values()))}
+
+
+class FakeClient(object):
+    api = None
+    constructed = 0
+
+    def __init__(self, module):
+        FakeClient.constructed += 1
+        self.core = self.apps = FakeClient.api
+
+    def call_json(self, fn, *args, **kwargs):
+        kwargs.pop("what", None)
+        return fn(*args, **kwargs)
+
+    def watch(self, list_fn, predicate, timeout, what="watch", **kw):
+        items = list_fn(**kw)["items"]
+        objects = dict((("%s/%s" % (o["metadata"]["namespace"], o["metadata"]["name"]))
+                        if o["metadata"].get("namespace") else o["metadata"]["name"], o) for o in items)
+        if predicate(objects):
+            return objects
+        err = KubeHwError("Timed out after %ss waiting to %s" % (timeout, what), reason="Timeout")
+        err.objects = objects
+        raise err
+
+
+@pytest.fixture
+def api(monkeypatch):
+    FakeClient.api = FakeApi()
+    FakeClient.constructed = 0
+    monkeypatch.setattr(mod, "KubeClient", FakeClient)
+    return FakeClient.api
+
+
+def run(capsys, args, check=False, diff=False):
+    args = dict(args)
+    if check:
+        args["_ansible_check_mode"] = True
+    if diff:
+        args["_ansible_diff"] = True
+    with patch_module_args(args):
+        with pytest.raises(SystemExit):
+            mod.main()
+    return json.loads(capsys.readouterr().out)
+
+
+def plugin_pod(name, node, generation, ready=True, waiting=None):
+    pod = {"metadata": {"name": name, "namespace": NS, "creationTimestamp": "2025-01-01T00:00:00Z",
+                        "labels": {"pod-template-generation": str(generation)},
+                        "ownerReferences": [{"kind": "DaemonSet", "uid": "uid-1"}]},
+           "spec": {"nodeName": node},
+           "status": {"conditions": [{"type": "Ready", "status": "True" if ready else "False"}]}}
+    if waiting:
+        pod["status"]["containerStatuses"] = [{"name": "nvidia-device-plugin", "ready": False,
+                                               "state": {"waiting": {"reason": waiting}}}]
+    return pod
+
+
+def test_create_writes_configmap_daemonset_then_owner(api, capsys):
+    api.pods = [plugin_pod("p1", "gpu-1", 1)]
+    result = run(capsys, {"preset": "nvidia", "wait": "resource"})
+    assert result["changed"] is True
+    assert [w[:3] for w in api.writes()] == [("POST", "ConfigMap", "nvidia-device-plugin-config"),
+                                             ("POST", "DaemonSet", "nvidia-device-plugin"),
+                                             ("PUT", "ConfigMap", "nvidia-device-plugin-config")]
+    owner = api.objects[("ConfigMap", "nvidia-device-plugin-config")]["metadata"]["ownerReferences"][0]
+    assert owner["uid"] == api.objects[("DaemonSet", "nvidia-device-plugin")]["metadata"]["uid"]
+    assert result["generation"] == {"before": None, "after": 1}
+    assert result["waited_for"] == "resource" and result["rollout"]["done"]
+    assert result["nodes"]["gpu-1"]["capacity"] == {"nvidia.com/gpu": 4}
+    assert result["resources"] == ["nvidia.com/gpu"]
+
+
+def test_second_run_sends_no_write(api, capsys):
+    run(capsys, {"preset": "nvidia", "wait": "none"})
+    before = len(api.writes())
+    result = run(capsys, {"preset": "nvidia"})
+    assert result["changed"] is False
+    assert len(api.writes()) == before
+    assert result["generation"] == {"before": 1, "after": 1}
+
+
+def test_change_is_a_put_with_resource_version_and_new_generation(api, capsys):
+    run(capsys, {"preset": "nvidia", "wait": "none"})
+    rv = api.objects[("DaemonSet", "nvidia-device-plugin")]["metadata"]["resourceVersion"]
+    api.calls = []
+    result = run(capsys, {"preset": "nvidia", "image_registry": "mirror.local"})
+    assert result["changed"] is True
+    puts = [c for c in api.calls if c[0] == "PUT"]
+    assert [(c[1], c[2]) for c in puts] == [("DaemonSet", "nvidia-device-plugin")]
+    assert puts[0][3]["metadata"]["resourceVersion"] == rv
+    assert result["generation"] == {"before": 1, "after": 2}
+    assert "/spec/template/spec/containers/0/image" in result["changed_paths"]
+
+
+def test_conflict_is_retried_after_reading_again(api, capsys):
+    run(capsys, {"preset": "amd", "wait": "none"})
+    api.conflicts = 1
+    api.calls = []
+    result = run(capsys, {"preset": "amd", "resource_naming_strategy": "mixed", "resource_names": ["amd.com/cpx"]})
+    assert result["changed"] is True
+    assert [c[0] for c in api.calls if c[0] in ("GET", "PUT")] == ["GET", "PUT", "GET", "PUT"]
+    stored = api.objects[("DaemonSet", "amdgpu-device-plugin")]
+    assert stored["spec"]["template"]["spec"]["containers"][0]["args"] == ["-resource_naming_strategy=mixed"]
+
+
+def test_check_mode_sends_no_write_and_predicts(api, capsys):
+    result = run(capsys, {"preset": "nvidia"}, check=True, diff=True)
+    assert result["changed"] is True and api.writes() == []
+    assert result["waited_for"] == "none"
+    assert [x["after_header"] for x in result["diff"]] == ["ConfigMap kube-system/nvidia-device-plugin-config",
+                                                           "DaemonSet kube-system/nvidia-device-plugin"]
+    run(capsys, {"preset": "nvidia", "wait": "none"})
+    api.calls = []
+    result = run(capsys, {"preset": "nvidia", "mig_strategy": "single"}, check=True, diff=True)
+    assert result["changed"] is True and api.writes() == []
+    assert result["generation"] == {"before": 1, "after": 2}
+    cm_diff = result["diff"][0]
+    assert json.loads(cm_diff["before"]["data"]["config.yaml"])["flags"]["migStrategy"] == "none"
+    assert json.loads(cm_diff["after"]["data"]["config.yaml"])["flags"]["migStrategy"] == "single"
+
+
+def test_invalid_input_fails_before_connecting(api, capsys):
+    result = run(capsys, {"preset": "nvidia", "resource_names": ["gpu"]})
+    assert result["failed"] and "exactly one '/'" in result["msg"]
+    assert FakeClient.constructed == 0 and api.calls == []
+
+
+def test_selector_conflict_fails_without_write(api, capsys):
+    ds, _, _ = d.build({"preset": "custom", "name": "dp", "image": "a:1", "resource_names": ["a.com/b"]})
+    ds["spec"]["selector"] = {"matchLabels": {"name": "vendor-ds"}}
+    api.objects[("DaemonSet", "dp")] = dict(ds, metadata=dict(ds["metadata"], uid="u", generation=1,
+                                                              resourceVersion="5", labels={}))
+    result = run(capsys, {"preset": "custom", "name": "dp", "image": "a:1", "resource_names": ["a.com/b"]})
+    assert result["failed"] and "immutable" in result["msg"]
+    assert api.writes() == []
+
+
+def test_rollout_timeout_names_node_and_reason(api, capsys):
+    api.rollout = "stuck"
+    api.pods = [plugin_pod("p1", "gpu-1", 1, ready=False, waiting="CrashLoopBackOff")]
+    result = run(capsys, {"preset": "nvidia", "wait_timeout": 5})
+    assert result["failed"] and result["changed"] is True
+    assert "Timed out after 5s waiting for the rollout of DaemonSet kube-system/nvidia-device-plugin" in result["msg"]
+    assert "gpu-1 (pod p1: nvidia-device-plugin: CrashLoopBackOff)" in result["msg"]
+    assert result["nodes"]["gpu-1"]["pod_ready"] is False
+
+
+def test_resource_timeout_names_nodes_lacking_it(api, capsys):
+    api.pods = [plugin_pod("p1", "gpu-1", 1)]
+    result = run(capsys, {"preset": "nvidia", "wait": "resource", "min_count": 8, "wait_timeout": 3})
+    assert result["failed"]
+    assert "nodes lacking nvidia.com/gpu >= 8 in capacity: gpu-1 (nvidia.com/gpu=4)" in result["msg"]
+
+
+def test_on_delete_reports_then_deletes_old_pods(api, capsys):
+    args = {"preset": "nvidia", "update_strategy": {"type": "OnDelete"}}
+    run(capsys, args)
+    api.rollout = "ondelete"
+    api.pods = [plugin_pod("old-1", "gpu-1", 1)]
+    result = run(capsys, dict(args, mig_strategy="single"))
+    assert result["rollout"]["old_pods_pending"] and result["rollout"]["old_pods"] == ["old-1"]
+    assert any("OnDelete" in json.dumps(w) for w in result["warnings"]), result.get("warnings")
+    assert not [c for c in api.calls if c[1] == "Pod"]
+    api.rollout = "done"
+    # gpu-1's pod is from generation 1; the change below makes generation 3
+    result = run(capsys, dict(args, mig_strategy="mixed", delete_old_pods=True))
+    assert result["deleted_pods"] == ["old-1"]
+    assert [c[2] for c in api.calls if c[0] == "DELETE"] == ["old-1"]
+
+
+def test_absent_deletes_ours_keeps_foreign_configmap(api, capsys):
+    run(capsys, {"preset": "nvidia", "wait": "none"})
+    api.calls = []
+    result = run(capsys, {"preset": "nvidia", "state": "absent"})
+    assert result["changed"] is True
+    assert sorted((c[1], c[2]) for c in api.writes()) == [("ConfigMap", "nvidia-device-plugin-config"),
+                                                           ("DaemonSet", "nvidia-device-plugin")]
+    assert [c[3] for c in api.calls if c[0] == "DELETE"][0] == {"propagation_policy": "Background"}
+    api.calls = []
+    result = run(capsys, {"preset": "nvidia", "state": "absent"})
+    assert result["changed"] is False and api.writes() == []
+
+    api.objects[("ConfigMap", "nvidia-device-plugin-config")] = {
+        "metadata": {"name": "nvidia-device-plugin-config", "labels": {"owner": "someone-else"}}, "data": {}}
+    result = run(capsys, {"preset": "nvidia", "state": "absent"})
+    assert result["changed"] is False and api.writes() == []
