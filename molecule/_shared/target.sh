@@ -69,13 +69,14 @@ start() {
     command -v systemd-nspawn >/dev/null || die "systemd-nspawn is missing (apt-get install systemd-container)"
     build_image
     stop "$name" "$dir" >/dev/null 2>&1 || true
-    mkdir -p "$dir/root" "$cache/apt-archives/partial"
+    mkdir -p "$dir/root" "$cache/apt-archives"
     tar -C "$dir/root" --numeric-owner -xf "$image"
     echo "$name" >"$dir/root/etc/hostname"
-    # Downloaded .debs are shared between runs; the rootfs itself stays throwaway.
+    # Packages downloaded by earlier runs are hard-linked in (not bind-mounted: apt locks that
+    # directory, and scenarios may run side by side); stop() keeps the new ones.
+    find "$cache/apt-archives" -maxdepth 1 -name '*.deb' -exec cp -al -t "$dir/root/var/cache/apt/archives/" {} + 2>/dev/null || true
     setsid systemd-nspawn -D "$dir/root" -M "$name" -b --register=no --keep-unit \
-        --console=pipe --bind="$cache/apt-archives:/var/cache/apt/archives" \
-        </dev/null >"$dir/console.log" 2>&1 &
+        --console=pipe </dev/null >"$dir/console.log" 2>&1 &
     echo $! >"$dir/nspawn.pid"
     local pid="" state=""
     for _ in $(seq 1 120); do
@@ -105,8 +106,12 @@ stop() {
             for _ in $(seq 1 20); do kill -0 "$nspawn_pid" 2>/dev/null || break; sleep 0.25; done
         fi
     fi
-    # Only ever remove the directory this script created.
-    if [ -d "$dir/root" ]; then rm -rf --one-file-system "$dir/root"; fi
+    # Only ever remove the directory this script created; keep its downloads for the next run.
+    if [ -d "$dir/root" ]; then
+        mkdir -p "$cache/apt-archives"
+        find "$dir/root/var/cache/apt/archives" -maxdepth 1 -name '*.deb' -exec cp -n -t "$cache/apt-archives/" {} + 2>/dev/null || true
+        rm -rf --one-file-system "$dir/root"
+    fi
     rm -f "$dir/nspawn.pid" "$dir/console.log"
 }
 
