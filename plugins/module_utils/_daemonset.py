@@ -180,7 +180,7 @@ def rewrite_registry(image, registry):
     """Point an image at a mirror: nvcr.io/nvidia/x:1 with mirror.local:5000 -> mirror.local:5000/nvidia/x:1."""
     if not registry:
         return image
-    _, rest = _split_registry(image)
+    rest = _split_registry(image)[1]
     return "%s/%s" % (registry.rstrip("/"), rest)
 
 
@@ -211,7 +211,7 @@ def _check_dns_label(value, what):
 
 def _check_label_map(labels, what):
     for key, value in (labels or {}).items():
-        prefix, _, short = key.rpartition("/")
+        prefix, _sep, short = key.rpartition("/")
         if prefix and (len(prefix) > 253 or not _DNS1123_SUBDOMAIN_RE.match(prefix)):
             raise DaemonSetSpecError("%s key %r: prefix %r must be a lowercase DNS subdomain" % (what, key, prefix))
         if not short or len(short) > 63 or not _LABEL_VALUE_RE.match(short):

@@ -29,7 +29,7 @@ description:
   - Every input is validated before the first request; a bad value fails with a message naming it
     and no write is made.
 author:
-  - kubehw.devices contributors
+  - kubehw.devices contributors (@kubehw)
 extends_documentation_fragment:
   - kubehw.devices.k8s_auth_options
   - kubehw.devices.attributes
@@ -757,7 +757,7 @@ class DevicePluginDeploy(object):
                 if err.reason != "Timeout":
                     raise
                 raise TaskFailed("Timed out after %ss waiting for DaemonSet %s to be deleted (finalizers?)"
-                                  % (self.params["wait_timeout"], key))
+                                 % (self.params["wait_timeout"], key))
 
     def _ours(self, cm, daemonset):
         labels = (cm.get("metadata") or {}).get("labels") or {}

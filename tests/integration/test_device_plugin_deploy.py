@@ -84,7 +84,7 @@ def test_create_then_noop_rerun_makes_no_write(cluster, ansible, namespace):
     if cluster.simulated:
         writes = ds_writes(cluster, mark)
         # first run: ConfigMap, DaemonSet, ConfigMap ownerReference; the second run adds nothing
-        assert [m for m, _ in writes] == ["POST", "POST", "PUT"], writes
+        assert [m for m, _path in writes] == ["POST", "POST", "PUT"], writes
         assert len(cluster.writes(mark)) == 3
 
 

@@ -75,7 +75,7 @@ def server_stored(ds, generation=1):
     ("intel_gpu", "docker.io/intel/intel-gpu-plugin:0.32.0", "gpu.intel.com/i915", "intel.feature.node.kubernetes.io/gpu"),
 ])
 def test_vendor_presets_common_structure(preset, image, resource, node_label):
-    ds, _, resources = build(preset=preset)
+    ds, _cm, resources = build(preset=preset)
     assert resources == [resource]
     assert ds["kind"] == "DaemonSet" and ds["apiVersion"] == "apps/v1"
     assert ds["metadata"]["namespace"] == "kube-system"
@@ -97,7 +97,7 @@ def test_vendor_presets_common_structure(preset, image, resource, node_label):
 
 
 def test_nvidia_config_map_mounted_and_pointed_to():
-    ds, cm, _ = build(mig_strategy="single", device_list_strategy=["volume-mounts"], device_id_strategy="index")
+    ds, cm, _res = build(mig_strategy="single", device_list_strategy=["volume-mounts"], device_id_strategy="index")
     assert cm["metadata"]["name"] == "nvidia-device-plugin-config"
     assert cm["metadata"]["labels"][d.MANAGED_BY_LABEL] == "kubehw.devices"
     config = json.loads(cm["data"]["config.yaml"])
@@ -122,8 +122,8 @@ def test_nvidia_time_slicing_config_and_renamed_resource():
 
 
 def test_nvidia_config_change_changes_pod_template():
-    ds1, _, _ = build(mig_strategy="none")
-    ds2, _, _ = build(mig_strategy="mixed")
+    ds1, _cm, _res = build(mig_strategy="none")
+    ds2, _cm, _res = build(mig_strategy="mixed")
     h1 = ds1["spec"]["template"]["metadata"]["annotations"][d.CONFIG_HASH_ANNOTATION]
     h2 = ds2["spec"]["template"]["metadata"]["annotations"][d.CONFIG_HASH_ANNOTATION]
     assert h1 != h2
@@ -133,13 +133,13 @@ def test_nvidia_config_change_changes_pod_template():
 
 
 def test_nvidia_cdi_strategy_mounts_cdi_dir():
-    ds, _, _ = build(device_list_strategy=["cdi-annotations", "envvar"])
+    ds, _cm, _res = build(device_list_strategy=["cdi-annotations", "envvar"])
     assert "/var/run/cdi" in mount_paths(ds)
     assert host_paths(ds)["/var/run/cdi"]["hostPath"]["type"] == "DirectoryOrCreate"
 
 
 def test_amd_naming_strategy_and_sys_mount():
-    ds, cm, _ = build(preset="amd", resource_naming_strategy="mixed", resource_names=["amd.com/cpx_nps4"])
+    ds, cm, _res = build(preset="amd", resource_naming_strategy="mixed", resource_names=["amd.com/cpx_nps4"])
     assert cm is None
     assert container(ds)["args"] == ["-resource_naming_strategy=mixed"]
     assert "/sys" in mount_paths(ds)
@@ -148,7 +148,7 @@ def test_amd_naming_strategy_and_sys_mount():
 
 
 def test_intel_env_and_read_only_mounts():
-    ds, _, _ = build(preset="intel_gpu")
+    ds, _cm, _res = build(preset="intel_gpu")
     assert env_of(ds)["NODE_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "spec.nodeName"
     assert mount_paths(ds)["/dev/dri"]["readOnly"] is True
     assert container(ds)["securityContext"]["readOnlyRootFilesystem"] is True
@@ -157,7 +157,7 @@ def test_intel_env_and_read_only_mounts():
 def test_generic_devices_become_args_and_resources():
     devices = [{"name": "serial", "groups": [{"paths": [{"path": "/dev/ttyUSB*"}]}]},
                {"name": "fuse", "groups": [{"count": 10, "paths": [{"path": "/dev/fuse"}]}]}]
-    ds, _, resources = build(preset="generic", devices=devices, device_domain="example.com")
+    ds, _cm, resources = build(preset="generic", devices=devices, device_domain="example.com")
     args = container(ds)["args"]
     assert args[:2] == ["--domain", "example.com"]
     specs = [json.loads(args[i + 1]) for i, a in enumerate(args) if a == "--device"]
@@ -200,23 +200,23 @@ def test_default_pull_policy(image, policy):
 
 
 def test_node_selector_replaces_preset_affinity_and_affinity_overrides():
-    ds, _, _ = build(node_selector={"accelerator": "nvidia"})
+    ds, _cm, _res = build(node_selector={"accelerator": "nvidia"})
     assert pod_spec(ds)["nodeSelector"] == {"accelerator": "nvidia"}
     assert "affinity" not in pod_spec(ds)
     custom = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
         {"matchExpressions": [{"key": "gpu", "operator": "Exists"}]}]}}}
-    ds, _, _ = build(affinity=custom)
+    ds, _cm, _res = build(affinity=custom)
     assert pod_spec(ds)["affinity"] == custom
 
 
 def test_overrides_reach_the_manifest():
-    ds, _, _ = build(image="my/plugin:2", image_registry="mirror.local", image_pull_policy="Always",
-                     image_pull_secrets=["pull"], env={"LOG_LEVEL": 4, "CONFIG_FILE": "/x"},
-                     resources={"limits": {"cpu": "0.5"}}, tolerations=[], priority_class_name="",
-                     runtime_class_name="nvidia", service_account="dp", labels={"team": "ml"},
-                     annotations={"note": "x"},
-                     update_strategy={"type": "RollingUpdate", "max_unavailable": "25%", "max_surge": "0"},
-                     host_paths=[{"path": "/run/nvidia", "read_only": True}])
+    ds = build(image="my/plugin:2", image_registry="mirror.local", image_pull_policy="Always",
+               image_pull_secrets=["pull"], env={"LOG_LEVEL": 4, "CONFIG_FILE": "/x"},
+               resources={"limits": {"cpu": "0.5"}}, tolerations=[], priority_class_name="",
+               runtime_class_name="nvidia", service_account="dp", labels={"team": "ml"},
+               annotations={"note": "x"},
+               update_strategy={"type": "RollingUpdate", "max_unavailable": "25%", "max_surge": "0"},
+               host_paths=[{"path": "/run/nvidia", "read_only": True}])[0]
     c = container(ds)
     assert c["image"] == "mirror.local/my/plugin:2"
     assert c["imagePullPolicy"] == "Always"
@@ -240,7 +240,7 @@ def test_definition_patch_merges_by_name_and_deletes_with_null():
         "volumes": [{"name": "extra", "emptyDir": {}}],
         "hostNetwork": True,
     }}}}
-    ds, _, _ = build(definition=definition)
+    ds, _cm, _res = build(definition=definition)
     assert "EXTRA" in env_of(ds) and "CONFIG_FILE" in env_of(ds)
     assert "securityContext" not in container(ds)
     assert [v["name"] for v in pod_spec(ds)["volumes"]][-1] == "extra"
@@ -299,7 +299,7 @@ def test_absent_needs_only_a_name():
 # -- defaults and semantic comparison -------------------------------------------------------------
 
 def test_server_defaults_applied():
-    ds, _, _ = build(definition={"spec": {"template": {"spec": {"containers": [
+    ds, _cm, _res = build(definition={"spec": {"template": {"spec": {"containers": [
         {"name": "nvidia-device-plugin", "ports": [{"containerPort": 8080}],
          "livenessProbe": {"httpGet": {"path": "/health", "port": 8080}}}]}}}})
     live = d.apply_defaults(ds)
@@ -327,20 +327,20 @@ def test_server_defaults_applied():
     dict(preset="generic", devices=[{"name": "serial", "groups": [{"paths": [{"path": "/dev/ttyUSB*"}]}]}]),
 ])
 def test_live_object_as_the_server_stores_it_is_no_change(preset_params):
-    ds, _, _ = d.build(preset_params)
+    ds, _cm, _res = d.build(preset_params)
     assert d.differences(ds, server_stored(ds)) == []
 
 
 def test_live_without_defaults_is_no_change():
     # An apiserver (or an older one) that did not fill a default must not cause a write on every run.
-    ds, _, _ = build()
+    ds, _cm, _res = build()
     live = copy.deepcopy(ds)
     live["status"] = {}
     assert d.differences(ds, live) == []
 
 
 def test_fields_only_others_set_are_not_ours_to_judge():
-    ds, _, _ = build()
+    ds, _cm, _res = build()
     live = server_stored(ds)
     live["metadata"]["labels"]["owner"] = "someone"
     live["spec"]["template"]["spec"]["hostNetwork"] = False
@@ -349,13 +349,13 @@ def test_fields_only_others_set_are_not_ours_to_judge():
 
 
 def test_changed_image_is_a_difference():
-    ds, _, _ = build()
+    ds, _cm, _res = build()
     live = server_stored(build(image="nvcr.io/nvidia/k8s-device-plugin:v0.17.0")[0])
     assert "/spec/template/spec/containers/0/image" in d.differences(ds, live)
 
 
 def test_extra_env_in_live_is_a_difference():
-    ds, _, _ = build()
+    ds, _cm, _res = build()
     live = server_stored(ds)
     live["spec"]["template"]["spec"]["containers"][0]["env"].append({"name": "DEBUG", "value": "1"})
     assert d.differences(ds, live) == ["/spec/template/spec/containers/0/env"]
@@ -370,7 +370,7 @@ def test_removed_option_is_noticed_through_applied_hash():
 
 
 def test_changed_update_strategy_and_quantity_value():
-    ds, _, _ = build(update_strategy={"max_unavailable": 2}, resources={"limits": {"cpu": "0.5"}})
+    ds, _cm, _res = build(update_strategy={"max_unavailable": 2}, resources={"limits": {"cpu": "0.5"}})
     live = server_stored(ds)
     assert d.differences(ds, live) == []
     live["spec"]["updateStrategy"]["rollingUpdate"]["maxUnavailable"] = 1
@@ -380,7 +380,7 @@ def test_changed_update_strategy_and_quantity_value():
 
 
 def test_configmap_differences():
-    _, cm, _ = build()
+    _ds, cm, _res = build()
     live = copy.deepcopy(cm)
     live["metadata"].update(uid="u", resourceVersion="3")
     assert d.configmap_differences(cm, live) == []
@@ -390,7 +390,7 @@ def test_configmap_differences():
 
 
 def test_selector_conflict_and_update_body():
-    ds, _, _ = build()
+    ds, _cm, _res = build()
     live = server_stored(ds)
     assert d.selector_conflict(ds, live) is None
     live["spec"]["selector"] = {"matchLabels": {"name": "nvidia-device-plugin-ds"}}
@@ -405,7 +405,7 @@ def test_selector_conflict_and_update_body():
 
 
 def test_clean_strips_server_fields():
-    ds, _, _ = build()
+    ds, _cm, _res = build()
     cleaned = d.clean(server_stored(ds))
     assert "status" not in cleaned and "uid" not in cleaned["metadata"] and "managedFields" not in cleaned["metadata"]
     assert "creationTimestamp" not in cleaned["spec"]["template"]["metadata"]
@@ -524,7 +524,7 @@ def test_node_report_prefers_replacement_over_terminating_pod():
 
 
 def test_timeout_message_names_nodes_reasons_and_missing_resources():
-    ds, _, _ = build()
+    ds, _cm, _res = build()
     status = {"desiredNumberScheduled": 3, "updatedNumberScheduled": 2, "numberAvailable": 1, "observedGeneration": 1}
     rollout = d.rollout_status(ds_with(status))
     nodes = {"gpu-1": node("gpu-1", {"nvidia.com/gpu": "4"}), "gpu-2": node("gpu-2")}

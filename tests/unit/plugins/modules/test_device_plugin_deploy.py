@@ -125,7 +125,7 @@ class FakeApi(object):
         return self._delete("DaemonSet", name, **kw)
 
     def list_namespaced_daemon_set(self, namespace, field_selector=None, **kw):
-        return {"items": [copy.deepcopy(o) for (k, _), o in self.objects.items() if k == "DaemonSet"]}
+        return {"items": [copy.deepcopy(o) for (k, _name), o in self.objects.items() if k == "DaemonSet"]}
 
     def read_namespaced_config_map(self, name, namespace, **kw):
         return self._read("ConfigMap", name)
@@ -142,7 +142,7 @@ class FakeApi(object):
     def list_namespaced_pod(self, namespace, label_selector=None, **kw):
         # the pods belong to whichever DaemonSet is stored (its uid is only known once it is created)
         items = copy.deepcopy(self.pods)
-        for ds in [o for (k, _), o in self.objects.items() if k == "DaemonSet"]:
+        for ds in [o for (k, _name), o in self.objects.items() if k == "DaemonSet"]:
             for pod in items:
                 pod["metadata"]["ownerReferences"][0]["uid"] = ds["metadata"]["uid"]
         return {"items": items}
@@ -282,7 +282,7 @@ def test_invalid_input_fails_before_connecting(api, capsys):
 
 
 def test_selector_conflict_fails_without_write(api, capsys):
-    ds, _, _ = d.build({"preset": "custom", "name": "dp", "image": "a:1", "resource_names": ["a.com/b"]})
+    ds, _cm, _res = d.build({"preset": "custom", "name": "dp", "image": "a:1", "resource_names": ["a.com/b"]})
     ds["spec"]["selector"] = {"matchLabels": {"name": "vendor-ds"}}
     api.objects[("DaemonSet", "dp")] = dict(ds, metadata=dict(ds["metadata"], uid="u", generation=1,
                                                               resourceVersion="5", labels={}))
@@ -329,8 +329,8 @@ def test_absent_deletes_ours_keeps_foreign_configmap(api, capsys):
     api.calls = []
     result = run(capsys, {"preset": "nvidia", "state": "absent"})
     assert result["changed"] is True
-    assert sorted((c[1], c[2]) for c in api.writes()) == [("ConfigMap", "nvidia-device-plugin-config"),
-                                                           ("DaemonSet", "nvidia-device-plugin")]
+    assert sorted((c[1], c[2]) for c in api.writes()) == [
+        ("ConfigMap", "nvidia-device-plugin-config"), ("DaemonSet", "nvidia-device-plugin")]
     assert [c[3] for c in api.calls if c[0] == "DELETE"][0] == {"propagation_policy": "Background"}
     api.calls = []
     result = run(capsys, {"preset": "nvidia", "state": "absent"})
