@@ -112,7 +112,8 @@ stop() {
         find "$dir/root/var/cache/apt/archives" -maxdepth 1 -name '*.deb' -exec cp -n -t "$cache/apt-archives/" {} + 2>/dev/null || true
         rm -rf --one-file-system "$dir/root"
     fi
-    rm -f "$dir/nspawn.pid" "$dir/console.log"
+    # The console log stays for a post-mortem until the next start.
+    rm -f "$dir/nspawn.pid"
 }
 
 case "${1:-}" in
