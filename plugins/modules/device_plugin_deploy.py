@@ -559,6 +559,9 @@ class DevicePluginDeploy(object):
             self.result["generation"]["after"] = (before_gen + 1 if spec_changes else before_gen) if live else None
             if live is not None:
                 self.result["rollout"] = ds_utils.rollout_status(live)
+                if self.params["delete_old_pods"] and self.result["rollout"]["old_pods_pending"]:
+                    # the real run would delete the old pods
+                    self.result["changed"] = True
             return
 
         # ConfigMap before DaemonSet: pods started by the new template must find the new file.
@@ -681,6 +684,8 @@ class DevicePluginDeploy(object):
                         raise
                 deleted.append(meta["name"])
         self.result["deleted_pods"] = sorted(deleted)
+        if deleted:
+            self.result["changed"] = True
 
     def _wait_resource(self, current, resources):
         min_count = self.params["min_count"]

@@ -317,10 +317,14 @@ def test_on_delete_reports_then_deletes_old_pods(api, capsys):
     assert result["rollout"]["old_pods_pending"] and result["rollout"]["old_pods"] == ["old-1"]
     assert any("OnDelete" in json.dumps(w) for w in result["warnings"]), result.get("warnings")
     assert not [c for c in api.calls if c[1] == "Pod"]
+    # check mode: the DaemonSet is as wanted, but deleting the old pods would be a change
+    api.calls = []
+    result = run(capsys, dict(args, mig_strategy="single", delete_old_pods=True), check=True)
+    assert result["changed"] is True and api.writes() == []
     api.rollout = "done"
     # gpu-1's pod is from generation 1; the change below makes generation 3
     result = run(capsys, dict(args, mig_strategy="mixed", delete_old_pods=True))
-    assert result["deleted_pods"] == ["old-1"]
+    assert result["deleted_pods"] == ["old-1"] and result["changed"] is True
     assert [c[2] for c in api.calls if c[0] == "DELETE"] == ["old-1"]
 
 
