@@ -319,24 +319,21 @@ class KubeClient(object):
             try:
                 return fn(*args, **kwargs)
             except ApiException as exc:
+                if not exc.status and "SSLError" in to_native(exc.reason or ""):
+                    # The generated client reports a TLS failure as an ApiException with status 0.
+                    raise self._tls_error(what, to_native(exc.reason).replace("SSLError", "", 1).strip())
                 if exc.status not in RETRY_STATUSES:
                     raise error_from_api_exception(exc, what)
                 error = error_from_api_exception(exc, what)
                 delay = _retry_after(exc)
             except urllib3.exceptions.SSLError as exc:
-                raise KubeHwError(
-                    "Failed to %s: TLS error talking to %s: %s. Give the cluster's CA with ca_cert, "
-                    "or set validate_certs: false only if you accept an unverified connection."
-                    % (what, self.configuration.host, to_native(exc)), reason="SSLError")
+                raise self._tls_error(what, to_native(exc))
             except (urllib3.exceptions.ProtocolError, urllib3.exceptions.NewConnectionError,
                     urllib3.exceptions.MaxRetryError, urllib3.exceptions.TimeoutError,
                     ConnectionError) as exc:
                 if isinstance(exc, urllib3.exceptions.MaxRetryError) and isinstance(
                         exc.reason, urllib3.exceptions.SSLError):
-                    raise KubeHwError(
-                        "Failed to %s: TLS error talking to %s: %s. Give the cluster's CA with ca_cert, "
-                        "or set validate_certs: false only if you accept an unverified connection."
-                        % (what, self.configuration.host, to_native(exc.reason)), reason="SSLError")
+                    raise self._tls_error(what, to_native(exc.reason))
                 error = KubeHwError(
                     "Failed to %s: connection to %s failed: %s" % (what, self.configuration.host, to_native(exc)),
                     reason="ConnectionError")
@@ -347,6 +344,12 @@ class KubeClient(object):
                 error.msg += " (gave up after %d attempts in %.1fs)" % (attempt, time.monotonic() - started)
                 raise error
             self._sleep(delay)
+
+    def _tls_error(self, what, detail):
+        return KubeHwError(
+            "Failed to %s: TLS error talking to %s: %s. Give the cluster's CA with ca_cert, "
+            "or set validate_certs: false only if you accept an unverified connection."
+            % (what, self.configuration.host, detail), reason="SSLError")
 
     def call_json(self, fn, *args, **kwargs):
         """Like call() but returns the decoded JSON the server sent (a dict)."""

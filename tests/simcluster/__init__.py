@@ -15,7 +15,6 @@ __metaclass__ = type
 import copy
 import os
 import shutil
-import ssl
 import tempfile
 
 from tests.simcluster import auth
@@ -59,8 +58,8 @@ class SimCluster:
         ssl_context = None
         if self.tls:
             self.ca_cert_path, cert, key = auth.make_tls(os.path.join(self._tmpdir, "pki"))
-            ssl_context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-            ssl_context.load_cert_chain(cert, key)
+            # asks for (but does not require) client certificates, as kube-apiserver does
+            ssl_context = auth.server_ssl_context(self.ca_cert_path, cert, key)
         for resource, obj in auth.bootstrap_rbac():
             self.store.create(resource, obj)
         if self.use_controllers:

@@ -685,7 +685,8 @@ class Fault:
 
 
 class Request:
-    def __init__(self, method, path, query, headers, body):
+    def __init__(self, method, path, query, headers, body, peer_cert=None):
+        self.peer_cert = peer_cert
         self.method = method
         self.path = path
         self.query = query
@@ -808,7 +809,7 @@ class ApiServer:
         entry = self._log_request(req)
         user_name = None
         try:
-            user, error = self.authenticator.identify(self.store, req.headers)
+            user, error = self.authenticator.identify(self.store, req.headers, peer_cert=req.peer_cert)
             if error is not None:
                 result = (error[0], error[1], {})
             else:
@@ -1351,8 +1352,9 @@ class _Handler(BaseHTTPRequestHandler):
     def _dispatch(self):
         api = self.server.api
         split = urllib.parse.urlsplit(self.path)
+        peer_cert = self.request.getpeercert() if isinstance(self.request, ssl.SSLSocket) else None
         req = Request(self.command, split.path, urllib.parse.parse_qs(split.query, keep_blank_values=True),
-                      self.headers, self._body())
+                      self.headers, self._body(), peer_cert=peer_cert)
         try:
             result = api.handle(req)
         except Exception as e:  # pylint: disable=broad-except

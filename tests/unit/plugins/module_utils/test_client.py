@@ -216,3 +216,14 @@ def test_impersonation_sends_one_header_line_per_group(no_env):
         client.call(client.core.read_node, "n1")
     assert sent["headers"].getlist("Impersonate-Group") == ["g1", "g2"]
     assert sent["headers"]["Impersonate-User"] == "alice"
+
+
+def test_tls_failure_reported_by_the_generated_client_as_status_0(no_env):
+    exc = ApiException(status=0, reason="SSLError\n[SSL: CERTIFICATE_VERIFY_FAILED] certificate verify failed")
+    fn = Flaky(exc)
+    with pytest.raises(KubeHwError) as err:
+        make_client([]).call(fn, what="list nodes")
+    assert err.value.reason == "SSLError" and err.value.status is None
+    assert "CERTIFICATE_VERIFY_FAILED" in err.value.msg and "ca_cert" in err.value.msg
+    assert not err.value.msg.startswith("Failed to list nodes: 0")
+    assert fn.calls == 1
