@@ -14,6 +14,7 @@ __metaclass__ = type
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -227,8 +228,10 @@ def run_playbook(tmp, hosts, playbook, extra_args=(), fake_smi=None):
         'ANSIBLE_REMOTE_TEMP': os.path.join(tmp, 'ansible-remote'),
         'ANSIBLE_RETRY_FILES_ENABLED': '0',
     })
+    # The ansible-playbook installed with this Python, so both use the same ansible-core.
+    playbook_cmd = shutil.which('ansible-playbook', path=os.path.dirname(sys.executable)) or 'ansible-playbook'
     proc = subprocess.run(
-        ['ansible-playbook', '-i', os.path.join(tmp, 'inventory.yml'), os.path.join(tmp, 'playbook.yml')]
+        [playbook_cmd, '-i', os.path.join(tmp, 'inventory.yml'), os.path.join(tmp, 'playbook.yml')]
         + list(extra_args),
         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=300, check=False, cwd=tmp)
     events = []
