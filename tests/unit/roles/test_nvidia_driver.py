@@ -86,8 +86,9 @@ FAKE_SMI = {
                'exit 9\n'),
 }
 
-PLAYBOOK = """
-- name: Plan the NVIDIA driver per fake distribution
+# Each fake host gets its distribution's facts the way gathered facts arrive: as cacheable facts.
+FAKE_FACTS_PLAY = """
+- name: %s
   hosts: all
   gather_facts: false
   environment:
@@ -98,7 +99,10 @@ PLAYBOOK = """
         "{{ item.key }}": "{{ item.value }}"
         cacheable: true
       loop: "{{ test_facts | dict2items }}"
+      check_mode: false
+"""
 
+PLAYBOOK = FAKE_FACTS_PLAY % 'Plan the NVIDIA driver per fake distribution' + """
     - name: Plan
       ansible.builtin.include_role:
         name: kubehw.devices.nvidia_driver
@@ -398,20 +402,7 @@ def test_no_device_message_names_the_override(planned):
     assert 'sys-empty/bus/pci/devices' in msg
 
 
-MAIN_CHECK_PLAYBOOK = """
-- name: Run the whole role in check mode where the wanted branch already runs
-  hosts: all
-  gather_facts: false
-  environment:
-    PATH: "{{ test_path }}"
-  tasks:
-    - name: Fake the facts of this host's distribution
-      ansible.builtin.set_fact:
-        "{{ item.key }}": "{{ item.value }}"
-        cacheable: true
-      loop: "{{ test_facts | dict2items }}"
-      check_mode: false
-
+MAIN_CHECK_PLAYBOOK = FAKE_FACTS_PLAY % 'Run the whole role in check mode where the wanted branch already runs' + """
     - name: Run the role
       ansible.builtin.include_role:
         name: kubehw.devices.nvidia_driver
