@@ -14,6 +14,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import copy
+import math
 import re
 from decimal import Decimal, InvalidOperation
 from fractions import Fraction
@@ -161,7 +162,7 @@ def whole_quantity(value, key=None):
     if isinstance(value, int):
         number = Fraction(value)
     elif isinstance(value, float):
-        if value != value or value in (float("inf"), float("-inf")):
+        if math.isnan(value) or math.isinf(value):
             raise ExtendedResourceError("invalid quantity %r%s: not a finite number" % (value, where))
         number = Fraction(value)
     elif isinstance(value, str):

@@ -19,22 +19,24 @@ description:
     (C(PATCH /api/v1/nodes/<name>/status)). It never replaces the whole status and never touches
     a key the task did not name, except under O(state=exact) in the declared O(domain) or O(managed_prefixes).
   - Every value it replaces or removes is first checked with a C(test) operation, so a concurrent
-    change by another writer is never overwritten: the node is read again and the patch recomputed.
+    change by another writer is never overwritten; the node is read again and the patch recomputed.
   - Names and quantities are validated before the first request. The apiserver does not check
     extended-resource names on node status, so a typo would otherwise be stored.
   - Quantities are compared by value, so V(1Ki) on a node equals V(1024) in the task and is not rewritten.
 author:
-  - kubehw.devices contributors
+  - kubehw.devices contributors (@kubehw)
 extends_documentation_fragment:
   - kubehw.devices.k8s_auth_options
   - kubehw.devices.attributes
 attributes:
   check_mode:
     support: full
-    details: Reads nodes (and, when a change would undo a device plugin's work, the node's pods) but sends no write.
+    details:
+      - Reads nodes (and, when a change would undo a device plugin's work, the node's pods) but sends no write.
   diff_mode:
     support: full
-    details: Per node, the managed keys of C(status.capacity) before and after.
+    details:
+      - Per node, the managed keys of C(status.capacity) before and after.
   idempotent:
     support: full
 options:
@@ -490,7 +492,7 @@ class ExtendedResourceTask(object):
         else:
             with ThreadPoolExecutor(max_workers=workers) as pool:
                 outcomes = list(pool.map(lambda t: self.process(*t), targets))
-        results = [r for r, _ in outcomes]
+        results = [outcome[0] for outcome in outcomes]
         nodes = dict((r["name"], n) for r, n in outcomes if n is not None)
         if self.wait != "none" and not self.check_mode and nodes:
             self.wait_for(results, nodes)

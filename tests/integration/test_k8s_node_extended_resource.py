@@ -397,8 +397,8 @@ INVALID = [
 def test_invalid_inputs_fail_without_any_request(cluster, ansible):
     node = first_node(cluster)
     mark = cluster.mark()
-    tasks = [task("Invalid %d" % i, ignore_errors=True, names=[node, "er-2"], **params)
-             for i, (params, _, _) in enumerate(INVALID)]
+    tasks = [task("Invalid %d" % i, ignore_errors=True, names=[node, "er-2"], **case[0])
+             for i, case in enumerate(INVALID)]
     run = ansible(tasks)
     for i, (params, offender, rule) in enumerate(INVALID):
         result = run.result("Invalid %d" % i)

@@ -62,7 +62,7 @@ class FakeCore(object):
         items = []
         for node in self.nodes.values():
             if label_selector:
-                key, _, value = label_selector.partition("=")
+                key, value = label_selector.split("=", 1)
                 if node["metadata"]["labels"].get(key) != value:
                     continue
             items.append(copy.deepcopy(node))
