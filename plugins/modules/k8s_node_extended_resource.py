@@ -480,12 +480,13 @@ class ExtendedResourceTask(object):
 
     # -- all nodes -----------------------------------------------------------------
     def run(self):
+        # before the first request: urllib3 sizes a host's pool when it first connects
+        self._size_connection_pool()
         targets = self.targets()
         params = self.module.params
         if not targets and params.get("require_match"):
             raise KubeHwError("No node matches %s" % ", ".join(
                 "%s=%s" % (k, v) for k, v in sorted(self.selector_kwargs().items())), reason="NoMatch")
-        self._size_connection_pool()
         workers = max(1, min(self.parallel, len(targets) or 1))
         if workers == 1:
             outcomes = [self.process(name, node) for name, node in targets]
