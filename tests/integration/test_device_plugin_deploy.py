@@ -18,7 +18,13 @@ import uuid
 import pytest
 
 MODULE = "kubehw.devices.device_plugin_deploy"
-GPU_NODES = ["gpu-1", "gpu-2"]
+GPU_LABEL = "feature.node.kubernetes.io/pci-10de.present=true"
+
+
+def gpu_nodes(cluster):
+    """Nodes the nvidia preset selects: gpu-1 and gpu-2 on the simulated cluster."""
+    resp = cluster.core.list_node(label_selector=GPU_LABEL, _preload_content=False)
+    return sorted(n["metadata"]["name"] for n in json.loads(resp.data)["items"])
 
 
 @pytest.fixture
@@ -68,8 +74,8 @@ def test_create_then_noop_rerun_makes_no_write(cluster, ansible, namespace):
     assert first["changed"] is True
     assert first["waited_for"] == "rollout"
     rollout = first["rollout"]
-    assert rollout["done"] and rollout["desired"] == 2 and rollout["available"] == 2
-    assert sorted(first["nodes"]) == GPU_NODES
+    assert rollout["done"] and rollout["desired"] == rollout["available"] == len(gpu_nodes(cluster)) > 0
+    assert sorted(first["nodes"]) == gpu_nodes(cluster)
     assert first["generation"] == {"before": None, "after": 1}
     ds = first["daemonset"]
     assert ds["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "kubehw.devices"
@@ -121,8 +127,8 @@ def test_wait_resource_only_on_gpu_nodes_and_min_count_timeout(cluster, ansible,
     res = run.result("Deploy")
     assert not res["failed"], run.output()
     assert res["waited_for"] == "resource"
-    assert sorted(res["nodes"]) == GPU_NODES
-    for name in GPU_NODES:
+    assert sorted(res["nodes"]) == gpu_nodes(cluster)
+    for name in gpu_nodes(cluster):
         assert res["nodes"][name]["pod_ready"] and res["nodes"][name]["resource_ready"]
         assert res["nodes"][name]["capacity"]["nvidia.com/gpu"] >= 4
         assert "nvidia.com/gpu" in res["nodes"][name]["allocatable"]
@@ -131,7 +137,7 @@ def test_wait_resource_only_on_gpu_nodes_and_min_count_timeout(cluster, ansible,
         assert res["nodes"]["gpu-2"]["capacity"] == {"nvidia.com/gpu": 8}
         for node in json.loads(cluster.core.list_node(_preload_content=False).data)["items"]:
             capacity = (node.get("status") or {}).get("capacity") or {}
-            if node["metadata"]["name"] in GPU_NODES:
+            if node["metadata"]["name"] in ("gpu-1", "gpu-2"):
                 assert "nvidia.com/gpu" in capacity
             else:
                 assert "nvidia.com/gpu" not in capacity, node["metadata"]["name"]
@@ -236,7 +242,7 @@ def test_on_delete_reports_old_pods_then_deletes_them_when_asked(cluster, ansibl
     res = run.result("Change")
     rollout = res["rollout"]
     assert res["changed"] and not rollout["done"] and rollout["old_pods_pending"]
-    assert len(rollout["old_pods"]) == 2
+    assert len(rollout["old_pods"]) == len(gpu_nodes(cluster))
     assert any("OnDelete" in w for w in res.get("warnings")), res
     res = run.result("Replace")
     assert res["changed"] is True  # no DaemonSet write, but the old pods were deleted
