@@ -540,8 +540,8 @@ class DevicePluginDeploy(object):
         ds_diffs = ds_utils.differences(desired, live)
         cm_owner_missing = configmap is not None and live is not None and live_cm is not None and \
             not self._owned_by_ds(live_cm, live)
-        changed = bool(cm_diffs or ds_diffs or cm_owner_missing)
-        self.result["changed"] = changed
+        # In check mode this is the prediction; otherwise each successful write sets it.
+        self.result["changed"] = bool(self.check_mode and (cm_diffs or ds_diffs or cm_owner_missing))
 
         if configmap is not None and (cm_diffs or cm_owner_missing):
             after_cm = self._configmap_body(configmap, live_cm, live)
@@ -609,21 +609,27 @@ class DevicePluginDeploy(object):
         body = self._configmap_body(configmap, live_cm, daemonset)
         name = configmap["metadata"]["name"]
         if live_cm is None:
-            return self.client.call_json(self.client.core.create_namespaced_config_map, self.namespace, body,
-                                         what='create ConfigMap "%s/%s"' % (self.namespace, name))
-        return self.client.call_json(self.client.core.replace_namespaced_config_map, name, self.namespace, body,
-                                     what='replace ConfigMap "%s/%s"' % (self.namespace, name))
+            written = self.client.call_json(self.client.core.create_namespaced_config_map, self.namespace, body,
+                                            what='create ConfigMap "%s/%s"' % (self.namespace, name))
+        else:
+            written = self.client.call_json(self.client.core.replace_namespaced_config_map, name, self.namespace,
+                                            body, what='replace ConfigMap "%s/%s"' % (self.namespace, name))
+        self.result["changed"] = True
+        return written
 
     def _write_daemonset(self, desired, live):
         what = 'write DaemonSet "%s/%s"' % (self.namespace, self.name)
         for _attempt in range(3):
             try:
                 if live is None:
-                    return self.client.call_json(self.client.apps.create_namespaced_daemon_set, self.namespace,
-                                                 desired, what=what.replace("write", "create"))
-                body = ds_utils.update_body(desired, live)
-                return self.client.call_json(self.client.apps.replace_namespaced_daemon_set, self.name,
-                                             self.namespace, body, what=what.replace("write", "replace"))
+                    written = self.client.call_json(self.client.apps.create_namespaced_daemon_set, self.namespace,
+                                                    desired, what=what.replace("write", "create"))
+                else:
+                    written = self.client.call_json(self.client.apps.replace_namespaced_daemon_set, self.name,
+                                                    self.namespace, ds_utils.update_body(desired, live),
+                                                    what=what.replace("write", "replace"))
+                self.result["changed"] = True
+                return written
             except KubeHwError as err:
                 # Someone wrote in between (409), or created it first: read again and recompute.
                 if err.status != 409:
@@ -740,12 +746,12 @@ class DevicePluginDeploy(object):
         if live_cm is not None and not self._ours(live_cm, live):
             live_cm = None
         self.result["generation"]["before"] = (live or {}).get("metadata", {}).get("generation")
-        self.result["changed"] = live is not None or live_cm is not None
         if live is not None:
             self._add_diff("DaemonSet", self.name, live, None)
         if live_cm is not None:
             self._add_diff("ConfigMap", live_cm["metadata"]["name"], live_cm, None)
-        if self.check_mode or not self.result["changed"]:
+        if self.check_mode or (live is None and live_cm is None):
+            self.result["changed"] = live is not None or live_cm is not None
             return
         if live is not None:
             self._delete(self.client.apps.delete_namespaced_daemon_set, self.name, "DaemonSet")
@@ -772,7 +778,9 @@ class DevicePluginDeploy(object):
         try:
             self.client.call_json(fn, name, self.namespace, propagation_policy="Background",
                                   what='delete %s "%s/%s"' % (kind, self.namespace, name))
+            self.result["changed"] = True
         except KubeHwError as err:
+            # Gone already (someone else deleted it): not an error, and not our change.
             if err.status != 404:
                 raise
 
@@ -792,15 +800,21 @@ def main():
         supports_check_mode=True,
     )
     params = module.params
+    problem = None
+    built = None
     try:
         ds_utils.validate(params)
         built = ds_utils.build(params) if params["state"] == "present" else None
     except DaemonSetSpecError as err:
-        module.fail_json(msg="Invalid input: %s" % err)
-    if params["wait_timeout"] < 0:
-        module.fail_json(msg="Invalid input: wait_timeout %d must not be negative" % params["wait_timeout"])
+        problem = "Invalid input: %s" % err
+    if problem is None and params["wait_timeout"] < 0:
+        problem = "Invalid input: wait_timeout %d must not be negative" % params["wait_timeout"]
+    if problem:
+        # failed outside the except block: ansible-core 2.19 would attach the active exception's traceback
+        module.fail_json(msg=problem)
 
     task = None
+    error = None
     try:
         client = KubeClient(module)
         task = DevicePluginDeploy(module, client)
@@ -810,20 +824,16 @@ def main():
         else:
             task.present(*built)
     except (KubeHwError, TaskFailed) as err:
-        result = dict(task.result) if task is not None else {}
-        if task is not None and module._diff and task.diffs:
-            result["diff"] = task.diffs
-        for text in (task.warnings if task is not None else []):
-            module.warn(text)
-        _freeze_heap()
-        module.fail_json(msg=err.msg, status=getattr(err, "status", None), reason=getattr(err, "reason", None),
-                         **result)
-    for text in task.warnings:
-        module.warn(text)
-    result = task.result
-    if module._diff and task.diffs:
+        error = err
+    result = dict(task.result) if task is not None else {}
+    if task is not None and module._diff and task.diffs:
         result["diff"] = task.diffs
+    for text in (task.warnings if task is not None else []):
+        module.warn(text)
     _freeze_heap()
+    if error is not None:
+        module.fail_json(msg=error.msg, status=getattr(error, "status", None),
+                         reason=getattr(error, "reason", None), **result)
     module.exit_json(**result)
 
 

@@ -42,6 +42,7 @@ class FakeApi(object):
         self.nodes = {"gpu-1": {"metadata": {"name": "gpu-1"},
                                 "status": {"capacity": {"nvidia.com/gpu": "4"}, "allocatable": {"nvidia.com/gpu": "4"}}}}
         self.pods = []
+        self.missing_namespace = False
 
     def writes(self):
         return [(c[0], c[1], c[2]) for c in self.calls if c[0] in ("POST", "PUT", "DELETE")]
@@ -86,6 +87,9 @@ class FakeApi(object):
     def _create(self, kind, body):
         name = body["metadata"]["name"]
         self.calls.append(("POST", kind, name, copy.deepcopy(body)))
+        if self.missing_namespace:
+            raise KubeHwError('Failed to create %s: 404 Not Found: namespaces "kube-system" not found' % kind,
+                              status=404, reason="NotFound")
         if (kind, name) in self.objects:
             raise KubeHwError("already exists", status=409, reason="AlreadyExists")
         return self._store(kind, body)
@@ -273,6 +277,14 @@ def test_check_mode_sends_no_write_and_predicts(api, capsys):
     cm_diff = result["diff"][0]
     assert json.loads(cm_diff["before"]["data"]["config.yaml"])["flags"]["migStrategy"] == "none"
     assert json.loads(cm_diff["after"]["data"]["config.yaml"])["flags"]["migStrategy"] == "single"
+
+
+def test_failed_first_write_reports_no_change(api, capsys):
+    api.missing_namespace = True
+    result = run(capsys, {"preset": "nvidia"})
+    assert result["failed"] and result["changed"] is False
+    assert result["status"] == 404 and 'namespaces "kube-system" not found' in result["msg"]
+    assert result.get("exception") is None
 
 
 def test_invalid_input_fails_before_connecting(api, capsys):
