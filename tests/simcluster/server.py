@@ -945,7 +945,8 @@ class ApiServer:
             raise StoreError(404, "NotFound", "the server could not find the requested resource", {})
         if namespace is not None and not spec[3]:
             raise StoreError(404, "NotFound", "the server could not find the requested resource", {})
-        if sub is not None and not (sub == "status" and resource in STATUS_RESOURCES):
+        pod_log = sub == "log" and resource == "pods" and req.method == "GET"
+        if sub is not None and not pod_log and not (sub == "status" and resource in STATUS_RESOURCES):
             raise StoreError(404, "NotFound", "the server could not find the requested resource", {})
         method = req.method
         if method == "GET":
@@ -979,7 +980,24 @@ class ApiServer:
         obj = self.store.get(resource, namespace, name)
         if obj is None:
             raise not_found(resource, name)
+        if sub == "log":
+            return self._pod_log(obj)
         return (200, obj, {})
+
+    @staticmethod
+    def _pod_log(pod):
+        """A simulated container prints nothing; one that never started has no log, as on a kubelet."""
+        statuses = (pod.get("status") or {}).get("containerStatuses") or []
+        container = ((pod.get("spec") or {}).get("containers") or [{}])[0].get("name")
+        started = any("running" in (st.get("state") or {}) or "terminated" in (st.get("state") or {})
+                      for st in statuses)
+        if not started:
+            reason = "ContainerCreating"
+            for st in statuses:
+                reason = ((st.get("state") or {}).get("waiting") or {}).get("reason") or reason
+            raise StoreError(400, "BadRequest", 'container "%s" in pod "%s" is waiting to start: %s' % (
+                container, pod["metadata"]["name"], reason))
+        return (200, "", {})
 
     def _do_list(self, req, resource, namespace, name, sub):
         items, rv = self.store.list(resource, namespace, req.q("labelSelector"), req.q("fieldSelector"))

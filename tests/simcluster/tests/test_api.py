@@ -683,3 +683,28 @@ def test_pod_spec_is_immutable_but_labels_and_image_are_not(sim, clients):
 def test_quantities_are_stored_in_canonical_form(given, canonical):
     from tests.simcluster.server import canonical_quantity
     assert canonical_quantity(given) == canonical
+
+
+# ---------------------------------------------------------------- pods/log
+
+def test_pod_log_of_a_container_that_never_started_is_400(sim, clients):
+    core, _ = clients
+    core.create_namespaced_pod("default", pod_manifest("waiting"))
+    status, body = api_error(core.read_namespaced_pod_log, "waiting", "default")
+    assert status == 400
+    assert body["message"] == 'container "c" in pod "waiting" is waiting to start: ContainerCreating'
+    status, body = api_error(core.read_namespaced_pod_log, "nope", "default")
+    assert status == 404 and body["message"] == 'pods "nope" not found'
+
+
+def test_pod_log_of_a_started_container_is_plain_text(sim, clients):
+    core, _ = clients
+    core.create_namespaced_pod("default", pod_manifest("ran"))
+    pod = core.read_namespaced_pod("ran", "default", _preload_content=False)
+    body = json.loads(pod.data)
+    body["status"]["containerStatuses"] = [{"name": "c", "ready": False, "restartCount": 0, "image": "busybox:1.36",
+                                            "imageID": "", "state": {"terminated": {"exitCode": 0}}}]
+    core.replace_namespaced_pod_status("ran", "default", body, _preload_content=False)
+    resp = core.read_namespaced_pod_log("ran", "default", _preload_content=False)
+    assert resp.status == 200 and resp.data == b""
+    assert resp.headers["Content-Type"].startswith("text/plain")
