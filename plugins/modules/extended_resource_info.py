@@ -16,7 +16,7 @@ description:
     and C(status.allocatable) (what the scheduler can hand out), and the pods that request them.
   - Read-only. Makes one list request for nodes and, with O(include_pods=true), one for pods.
 author:
-  - kubehw.devices contributors
+  - kubehw.devices contributors (@kubehw)
 extends_documentation_fragment:
   - kubehw.devices.k8s_auth_options
   - kubehw.devices.attributes

@@ -18,7 +18,7 @@ description:
   - The answer tells whether the resource is schedulable, not only advertised.
   - Makes no lasting change, so it always reports C(changed=false). In check mode it creates nothing.
 author:
-  - kubehw.devices contributors
+  - kubehw.devices contributors (@kubehw)
 extends_documentation_fragment:
   - kubehw.devices.k8s_auth_options
   - kubehw.devices.attributes
