@@ -23,7 +23,7 @@ def _tool(name):
 
 
 def _run(args, cwd=None, env=None):
-    proc = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=300, check=False)
     assert proc.returncode == 0, "%s failed\n%s\n%s" % (" ".join(args), proc.stdout, proc.stderr)
     return proc
 

@@ -56,7 +56,7 @@ options:
     description:
       - Wait until every selected node has at least this many of each named resource in
         C(status.allocatable), the point at which the scheduler can place pods asking for them.
-      - Maps an extended-resource name to a minimum count, for example V({"nvidia.com/gpu": 1}).
+      - 'Maps an extended-resource name to a minimum count, for example V({"nvidia.com/gpu": 1}).'
       - Waits by watching the nodes, not by polling.
     type: dict
   wait_timeout:

@@ -123,7 +123,7 @@ def containerd_nvidia_dropin(base_dump, runtime_name='nvidia', binary_name='/usr
     version = config.get('version', 1)
     if version not in CRI_RUNTIME_PLUGIN:
         raise DropinError('containerd config version %r is not supported (supported: 2 and 3); '
-                                 'upgrade containerd to 1.5 or later' % (version,))
+                          'upgrade containerd to 1.5 or later' % (version,))
     plugin = CRI_RUNTIME_PLUGIN[version]
     cri = copy.deepcopy(config.get('plugins', {}).get(plugin, {}))
     containerd = cri.setdefault('containerd', {})

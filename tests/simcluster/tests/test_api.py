@@ -688,7 +688,7 @@ def test_quantities_are_stored_in_canonical_form(given, canonical):
 # ---------------------------------------------------------------- pods/log
 
 def test_pod_log_of_a_container_that_never_started_is_400(sim, clients):
-    core, _ = clients
+    core = clients[0]
     core.create_namespaced_pod("default", pod_manifest("waiting"))
     status, body = api_error(core.read_namespaced_pod_log, "waiting", "default")
     assert status == 400
@@ -698,7 +698,7 @@ def test_pod_log_of_a_container_that_never_started_is_400(sim, clients):
 
 
 def test_pod_log_of_a_started_container_is_plain_text(sim, clients):
-    core, _ = clients
+    core = clients[0]
     core.create_namespaced_pod("default", pod_manifest("ran"))
     pod = core.read_namespaced_pod("ran", "default", _preload_content=False)
     body = json.loads(pod.data)
