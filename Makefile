@@ -12,7 +12,8 @@ PYTHON ?= python3.11
 export ANSIBLE_CONFIG := $(ROOT)/ansible.cfg
 export ANSIBLE_COLLECTIONS_PATH := $(ROOT)/.cache/collections
 export PATH := $(BIN):$(PATH)
-PYTEST := $(BIN)/python -m pytest -p no:cacheprovider
+# --durations: the slowest tests are named in every run, so the suite stays fast
+PYTEST := $(BIN)/python -m pytest -p no:cacheprovider --durations=10
 
 .PHONY: help setup sanity units integration lint roles test demo clean
 
@@ -51,7 +52,7 @@ lint:
 
 roles:
 	@mkdir -p $(REPORTS)
-	$(BIN)/python $(ROOT)/scripts/run_molecule.py --results $(REPORTS)/roles.json
+	$(if $(CI),NO_COLOR=1 PY_COLORS=0 ANSIBLE_NOCOLOR=1) $(BIN)/python $(ROOT)/scripts/run_molecule.py --results $(REPORTS)/roles.json
 
 test:
 	@$(PYTHON) $(ROOT)/scripts/run_tests.py --reports $(REPORTS)
