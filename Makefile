@@ -15,7 +15,7 @@ export PATH := $(BIN):$(PATH)
 # --durations: the slowest tests are named in every run, so the suite stays fast
 PYTEST := $(BIN)/python -m pytest -p no:cacheprovider --durations=10
 
-.PHONY: help setup sanity units integration lint roles test demo clean
+.PHONY: help setup sanity units integration least-privilege lint roles test demo clean
 
 help:
 	@echo "make demo         set up, start the simulated cluster, run site.yml against it, print a summary"
@@ -24,6 +24,7 @@ help:
 	@echo "make sanity       ansible-test sanity on a copy of the checkout (no ignore file)"
 	@echo "make units        pytest tests/unit, the build/install test and the CI tooling tests"
 	@echo "make integration  pytest tests/integration tests/simcluster (simulated cluster unless KUBECONFIG is set)"
+	@echo "make least-privilege  the module integration suites as the least-privilege identity (rbac.yaml.j2)"
 	@echo "make lint         ansible-lint --profile production"
 	@echo "make roles        every molecule scenario"
 
@@ -46,6 +47,12 @@ units:
 
 integration:
 	$(call run_pytest,integration,tests/integration tests/simcluster)
+
+# The module suites again, with the modules running as the least-privilege identity of
+# playbooks/templates/rbac.yaml.j2 (a token bound only to it), so a missing permission fails here.
+least-privilege: export KUBEHW_IDENTITY := least-privilege
+least-privilege:
+	$(call run_pytest,least-privilege,tests/integration/test_k8s_node_extended_resource.py tests/integration/test_device_plugin_deploy.py tests/integration/test_info_and_smoke_test.py)
 
 lint:
 	$(BIN)/ansible-lint --profile production $(if $(CI),--nocolor)

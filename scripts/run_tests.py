@@ -2,7 +2,7 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """`make test`: run every stage in order, keep going past failures, then summarise.
 
-Stages: setup, sanity, units, integration, lint, roles (each is `make <stage>`). The last line
+Stages: setup, sanity, units, integration, least-privilege, lint, roles (each is `make <stage>`). The last line
 printed is ``N passed, N failed`` where N counts pytest test cases of the pytest stages (read
 from their JUnit XML) plus one per non-pytest check (sanity, lint, each molecule scenario).
 A stage that breaks without reporting test cases (pytest exit 5 "no tests collected", a
@@ -22,8 +22,8 @@ import time
 import xml.etree.ElementTree as ET
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PYTEST_STAGES = ('units', 'integration')
-STAGES = ('setup', 'sanity', 'units', 'integration', 'lint', 'roles')
+PYTEST_STAGES = ('units', 'integration', 'least-privilege')
+STAGES = ('setup', 'sanity', 'units', 'integration', 'least-privilege', 'lint', 'roles')
 PYTEST_EXIT_MEANING = {
     1: 'tests failed',
     2: 'interrupted',

@@ -240,6 +240,58 @@ class AnsibleRunner:
         return PlaybookRun(proc.returncode, results, proc.stdout, proc.stderr, playbook_text)
 
 
+# KUBEHW_IDENTITY=least-privilege: the modules run as the automation identity of
+# playbooks/templates/rbac.yaml.j2 and nothing more (`make integration-least-privilege`).
+# On a real cluster, give KUBECONFIG a token bound to those roles instead.
+LEAST_PRIVILEGE_TOKEN = "kubehw-least-privilege-suite"
+RBAC_TEMPLATE = os.path.join(REPO_ROOT, "playbooks", "templates", "rbac.yaml.j2")
+RBAC_VARS = {"kubehw_rbac_namespace": "kubehw", "kubehw_rbac_service_account": "automation",
+             "kubehw_rbac_plugin_namespace": "kube-system", "kubehw_rbac_smoke_test_namespace": "default"}
+
+
+def least_privilege():
+    return os.environ.get("KUBEHW_IDENTITY") == "least-privilege"
+
+
+def rbac_objects(**overrides):
+    import jinja2
+
+    with open(RBAC_TEMPLATE) as f:
+        return list(yaml.safe_load_all(jinja2.Template(f.read()).render(**dict(RBAC_VARS, **overrides))))
+
+
+def grant_plugin_namespace(cluster, namespace):
+    """In least-privilege runs, the shipped plugin Role and its binding, in another plugin namespace."""
+    from kubernetes import utils
+
+    if not (least_privilege() and cluster.simulated):
+        return
+    for doc in rbac_objects(kubehw_rbac_plugin_namespace=namespace):
+        if doc["metadata"]["name"] == "kubehw-devices-plugins":
+            utils.create_from_dict(cluster.api_client, doc)
+
+
+def least_privilege_kubeconfig(cluster, directory):
+    """Create the shipped RBAC objects as the admin; return a kubeconfig of a token bound only to them."""
+    from kubernetes import utils
+
+    from tests.simcluster.kubeconfig import write_kubeconfig
+
+    existing = set(ns.metadata.name for ns in cluster.core.list_namespace().items)
+    for doc in rbac_objects():
+        if doc["kind"] == "Namespace" and doc["metadata"]["name"] in existing:
+            continue
+        utils.create_from_dict(cluster.api_client, doc)
+    user = "system:serviceaccount:%s:%s" % (RBAC_VARS["kubehw_rbac_namespace"], RBAC_VARS["kubehw_rbac_service_account"])
+    cluster.sim.add_token(LEAST_PRIVILEGE_TOKEN, user, ["system:serviceaccounts", "system:authenticated"])
+    path = os.path.join(directory, "least-privilege.kubeconfig")
+    write_kubeconfig(path, cluster.sim.url, cluster.sim.ca_cert_path, LEAST_PRIVILEGE_TOKEN)
+    return path
+
+
 @pytest.fixture
 def ansible(cluster, collections_path, tmp_path):
-    return AnsibleRunner(str(tmp_path), collections_path, cluster.kubeconfig)
+    kubeconfig = cluster.kubeconfig
+    if least_privilege() and cluster.simulated:
+        kubeconfig = least_privilege_kubeconfig(cluster, str(tmp_path))
+    return AnsibleRunner(str(tmp_path), collections_path, kubeconfig)

@@ -17,6 +17,8 @@ import uuid
 
 import pytest
 
+from tests.integration.conftest import grant_plugin_namespace
+
 MODULE = "kubehw.devices.device_plugin_deploy"
 GPU_LABEL = "feature.node.kubernetes.io/pci-10de.present=true"
 
@@ -32,6 +34,7 @@ def namespace(cluster):
     """A fresh namespace per test, so tests never see each other's objects."""
     name = "dp-%s" % uuid.uuid4().hex[:8]
     cluster.core.create_namespace({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    grant_plugin_namespace(cluster, name)
     yield name
     try:
         cluster.core.delete_namespace(name)

@@ -115,3 +115,16 @@ def test_smoke_test_check_mode_creates_nothing(cluster, ansible):
     assert "check mode" in run.result("Smoke")["skipped_reason"]
     if cluster.simulated:
         assert cluster.writes(mark) == []
+
+
+def test_modules_run_as_the_identity_of_the_run(cluster, ansible):
+    """Under `make least-privilege` the modules' requests come from the automation identity only."""
+    cluster.require_simulated("reads who made each request from the request log")
+    from tests.integration.conftest import least_privilege
+
+    mark = cluster.mark()
+    run = ansible([{"name": "Report", "kubehw.devices.extended_resource_info": {}}])
+    assert run.rc == 0, run.output()
+    users = set(r["user"] for r in cluster.requests(mark))
+    expected = "system:serviceaccount:kubehw:automation" if least_privilege() else "kubernetes-admin"
+    assert users == {expected}

@@ -12,8 +12,8 @@ Each way runs twice against its own fresh simulated cluster: the first run (ever
 the resource) and the re-run (nothing to change). Wall time is ansible-playbook's, end to end;
 request counts come from the simulated cluster's request log.
 
-  python benchmarks/bench_extended_resources.py --nodes 10 100 500 --out benchmarks/results/latest.json
-prints a Markdown table (the one in benchmarks/README.md).
+  python benchmarks/extended_resources/run.py --nodes 10 100 500 --out benchmarks/results/extended_resources.json
+prints a Markdown table (the one in benchmarks/extended_resources/README.md).
 """
 
 from __future__ import absolute_import, division, print_function
@@ -32,7 +32,7 @@ import time
 
 import yaml
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, ROOT)
 
 from tests.simcluster import SimCluster  # noqa: E402  (test equipment, found from the checkout)
