@@ -375,6 +375,21 @@ def test_injected_faults_are_retried(cluster, ansible):
         assert capacity(cluster, node)[DONGLE] == "3"
 
 
+def test_injected_conflict_rereads_the_node_and_patches_again(cluster, ansible):
+    """A 409 (another writer won) is not blindly resent: the node is read again and the patch rebuilt."""
+    cluster.require_simulated("injects a 409")
+    node = first_node(cluster)
+    cluster.sim.inject_fault("PATCH", r"^/api/v1/nodes/%s/status$" % node, status=409, count=1)
+    mark = cluster.mark()
+    run = ansible([task("Through 409", name=node, resources={DONGLE: 5}, wait="none")])
+    assert run.rc == 0, run.output()
+    result = ok(run, "Through 409")
+    assert result["changed"] is True and result["nodes"][0]["attempts"] == 2
+    log = [(r["method"], r["status"]) for r in cluster.requests(mark) if r["path"].startswith("/api/v1/nodes/%s" % node)]
+    assert log == [("GET", 200), ("PATCH", 409), ("GET", 200), ("PATCH", 200)], log
+    assert capacity(cluster, node)[DONGLE] == "5"
+
+
 INVALID = [
     ({"resources": {"dongle": 4}}, "'dongle'", "exactly one '/'"),
     ({"resources": {"kubernetes.io/dongle": 4}}, "kubernetes.io/dongle", "reserved"),

@@ -767,8 +767,8 @@ class ApiServer:
             del self._log[:]
 
     def inject_fault(self, method, path_regex, status=500, count=1, retry_after=None):
-        if status != "drop" and status not in (429, 500, 502, 503, 504):
-            raise ValueError("status must be 429, 500, 502, 503, 504 or 'drop', got %r" % (status,))
+        if status != "drop" and status not in (409, 429, 500, 502, 503, 504):
+            raise ValueError("status must be 409, 429, 500, 502, 503, 504 or 'drop', got %r" % (status,))
         with self._lock:
             self._faults.append(Fault(method, path_regex, status, int(count), retry_after))
 
@@ -835,12 +835,17 @@ class ApiServer:
             return (403, auth.forbidden_status(user, verb, resource, sub or "", None, namespace, name, reason), {})
         fault = self._take_fault(req.method, req.path)
         if fault is not None:
-            return self._fault_answer(fault)
+            return self._fault_answer(fault, resource, name)
         return self._resource(req, resource, namespace, name, sub, verb)
 
-    def _fault_answer(self, fault):
+    def _fault_answer(self, fault, resource=None, name=None):
         if fault.status == "drop":
             return "drop"
+        if fault.status == 409:
+            # what a concurrent writer causes: the apiserver's optimistic-concurrency conflict
+            return (409, status_body(409, "Conflict", 'Operation cannot be fulfilled on %s "%s": the object has been '
+                                     'modified; please apply your changes to the latest version and try again'
+                                     % (resource, name), {"name": name, "kind": resource}), {})
         reasons = {429: ("TooManyRequests", "Too many requests, please try again later."),
                    500: ("InternalError", "Internal error occurred: injected fault"),
                    502: ("InternalError", "Bad gateway (injected fault)"),
