@@ -115,7 +115,7 @@ def test_v3_uses_the_cri_runtime_plugin():
 
 
 def test_host_without_runc_table_gets_a_runc_v2_nvidia_runtime():
-    _, doc = build('version = 2\n[plugins."io.containerd.grpc.v1.cri".containerd]\n  snapshotter = "overlayfs"\n')
+    doc = build('version = 2\n[plugins."io.containerd.grpc.v1.cri".containerd]\n  snapshotter = "overlayfs"\n')[1]
     nvidia = doc["plugins"]["io.containerd.grpc.v1.cri"]["containerd"]["runtimes"]["nvidia"]
     assert nvidia["runtime_type"] == "io.containerd.runc.v2"
     assert nvidia["options"]["SystemdCgroup"] is False
