@@ -8,6 +8,8 @@
 #
 #   fixture-repo.sh DEST    DEST gets Packages, Release, InRelease, the .debs and fixture-key.asc
 set -euo pipefail
+# shellcheck source=/dev/null
+. "$(dirname "$0")/sign-flat-repo.sh"
 
 dest="${1:?usage: fixture-repo.sh DEST}"
 versions="1.17.7-1+kubehwfixture 1.17.8-1+kubehwfixture"
@@ -108,23 +110,5 @@ SCRIPT
 done
 
 cd "$dest"
-dpkg-scanpackages --multiversion . /dev/null 2>/dev/null >Packages
-gzip -9nk Packages
-{
-    echo "Origin: kubehw.devices test fixtures"
-    echo "Label: kubehw.devices TEST FIXTURE (not NVIDIA)"
-    echo "Date: $(LC_ALL=C date -u '+%a, %d %b %Y %H:%M:%S UTC')"
-    echo "SHA256:"
-    for f in Packages Packages.gz; do
-        printf ' %s %s %s\n' "$(sha256sum "$f" | cut -d' ' -f1)" "$(stat -c %s "$f")" "$f"
-    done
-} >Release
-
 # A throwaway key per build: the role takes the mirror's key by URL, as for a real mirror.
-export GNUPGHOME="$work/gnupg"
-mkdir -m 0700 "$GNUPGHOME"
-gpg --batch --quiet --passphrase '' --quick-gen-key \
-    "kubehw.devices TEST FIXTURE repository <fixture@kubehw.invalid>" ed25519 sign 1d 2>/dev/null
-gpg --batch --quiet --armor --export >fixture-key.asc
-gpg --batch --quiet --clearsign -o InRelease Release
-gpg --batch --quiet -abs -o Release.gpg Release
+sign_flat_repo "$work" "kubehw.devices TEST FIXTURE repository <fixture@kubehw.invalid>" --multiversion

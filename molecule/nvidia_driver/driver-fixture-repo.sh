@@ -8,6 +8,8 @@
 #
 #   driver-fixture-repo.sh DEST    DEST gets Packages, Release, InRelease, the .debs and fixture-key.asc
 set -euo pipefail
+# shellcheck source=/dev/null
+. "$(dirname "$0")/../_shared/sign-flat-repo.sh"
 
 dest="${1:?usage: driver-fixture-repo.sh DEST}"
 version="550.54.15-1+kubehwfixture"
@@ -92,23 +94,5 @@ package firmware-misc-nonfree "" \
     "/usr/lib/firmware/nvidia/KUBEHW_TEST_FIXTURE=0644=$work/firmware-readme"
 
 cd "$dest"
-dpkg-scanpackages . /dev/null 2>/dev/null >Packages
-gzip -9nk Packages
-{
-    echo "Origin: kubehw.devices test fixtures"
-    echo "Label: kubehw.devices TEST FIXTURE (not NVIDIA)"
-    echo "Date: $(LC_ALL=C date -u '+%a, %d %b %Y %H:%M:%S UTC')"
-    echo "SHA256:"
-    for f in Packages Packages.gz; do
-        printf ' %s %s %s\n' "$(sha256sum "$f" | cut -d' ' -f1)" "$(stat -c %s "$f")" "$f"
-    done
-} >Release
-
 # A throwaway key per build; the role copies it from a path on the host (air-gapped style).
-export GNUPGHOME="$work/gnupg"
-mkdir -m 0700 "$GNUPGHOME"
-gpg --batch --quiet --passphrase '' --quick-gen-key \
-    "kubehw.devices TEST FIXTURE driver repository <fixture@kubehw.invalid>" ed25519 sign 1d 2>/dev/null
-gpg --batch --quiet --armor --export >fixture-key.asc
-gpg --batch --quiet --clearsign -o InRelease Release
-gpg --batch --quiet -abs -o Release.gpg Release
+sign_flat_repo "$work" "kubehw.devices TEST FIXTURE driver repository <fixture@kubehw.invalid>"
