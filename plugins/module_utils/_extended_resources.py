@@ -16,8 +16,18 @@ __metaclass__ = type
 import copy
 import math
 import re
+import traceback
 from decimal import Decimal, InvalidOperation
 from fractions import Fraction
+
+JSONPATCH_IMPORT_ERROR = None
+try:
+    import jsonpatch
+
+    HAS_JSONPATCH = True
+except ImportError:
+    HAS_JSONPATCH = False
+    JSONPATCH_IMPORT_ERROR = traceback.format_exc()
 
 
 CAPACITY_PATH = "/status/capacity"
@@ -380,27 +390,15 @@ def changed_resources(capacity, resources, state, domains=(), prefixes=()):
     return names
 
 
-def apply_patch(status, ops):
-    """Apply our own operations to a copy of a node status (for check mode's predicted result).
+def apply_patch(node, ops):
+    """The node as the apiserver will store it after ``ops``, for check mode's predicted result.
 
-    Only the operation shapes compute_patch produces are supported.
+    RFC 6902 semantics by jsonpatch, ``test`` operations included; the input is left unchanged.
     """
-    node = {"status": copy.deepcopy(status) if isinstance(status, dict) else None}
-    if node["status"] is None:
-        node = {}
-    for op in ops:
-        parts = [unescape_pointer(p) for p in op["path"].split("/")[1:]]
-        if parts and parts[0] == "metadata":
-            continue
-        parent = node
-        for part in parts[:-1]:
-            parent = parent.setdefault(part, {})
-        last = parts[-1]
-        if op["op"] in ("add", "replace"):
-            parent[last] = copy.deepcopy(op["value"])
-        elif op["op"] == "remove":
-            parent.pop(last, None)
-    return node.get("status")
+    try:
+        return jsonpatch.apply_patch(node, ops)
+    except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException) as exc:
+        raise ExtendedResourceError("the computed patch does not apply to the node as read: %s" % exc)
 
 
 # Device plugins re-advertise their resources at every kubelet registration, so removing or

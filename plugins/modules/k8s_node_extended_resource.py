@@ -241,7 +241,7 @@ waited_for:
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
-from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 from ansible.module_utils.common.text.converters import to_native
 from ansible_collections.kubehw.devices.plugins.module_utils._client import (
     AUTH_ARG_SPEC,
@@ -249,6 +249,8 @@ from ansible_collections.kubehw.devices.plugins.module_utils._client import (
     KubeHwError,
 )
 from ansible_collections.kubehw.devices.plugins.module_utils._extended_resources import (
+    HAS_JSONPATCH,
+    JSONPATCH_IMPORT_ERROR,
     ExtendedResourceError,
     apply_patch,
     changed_resources,
@@ -399,7 +401,7 @@ class ExtendedResourceTask(object):
                     plugins_checked = True
                 result["patch"] = ops
                 if self.check_mode:
-                    node = dict(node, status=apply_patch(node.get("status"), ops))
+                    node = apply_patch(node, ops)
                     break
                 result["attempts"] += 1
                 try:
@@ -560,6 +562,8 @@ def main():
         required_one_of=[("name", "names", "label_selectors", "field_selectors")],
         supports_check_mode=True,
     )
+    if not HAS_JSONPATCH:
+        module.fail_json(msg=missing_required_lib("jsonpatch"), exception=JSONPATCH_IMPORT_ERROR)
     resources, domains, prefixes = validate(module)
     result = dict(changed=False, nodes=[], changed_nodes=[], failed_nodes=[], waited_for="none")
     error = None

@@ -309,14 +309,25 @@ def test_unparseable_stored_value_is_replaced():
 
 
 def test_apply_patch_predicts_result_and_leaves_input_alone():
-    before = {"capacity": dict(NODE["capacity"])}
-    ops = compute_patch(before, {"example.com/dongle": 6, "example.com/new": 1}, "present")
+    before = {"metadata": {"name": "n1", "resourceVersion": "7"}, "status": {"capacity": dict(NODE["capacity"])}}
+    ops = compute_patch(before["status"], {"example.com/dongle": 6, "example.com/new": 1}, "present")
     after = apply_patch(before, ops)
-    assert after["capacity"]["example.com/dongle"] == "6"
-    assert after["capacity"]["example.com/new"] == "1"
-    assert after["capacity"]["cpu"] == "4"
-    assert before == {"capacity": dict(NODE["capacity"])}
-    assert apply_patch(None, compute_patch(None, {"example.com/d": 1}, "present")) == {"capacity": {"example.com/d": "1"}}
+    assert after["status"]["capacity"]["example.com/dongle"] == "6"
+    assert after["status"]["capacity"]["example.com/new"] == "1"
+    assert after["status"]["capacity"]["cpu"] == "4"
+    assert before["status"] == {"capacity": dict(NODE["capacity"])}
+    bare = {"metadata": {"name": "n1", "resourceVersion": "7"}, "status": {}}
+    ops = compute_patch(bare["status"], {"example.com/d": 1}, "present", resource_version="7")
+    assert apply_patch(bare, ops)["status"] == {"capacity": {"example.com/d": "1"}}
+
+
+def test_apply_patch_evaluates_test_operations():
+    node = {"metadata": {"resourceVersion": "7"}, "status": {"capacity": {"example.com/dongle": "4"}}}
+    ops = compute_patch(node["status"], {"example.com/dongle": 6}, "present")
+    node["status"]["capacity"]["example.com/dongle"] = "5"  # someone changed it since the ops were computed
+    with pytest.raises(ExtendedResourceError) as err:
+        apply_patch(node, ops)
+    assert "does not apply" in str(err.value)
 
 
 def test_diff_shows_only_managed_keys():
