@@ -147,7 +147,10 @@ from ansible_collections.kubehw.devices.plugins.module_utils._client import (
     fail_from_error,
 )
 from ansible_collections.kubehw.devices.plugins.module_utils._extended_resources import (
+    ExtendedResourceError,
     extended_resource_name_problem,
+    quantity_value,
+    whole_quantity,
 )
 
 STANDARD_RESOURCES = ("cpu", "memory", "pods", "ephemeral-storage")
@@ -175,11 +178,9 @@ def pod_extended_requests(pod):
 
 
 def _int_quantity(value):
-    # Extended resources are whole numbers (the apiserver refuses others in pod specs).
-    try:
-        return int(str(value))
-    except ValueError:
-        return 0
+    # By value, as the apiserver stores it ("1Ki" is 1024); an unparseable value counts as none.
+    number = quantity_value(value)
+    return int(number) if number is not None else 0
 
 
 def node_ready(node):
@@ -306,11 +307,9 @@ def main():
         if problem:
             module.fail_json(msg="wait_allocatable: invalid extended resource name %r: %s" % (key, problem))
         try:
-            wanted[key] = int(str(count))
-        except ValueError:
-            wanted[key] = -1
-        if wanted[key] < 0:
-            module.fail_json(msg="wait_allocatable: the count for %s must be a whole number >= 0, got %r" % (key, count))
+            wanted[key] = whole_quantity(count, key=key)
+        except ExtendedResourceError as err:
+            module.fail_json(msg="wait_allocatable: the count for %s must be a whole number >= 0: %s" % (key, err))
     try:
         client = KubeClient(module)
         nodes = read_nodes(client, module.params)
