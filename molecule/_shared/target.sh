@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 #
-# Test equipment for the molecule scenarios: a Debian bookworm root file system booted
-# with systemd-nspawn, reached by Ansible through community.docker.nsenter.
+# Test equipment for the molecule scenarios: a Debian root file system (bookworm unless
+# told otherwise) booted with systemd-nspawn, reached by Ansible through community.docker.nsenter.
 #
 #   target.sh image               build (once) the cached root file system tarball
 #   target.sh start NAME DIR      unpack the image into DIR, boot it, print the init PID
 #   target.sh stop NAME DIR       power the target off and remove DIR
 #
 # Environment: KUBEHW_TARGET_CACHE (default <repo>/.cache/molecule), KUBEHW_TARGET_SUITE
-# (default bookworm), KUBEHW_TARGET_MIRROR (default: read from this machine's apt sources).
+# (default bookworm; start records it in DIR, so stop needs no setting), KUBEHW_TARGET_MIRROR
+# (default: read from this machine's apt sources).
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -51,11 +52,31 @@ build_image() {
     local work="$build_dir"
     echo "target.sh: debootstrap $suite from $mirror (about 40 s, once)" >&2
     debootstrap --variant=minbase --include="$include" "$suite" "$work/root" "$mirror" >&2
+    # sid and testing sign a Release that expires within a week; a mirror that is a dated snapshot
+    # would then be refused by apt inside the target. Stable suites carry no Valid-Until.
+    if grep -qs '^Valid-Until:' "$work/root/var/lib/apt/lists/"*"_dists_${suite}_Release"; then
+        echo 'Acquire::Check-Valid-Until "false";' >"$work/root/etc/apt/apt.conf.d/99kubehw-snapshot-mirror"
+    fi
     # A machine id per boot is generated when the file is empty; a shared one would clash.
     : >"$work/root/etc/machine-id"
     rm -f "$work/root/var/cache/apt/archives/"*.deb
     tar -C "$work/root" --numeric-owner -cf "$image.tmp" .
     mv "$image.tmp" "$image"
+}
+
+# Downloaded packages are kept per suite: a sid package must never reach a bookworm target.
+archives_of() {
+    echo "$cache/apt-archives/$1"
+}
+
+# systemd 256 and later refuse to boot on cgroup v1 (258 dropped it), and nspawn gives a container
+# the host's hybrid layout unless told otherwise; older images keep the host's layout.
+needs_unified_cgroup() {
+    local lib version
+    lib="$(find "$1/usr/lib" -maxdepth 3 -name 'libsystemd-shared-*.so' -print -quit)"
+    version="$(basename "${lib:-libsystemd-shared-0.so}" .so)"
+    version="${version#libsystemd-shared-}"
+    [ "${version%%[!0-9]*}" -ge 256 ] 2>/dev/null
 }
 
 init_pid() {
@@ -69,13 +90,18 @@ start() {
     command -v systemd-nspawn >/dev/null || die "systemd-nspawn is missing (apt-get install systemd-container)"
     build_image
     stop "$name" "$dir" >/dev/null 2>&1 || true
-    mkdir -p "$dir/root" "$cache/apt-archives"
+    local archives
+    archives="$(archives_of "$suite")"
+    mkdir -p "$dir/root" "$archives"
+    echo "$suite" >"$dir/suite"
     tar -C "$dir/root" --numeric-owner -xf "$image"
     echo "$name" >"$dir/root/etc/hostname"
     # Packages downloaded by earlier runs are hard-linked in (not bind-mounted: apt locks that
     # directory, and scenarios may run side by side); stop() keeps the new ones.
-    find "$cache/apt-archives" -maxdepth 1 -name '*.deb' -exec cp -al -t "$dir/root/var/cache/apt/archives/" {} + 2>/dev/null || true
-    setsid systemd-nspawn -D "$dir/root" -M "$name" -b --register=no --keep-unit \
+    find "$archives" -maxdepth 1 -name '*.deb' -exec cp -al -t "$dir/root/var/cache/apt/archives/" {} + 2>/dev/null || true
+    local cgroup_env=()
+    if needs_unified_cgroup "$dir/root"; then cgroup_env=(SYSTEMD_NSPAWN_UNIFIED_HIERARCHY=1); fi
+    env "${cgroup_env[@]}" setsid systemd-nspawn -D "$dir/root" -M "$name" -b --register=no --keep-unit \
         --console=pipe </dev/null >"$dir/console.log" 2>&1 &
     echo $! >"$dir/nspawn.pid"
     local pid="" state=""
@@ -106,14 +132,17 @@ stop() {
             for _ in $(seq 1 20); do kill -0 "$nspawn_pid" 2>/dev/null || break; sleep 0.25; done
         fi
     fi
-    # Only ever remove the directory this script created; keep its downloads for the next run.
+    # Only ever remove the directory this script created; keep its downloads for the next run,
+    # with the packages of the suite it was started with.
     if [ -d "$dir/root" ]; then
-        mkdir -p "$cache/apt-archives"
-        find "$dir/root/var/cache/apt/archives" -maxdepth 1 -name '*.deb' -exec cp -n -t "$cache/apt-archives/" {} + 2>/dev/null || true
+        local archives
+        archives="$(archives_of "$(cat "$dir/suite" 2>/dev/null || echo "$suite")")"
+        mkdir -p "$archives"
+        find "$dir/root/var/cache/apt/archives" -maxdepth 1 -name '*.deb' -exec cp -n -t "$archives/" {} + 2>/dev/null || true
         rm -rf --one-file-system "$dir/root"
     fi
     # The console log stays for a post-mortem until the next start.
-    rm -f "$dir/nspawn.pid"
+    rm -f "$dir/nspawn.pid" "$dir/suite"
 }
 
 case "${1:-}" in
