@@ -4,12 +4,17 @@
 
 """Build the containerd drop-in that adds the NVIDIA runtime (run on the controller by the role).
 
-containerd 1.6 (and early 1.7) replaces a whole plugin table when an imported file
-names it, so a drop-in carrying only the nvidia runtime would wipe the host's CRI
-settings (runc, sandbox image, CNI paths). The drop-in therefore carries the host's
-effective CRI runtime plugin table, read from ``containerd config dump`` without our
-own file, with the nvidia runtime added. Newer containerd deep-merges imports, where
-the same content is equally correct.
+containerd 1.x (``config dump`` says version 2) replaces a whole plugin table when an
+imported file names it, so a drop-in carrying only the nvidia runtime would wipe the
+host's CRI settings (runc, sandbox image, CNI paths). There the drop-in carries the
+host's effective CRI plugin table, read from ``config dump`` without our own file, with
+the nvidia runtime added.
+
+containerd 2.x (``config dump`` says version 3) merges imported plugin tables key by key,
+so the drop-in holds only what it adds. It must state the main file's version: 2.1 merges
+the files first and migrates the result from the version the last file named, so a
+version 3 drop-in over a version 2 main file makes it ignore every CRI setting of the
+main file (and a version 2 drop-in over a version 3 main file loses runtimes).
 """
 
 from __future__ import absolute_import, division, print_function
@@ -112,26 +117,38 @@ def _parse(text, what):
         raise DropinError('%s is not valid TOML: %s' % (what, exc))
 
 
+def _main_version(main_config, dump_version):
+    """The version the main configuration file states (containerd 2.x reads the drop-in in it)."""
+    main = _parse(main_config or '', 'the main configuration')
+    if not main:
+        # Missing or empty (check mode before the file exists): nothing of it can be lost.
+        return dump_version
+    version = main.get('version', 1)
+    if version not in CRI_RUNTIME_PLUGIN:
+        raise DropinError('the main configuration is in config version %r (version 1 when it names none); containerd 2 '
+                          'would not migrate it under a versioned drop-in: write it in version 2 or 3, for example '
+                          'with containerd config migrate' % (version,))
+    return version
+
+
 def containerd_nvidia_dropin(base_dump, runtime_name='nvidia', binary_name='/usr/bin/nvidia-container-runtime',
-                             systemd_cgroup=None, default_runtime=False, enable_cdi=False, cdi_spec_dirs=None):
-    """Return {'content', 'version', 'plugin', 'systemd_cgroup'} for the drop-in.
+                             systemd_cgroup=None, default_runtime=False, enable_cdi=False, cdi_spec_dirs=None,
+                             main_config=None):
+    """Return {'content', 'version', 'plugin', 'dump_version', 'systemd_cgroup', 'host_systemd_cgroup'}.
 
     base_dump: output of ``containerd config dump`` for the host's configuration without our drop-in.
+    main_config: text of the main configuration file (None or empty when it does not exist yet).
     systemd_cgroup: None mirrors the host's runc runtime, a boolean forces the value.
+    version and plugin describe the drop-in; dump_version is 2 on containerd 1.x and 3 on 2.x.
     """
     config = _parse(base_dump, 'the output of containerd config dump')
-    version = config.get('version', 1)
-    if version not in CRI_RUNTIME_PLUGIN:
+    dump_version = config.get('version', 1)
+    if dump_version not in CRI_RUNTIME_PLUGIN:
         raise DropinError('containerd config version %r is not supported (supported: 2 and 3); '
-                          'upgrade containerd to 1.5 or later' % (version,))
-    plugin = CRI_RUNTIME_PLUGIN[version]
-    cri = copy.deepcopy(config.get('plugins', {}).get(plugin, {}))
-    containerd = cri.setdefault('containerd', {})
-    for name in DEPRECATED_RUNTIME_TABLES:
-        if not containerd.get(name, {}).get('runtime_type'):
-            containerd.pop(name, None)
-    runtimes = containerd.setdefault('runtimes', {})
-    runc = runtimes.get('runc') or {'runtime_type': 'io.containerd.runc.v2', 'options': {}}
+                          'upgrade containerd to 1.5 or later' % (dump_version,))
+    host_cri = config.get('plugins', {}).get(CRI_RUNTIME_PLUGIN[dump_version], {})
+    runc = host_cri.get('containerd', {}).get('runtimes', {}).get('runc') or {
+        'runtime_type': 'io.containerd.runc.v2', 'options': {}}
     host_systemd_cgroup = bool(runc.get('options', {}).get('SystemdCgroup', False))
 
     # The nvidia runtime is the host's runc runtime with another binary, as NVIDIA's own tool does it.
@@ -140,9 +157,28 @@ def containerd_nvidia_dropin(base_dump, runtime_name='nvidia', binary_name='/usr
     options = nvidia.setdefault('options', {})
     options['BinaryName'] = binary_name
     options['SystemdCgroup'] = host_systemd_cgroup if systemd_cgroup is None else bool(systemd_cgroup)
-    runtimes[runtime_name] = nvidia
 
-    # Without default_runtime the host's own default (from its files) is copied unchanged.
+    if dump_version == 2:
+        # containerd 1.x: the whole CRI table, because the drop-in's table replaces the host's.
+        version = dump_version
+        cri = copy.deepcopy(host_cri)
+        containerd = cri.setdefault('containerd', {})
+        for name in DEPRECATED_RUNTIME_TABLES:
+            if not containerd.get(name, {}).get('runtime_type'):
+                containerd.pop(name, None)
+        header = ('# It repeats the host\'s CRI runtime settings because containerd before 1.7 replaces\n'
+                  '# a whole plugin table from an imported file. Re-run the role after changing them.\n')
+    else:
+        # containerd 2.x: only what we add, in the main file's version and layout. The runtime table
+        # is written as the dump shows it; under version 2 it is migrated with the rest of the CRI table.
+        version = _main_version(main_config, dump_version)
+        cri = {}
+        containerd = cri.setdefault('containerd', {})
+        header = ('# containerd 2 merges it key by key into the host\'s settings. Its version is the main\n'
+                  '# file\'s: containerd 2.1 would otherwise not migrate the main file\'s settings.\n')
+    containerd.setdefault('runtimes', {})[runtime_name] = nvidia
+
+    # Without default_runtime the host's own default stays (copied unchanged on containerd 1.x).
     if default_runtime:
         containerd['default_runtime_name'] = runtime_name
     if enable_cdi:
@@ -150,14 +186,14 @@ def containerd_nvidia_dropin(base_dump, runtime_name='nvidia', binary_name='/usr
         if cdi_spec_dirs:
             cri['cdi_spec_dirs'] = list(cdi_spec_dirs)
 
-    header = ('# Managed by Ansible (kubehw.devices.nvidia_container_toolkit): the NVIDIA runtime for containerd.\n'
-              '# It repeats the host\'s CRI runtime settings because containerd before 1.7 replaces\n'
-              '# a whole plugin table from an imported file. Re-run the role after changing them.\n')
+    plugin = CRI_RUNTIME_PLUGIN[version]
+    header = '# Managed by Ansible (kubehw.devices.nvidia_container_toolkit): the NVIDIA runtime for containerd.\n' + header
     content = header + to_toml({'version': version, 'plugins': {plugin: cri}})
     return {
         'content': content,
         'version': version,
         'plugin': plugin,
+        'dump_version': dump_version,
         'systemd_cgroup': options['SystemdCgroup'],
         'host_systemd_cgroup': host_systemd_cgroup,
     }

@@ -1,8 +1,9 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The containerd drop-in builder of the nvidia_container_toolkit role, for config versions 2 and 3.
 
-The molecule scenario runs version 2 for real (Debian's containerd 1.6); version 3 (containerd 2.x)
-is not installable here, so its layout is checked from a representative `config dump`.
+The molecule scenarios run both for real: nvidia_container_toolkit on Debian bookworm's containerd
+1.6 (dump version 2), nvidia_container_toolkit_containerd2 on Debian sid's containerd 2.1 (dump
+version 3, under a main file of version 2 and then 3). V3_DUMP is an excerpt of 2.1's dump.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -47,23 +48,49 @@ root = "/var/lib/containerd"
 
 V3_DUMP = """
 version = 3
-root = "/var/lib/containerd"
-[plugins."io.containerd.cri.v1.images"]
-  snapshotter = "overlayfs"
-  [plugins."io.containerd.cri.v1.images".pinned_images]
-    sandbox = "registry.k8s.io/pause:3.10"
-[plugins."io.containerd.cri.v1.runtime"]
-  enable_cdi = true
-  cdi_spec_dirs = ["/etc/cdi", "/var/run/cdi"]
-  [plugins."io.containerd.cri.v1.runtime".cni]
-    bin_dirs = ["/opt/cni/bin"]
-  [plugins."io.containerd.cri.v1.runtime".containerd]
-    default_runtime_name = "runc"
-    [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc]
-      runtime_type = "io.containerd.runc.v2"
-      [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc.options]
-        SystemdCgroup = false
+root = '/var/lib/containerd'
+imports = []
+
+[plugins]
+  [plugins.'io.containerd.cri.v1.images']
+    snapshotter = 'overlayfs'
+
+    [plugins.'io.containerd.cri.v1.images'.pinned_images]
+      sandbox = 'registry.k8s.io/pause:3.10'
+
+  [plugins.'io.containerd.cri.v1.runtime']
+    enable_cdi = true
+    cdi_spec_dirs = ['/etc/cdi', '/var/run/cdi']
+
+    [plugins.'io.containerd.cri.v1.runtime'.containerd]
+      default_runtime_name = 'runc'
+
+      [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes]
+        [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc]
+          runtime_type = 'io.containerd.runc.v2'
+          pod_annotations = []
+          cgroup_writable = false
+          sandboxer = 'podsandbox'
+
+          [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]
+            BinaryName = ''
+            SystemdCgroup = true
+
+    [plugins.'io.containerd.cri.v1.runtime'.cni]
+      bin_dir = ''
+      bin_dirs = ['/usr/lib/cni']
 """
+
+# Debian sid's packaged /etc/containerd/config.toml (containerd 2.1 still ships version 2).
+MAIN_V2 = """version = 2
+
+[plugins]
+  [plugins."io.containerd.grpc.v1.cri"]
+    [plugins."io.containerd.grpc.v1.cri".cni]
+      bin_dir = "/usr/lib/cni"
+"""
+
+MAIN_V3 = "version = 3\nimports = ['/etc/containerd/conf.d/*.toml']\n[plugins.'io.containerd.cri.v1.images'.pinned_images]\n  sandbox = 'x'\n"
 
 
 def build(dump, **options):
@@ -100,18 +127,53 @@ def test_v2_default_runtime_cdi_and_forced_cgroup():
     assert result["host_systemd_cgroup"] is True and result["systemd_cgroup"] is False
 
 
-def test_v3_uses_the_cri_runtime_plugin():
-    result, doc = build(V3_DUMP, default_runtime=True, binary_name="/opt/nvidia/nvidia-container-runtime")
-    assert result["version"] == 3 and result["plugin"] == "io.containerd.cri.v1.runtime"
-    assert doc["version"] == 3
-    runtime = doc["plugins"]["io.containerd.cri.v1.runtime"]
-    assert runtime["cni"]["bin_dirs"] == ["/opt/cni/bin"]
-    assert runtime["cdi_spec_dirs"] == ["/etc/cdi", "/var/run/cdi"]
-    nvidia = runtime["containerd"]["runtimes"]["nvidia"]
-    assert nvidia["options"] == {"SystemdCgroup": False, "BinaryName": "/opt/nvidia/nvidia-container-runtime"}
-    assert runtime["containerd"]["default_runtime_name"] == "nvidia"
-    assert "io.containerd.cri.v1.images" not in doc["plugins"]
-    assert "io.containerd.grpc.v1.cri" not in doc["plugins"]
+def test_v2_ignores_the_main_file():
+    """containerd 1.x: the drop-in is the same whatever the main file says."""
+    assert dropin.containerd_nvidia_dropin(V2_DUMP, main_config=MAIN_V3) == dropin.containerd_nvidia_dropin(V2_DUMP)
+
+
+@pytest.mark.parametrize("main, version, plugin", [
+    (MAIN_V3, 3, "io.containerd.cri.v1.runtime"),
+    (MAIN_V2, 2, "io.containerd.grpc.v1.cri"),
+    # no main file yet (check mode) or an empty one: nothing of it to lose, the dump's version
+    (None, 3, "io.containerd.cri.v1.runtime"),
+    ("# only a comment\n", 3, "io.containerd.cri.v1.runtime"),
+])
+def test_v3_dump_takes_the_main_file_version(main, version, plugin):
+    result, doc = build(V3_DUMP, main_config=main, default_runtime=True, binary_name="/opt/nvidia/nvidia-container-runtime")
+    assert result["version"] == doc["version"] == version
+    assert result["plugin"] == plugin and result["dump_version"] == 3
+    assert list(doc["plugins"]) == [plugin]
+    cri = doc["plugins"][plugin]
+    # containerd 2 merges key by key: only what the role adds, none of the host's settings
+    assert cri == {"containerd": {"default_runtime_name": "nvidia", "runtimes": {"nvidia": cri["containerd"]["runtimes"]["nvidia"]}}}
+    nvidia = cri["containerd"]["runtimes"]["nvidia"]
+    # a copy of the host's runc runtime (2.x keys such as sandboxer kept) with the nvidia binary
+    assert nvidia == {"runtime_type": "io.containerd.runc.v2", "pod_annotations": [], "cgroup_writable": False,
+                      "sandboxer": "podsandbox",
+                      "options": {"BinaryName": "/opt/nvidia/nvidia-container-runtime", "SystemdCgroup": True}}
+
+
+def test_v3_dump_without_default_runtime_leaves_the_host_default_alone():
+    result, doc = build(V3_DUMP, main_config=MAIN_V2, systemd_cgroup=False, enable_cdi=True, cdi_spec_dirs=["/etc/cdi"])
+    cri = doc["plugins"]["io.containerd.grpc.v1.cri"]
+    assert "default_runtime_name" not in cri["containerd"]
+    assert cri["enable_cdi"] is True and cri["cdi_spec_dirs"] == ["/etc/cdi"]
+    assert cri["containerd"]["runtimes"]["nvidia"]["options"]["SystemdCgroup"] is False
+    assert result["host_systemd_cgroup"] is True and result["systemd_cgroup"] is False
+    assert "containerd 2 merges it" in result["content"]
+
+
+@pytest.mark.parametrize("main, words", [
+    # containerd 2 would migrate a version 1 file only without a versioned drop-in
+    ('[plugins.cri]\n  sandbox_image = "x"\n', "config version 1"),
+    ("version = 4\n", "config version 4"),
+    ("version = 2\n[plugins\n", "the main configuration is not valid TOML"),
+])
+def test_v3_dump_refuses_a_main_file_it_cannot_match(main, words):
+    with pytest.raises(dropin.DropinError) as err:
+        dropin.containerd_nvidia_dropin(V3_DUMP, main_config=main)
+    assert words in str(err.value)
 
 
 def test_host_without_runc_table_gets_a_runc_v2_nvidia_runtime():
