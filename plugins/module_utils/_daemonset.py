@@ -934,6 +934,40 @@ def pod_waiting_reasons(pod):
     return reasons
 
 
+def uses_configmap(pod_spec, name):
+    """True when a pod spec reads ConfigMap ``name``: a volume, a projected source, env or envFrom."""
+    spec = pod_spec or {}
+    for volume in spec.get("volumes") or []:
+        if (volume.get("configMap") or {}).get("name") == name:
+            return True
+        for source in (volume.get("projected") or {}).get("sources") or []:
+            if (source.get("configMap") or {}).get("name") == name:
+                return True
+    for container in (spec.get("containers") or []) + (spec.get("initContainers") or []):
+        for env_from in container.get("envFrom") or []:
+            if (env_from.get("configMapRef") or {}).get("name") == name:
+                return True
+        for env in container.get("env") or []:
+            if ((env.get("valueFrom") or {}).get("configMapKeyRef") or {}).get("name") == name:
+                return True
+    return False
+
+
+def configmap_created_for(cm, daemonset_name, daemonset_uid=None):
+    """True when the module created ConfigMap ``cm`` for this DaemonSet.
+
+    Either it is owned by the DaemonSet (ownerReference with its uid), or it carries both labels the
+    module writes on it: managed-by kubehw.devices and app.kubernetes.io/name of the DaemonSet.
+    Anything else is someone else's ConfigMap, whatever its name.
+    """
+    meta = (cm or {}).get("metadata") or {}
+    if daemonset_uid and any(ref.get("kind") == "DaemonSet" and ref.get("uid") == daemonset_uid
+                             for ref in meta.get("ownerReferences") or []):
+        return True
+    labels = meta.get("labels") or {}
+    return labels.get(MANAGED_BY_LABEL) == MANAGED_BY and labels.get(NAME_LABEL) == daemonset_name
+
+
 def owned_by(pod, daemonset):
     uid = (daemonset.get("metadata") or {}).get("uid")
     for ref in (pod.get("metadata") or {}).get("ownerReferences") or []:

@@ -26,6 +26,13 @@ description:
   - For the NVIDIA preset, the plugin's settings are written to a ConfigMap (C(<name>-config)) in the
     plugin's configuration file format and mounted into the pod; a hash of the file in the pod template
     rolls the pods when the settings change. The ConfigMap is owned by the DaemonSet.
+  - When the DaemonSet no longer needs that ConfigMap (it is switched to another preset), the ConfigMap this
+    module created for it is deleted, after the DaemonSet has been written and once no pod in O(namespace)
+    mounts it any more, so a running plugin pod never loses a volume it may remount. With O(wait=rollout) or
+    O(wait=resource) that is in the same run, after the rollout; otherwise, or while old pods remain
+    (C(OnDelete)), it is kept with a warning and deleted by a later run. A ConfigMap of that name that this
+    module did not create (neither owned by the DaemonSet nor labelled C(app.kubernetes.io/managed-by=kubehw.devices)
+    with C(app.kubernetes.io/name) of the DaemonSet) is never deleted.
   - Every input is validated before the first request; a bad value fails with a message naming it
     and no write is made.
 author:
@@ -36,10 +43,14 @@ extends_documentation_fragment:
 attributes:
   check_mode:
     support: full
-    details: Reads the DaemonSet and ConfigMap and reports what would change; sends no write and does not wait.
+    details:
+      - Reads the DaemonSet, the ConfigMap and, when a ConfigMap is no longer needed, the pods that mount it;
+        reports what would change, including the ConfigMap's deletion; sends no write and does not wait.
   diff_mode:
     support: full
-    details: The DaemonSet (and the NVIDIA ConfigMap) before and after, without status and server-populated metadata.
+    details:
+      - The DaemonSet (and the NVIDIA ConfigMap) before and after, without status and server-populated metadata.
+        A ConfigMap that is deleted shows as before and an empty after.
   idempotent:
     support: full
 options:
@@ -326,6 +337,13 @@ configmap:
   description: The ConfigMap holding the NVIDIA plugin's configuration; none for other presets.
   returned: always
   type: dict
+deleted_configmap:
+  description:
+    - Name of the ConfigMap this module created for an earlier preset and deleted (in check mode, would delete)
+      because the DaemonSet no longer uses it.
+  returned: when such a ConfigMap was deleted, or would be in check mode
+  type: str
+  sample: nvidia-device-plugin-config
 generation:
   description: C(metadata.generation) of the DaemonSet before and after the task (none where it did not exist).
   returned: always
@@ -532,7 +550,14 @@ class DevicePluginDeploy(object):
         if live is not None and (live["metadata"].get("labels") or {}).get(ds_utils.MANAGED_BY_LABEL) != ds_utils.MANAGED_BY:
             self.warnings.append("DaemonSet %s/%s was not created by this module; it is now managed by it"
                                  % (self.namespace, self.name))
-        live_cm = self.read_configmap() if configmap is not None else None
+        live_cm = self.read_configmap()
+        stale_cm = None
+        if configmap is None:
+            # A ConfigMap this module wrote for an earlier preset (nvidia) that the new template does not read.
+            if live_cm is not None and self._created_here(live_cm, live) and not ds_utils.uses_configmap(
+                    desired["spec"]["template"]["spec"], live_cm["metadata"]["name"]):
+                stale_cm = live_cm
+            live_cm = None
         before_gen = (live or {}).get("metadata", {}).get("generation")
         self.result["generation"]["before"] = before_gen
 
@@ -550,6 +575,8 @@ class DevicePluginDeploy(object):
             after_ds = desired if live is None else ds_utils.update_body(desired, live)
             self._add_diff("DaemonSet", self.name, live, after_ds)
             self.result["changed_paths"] = ds_diffs if live is not None else []
+        if stale_cm is not None and self.check_mode:
+            self._predict_configmap_deletion(stale_cm, desired)
 
         if self.check_mode:
             predicted = live if not ds_diffs else (desired if live is None else ds_utils.update_body(desired, live))
@@ -580,12 +607,70 @@ class DevicePluginDeploy(object):
         wait = self.params["wait"]
         if wait == "none":
             self._report(current, resources)
-            return
-        self.result["waited_for"] = wait
-        current = self._wait_rollout(current, resources)
-        self.result["daemonset"] = current
+        else:
+            self.result["waited_for"] = wait
+            current = self._wait_rollout(current, resources)
+            self.result["daemonset"] = current
+        # Only now: the DaemonSet no longer mounts it, and the rollout has replaced the pods that did.
+        if stale_cm is not None:
+            self._delete_stale_configmap(stale_cm)
         if wait == "resource":
             self._wait_resource(current, resources)
+
+    def _created_here(self, cm, daemonset):
+        uid = ((daemonset or {}).get("metadata") or {}).get("uid")
+        return ds_utils.configmap_created_for(cm, self.name, uid)
+
+    def _configmap_users(self, cm_name):
+        """Pods in the namespace that read the ConfigMap and may still (re)start a container."""
+        listing = self.client.call_json(self.client.core.list_namespaced_pod, self.namespace,
+                                        what='list pods in namespace "%s"' % self.namespace)
+        return sorted(p["metadata"]["name"] for p in listing.get("items") or []
+                      if not p["metadata"].get("deletionTimestamp")
+                      and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+                      and ds_utils.uses_configmap(p.get("spec"), cm_name))
+
+    def _configmap_kept(self, cm_name, users):
+        self.warnings.append(
+            "ConfigMap %s/%s is no longer used by DaemonSet %s/%s, but pods still mount it (%s): it is kept so they "
+            "can restart, and a later run deletes it once they are replaced."
+            % (self.namespace, cm_name, self.namespace, self.name, ", ".join(users)))
+
+    def _predict_configmap_deletion(self, cm, desired):
+        cm_name = cm["metadata"]["name"]
+        users = self._configmap_users(cm_name)
+        on_delete = ((desired["spec"].get("updateStrategy") or {}).get("type")) == "OnDelete"
+        # The real run deletes it after the rollout, which replaces the pods that mount it.
+        rollout_replaces = self.params["wait"] != "none" and (not on_delete or self.params["delete_old_pods"])
+        if users and not rollout_replaces:
+            self._configmap_kept(cm_name, users)
+            return
+        self.result["changed"] = True
+        self.result["deleted_configmap"] = cm_name
+        self._add_diff("ConfigMap", cm_name, cm, None)
+
+    def _delete_stale_configmap(self, cm):
+        cm_name = cm["metadata"]["name"]
+        users = self._configmap_users(cm_name)
+        if users:
+            self._configmap_kept(cm_name, users)
+            return
+        what = 'delete ConfigMap "%s/%s"' % (self.namespace, cm_name)
+        try:
+            # The uid precondition: a ConfigMap someone made in its place since it was read is not ours.
+            self.client.call_json(self.client.core.delete_namespaced_config_map, cm_name, self.namespace,
+                                  body={"preconditions": {"uid": cm["metadata"].get("uid")}}, what=what)
+        except KubeHwError as err:
+            if err.status == 404:
+                return
+            if err.status == 409:
+                self.warnings.append("ConfigMap %s/%s was replaced since it was read; left alone"
+                                     % (self.namespace, cm_name))
+                return
+            raise
+        self.result["changed"] = True
+        self.result["deleted_configmap"] = cm_name
+        self._add_diff("ConfigMap", cm_name, cm, None)
 
     def _owned_by_ds(self, cm, daemonset):
         if cm is None or daemonset is None:
@@ -743,7 +828,7 @@ class DevicePluginDeploy(object):
     def absent(self):
         live = self.read_daemonset()
         live_cm = self.read_configmap()
-        if live_cm is not None and not self._ours(live_cm, live):
+        if live_cm is not None and not self._created_here(live_cm, live):
             live_cm = None
         self.result["generation"]["before"] = (live or {}).get("metadata", {}).get("generation")
         if live is not None:
@@ -769,10 +854,6 @@ class DevicePluginDeploy(object):
                     raise
                 raise TaskFailed("Timed out after %ss waiting for DaemonSet %s to be deleted (finalizers?)"
                                  % (self.params["wait_timeout"], key))
-
-    def _ours(self, cm, daemonset):
-        labels = (cm.get("metadata") or {}).get("labels") or {}
-        return labels.get(ds_utils.MANAGED_BY_LABEL) == ds_utils.MANAGED_BY or self._owned_by_ds(cm, daemonset)
 
     def _delete(self, fn, name, kind):
         try:

@@ -252,3 +252,86 @@ def test_on_delete_reports_old_pods_then_deletes_them_when_asked(cluster, ansibl
     assert sorted(res["deleted_pods"]) == sorted(rollout["old_pods"])
     assert res["rollout"]["done"]
     assert all(e["updated"] and e["pod_ready"] for e in res["nodes"].values())
+
+
+# -- switching presets: the NVIDIA ConfigMap is no longer needed -----------------------------------------------------
+
+SWITCHED = "gpu-plugin"
+SWITCHED_CM = "gpu-plugin-config"
+
+
+def generic_task(namespace, name="Switch", **params):
+    """The same DaemonSet name as task(..., name=SWITCHED), now the generic plugin on the GPU nodes."""
+    args = dict(preset="generic", name=SWITCHED, namespace=namespace, wait_timeout=60,
+                devices=[{"name": "serial", "groups": [{"paths": [{"path": "/dev/ttyUSB*"}]}]}],
+                node_selector={"feature.node.kubernetes.io/pci-10de.present": "true"})
+    args.update(params)
+    return {"name": name, MODULE: args, "register": "out"}
+
+
+def read_cm(cluster, namespace, name=SWITCHED_CM):
+    return json.loads(cluster.core.read_namespaced_config_map(name, namespace, _preload_content=False).data)
+
+
+def mounting_pods(cluster, namespace, cm_name=SWITCHED_CM):
+    pods = json.loads(cluster.core.list_namespaced_pod(namespace, _preload_content=False).data)["items"]
+    return [p["metadata"]["name"] for p in pods if not p["metadata"].get("deletionTimestamp")
+            and any((v.get("configMap") or {}).get("name") == cm_name for v in p["spec"].get("volumes") or [])]
+
+
+def test_switch_from_nvidia_deletes_its_configmap_after_the_rollout(cluster, ansible, namespace):
+    nvidia = task(namespace, name="NVIDIA")
+    nvidia[MODULE]["name"] = SWITCHED
+    run = ansible([nvidia])
+    assert run.rc == 0, run.output()
+    assert read_cm(cluster, namespace)["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "kubehw.devices"
+    assert mounting_pods(cluster, namespace), "the nvidia plugin pods mount the ConfigMap"
+
+    mark = cluster.mark()
+    check = ansible([generic_task(namespace, name="Check switch")], check=True, diff=True)
+    assert check.rc == 0, check.output()
+    res = check.result("Check switch")
+    headers = [d["after_header"] for d in res["diff"]]
+    assert headers == ["DaemonSet %s/%s" % (namespace, SWITCHED), "ConfigMap %s/%s" % (namespace, SWITCHED_CM)]
+    assert "config.yaml" in res["diff"][1]["before"]["data"] and res["diff"][1]["after"] == {}
+    assert res["changed"] is True and res.get("deleted_configmap") == SWITCHED_CM
+    assert read_cm(cluster, namespace)
+    if cluster.simulated:
+        assert cluster.writes(mark) == []
+
+    mark = cluster.mark()
+    run = ansible([generic_task(namespace), generic_task(namespace, name="Again")])
+    assert run.rc == 0, run.output()
+    res = run.result("Switch")
+    assert not exists(cluster.core.read_namespaced_config_map, SWITCHED_CM, namespace)
+    assert res["changed"] is True and res.get("deleted_configmap") == SWITCHED_CM
+    assert res["rollout"]["done"] and res["configmap"] is None
+    volumes = read_ds(cluster, namespace, SWITCHED)["spec"]["template"]["spec"]["volumes"]
+    assert "plugin-config" not in [v["name"] for v in volumes]
+    # no running pod was left mounting a ConfigMap that is gone
+    assert mounting_pods(cluster, namespace) == []
+    again = run.result("Again")
+    assert again["changed"] is False and "deleted_configmap" not in again, again
+    if cluster.simulated:
+        writes = [(m, p.rsplit("/", 2)[1]) for m, p in ds_writes(cluster, mark) if "/pods" not in p]
+        # the DaemonSet stops mounting it first; the ConfigMap goes after the rollout; the re-run writes nothing
+        assert writes == [("PUT", "daemonsets"), ("DELETE", "configmaps")], writes
+
+
+def test_switch_leaves_a_configmap_the_module_did_not_create(cluster, ansible, namespace):
+    cluster.core.create_namespaced_config_map(namespace, {
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": SWITCHED_CM, "labels": {"app.kubernetes.io/name": SWITCHED}},
+        "data": {"settings": "someone else's"}})
+    before = read_cm(cluster, namespace)
+    mark = cluster.mark()
+    run = ansible([dict(generic_task(namespace, name="Check"), check_mode=True),
+                   generic_task(namespace), generic_task(namespace, name="Again")])
+    assert run.rc == 0, run.output()
+    for name in ("Check", "Switch", "Again"):
+        assert "deleted_configmap" not in run.result(name), run.result(name)
+    after = read_cm(cluster, namespace)
+    assert after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]
+    assert after["data"] == {"settings": "someone else's"}
+    if cluster.simulated:
+        assert not [p for m, p in ds_writes(cluster, mark) if "/configmaps" in p]

@@ -536,3 +536,43 @@ def test_timeout_message_names_nodes_reasons_and_missing_resources():
     assert "1 selected node(s) have no plugin pod yet" in msg
     assert "nodes lacking nvidia.com/gpu >= 1 in capacity: gpu-2 (nvidia.com/gpu=None)" in msg
     assert "gpu-1" not in msg
+
+
+# -- who reads a ConfigMap, and who made it -------------------------------------------------------
+
+@pytest.mark.parametrize("spec, used", [
+    ({"volumes": [{"name": "c", "configMap": {"name": "p-config"}}]}, True),
+    ({"volumes": [{"name": "c", "projected": {"sources": [{"secret": {"name": "s"}},
+                                                          {"configMap": {"name": "p-config"}}]}}]}, True),
+    ({"containers": [{"name": "a", "envFrom": [{"configMapRef": {"name": "p-config"}}]}]}, True),
+    ({"initContainers": [{"name": "i", "env": [{"name": "X", "valueFrom": {
+        "configMapKeyRef": {"name": "p-config", "key": "k"}}}]}]}, True),
+    ({"volumes": [{"name": "c", "configMap": {"name": "other-config"}},
+                  {"name": "h", "hostPath": {"path": "/dev"}}],
+      "containers": [{"name": "a", "env": [{"name": "X", "value": "p-config"}]}]}, False),
+    ({}, False),
+    (None, False),
+])
+def test_uses_configmap(spec, used):
+    assert d.uses_configmap(spec, "p-config") is used
+
+
+def test_nvidia_template_uses_its_configmap_and_generic_does_not():
+    nvidia, _cm, _res = d.build({"preset": "nvidia", "name": "p"})
+    generic, _cm, _res = d.build({"preset": "generic", "name": "p", "devices": [
+        {"name": "serial", "groups": [{"paths": [{"path": "/dev/ttyUSB0"}]}]}]})
+    assert d.uses_configmap(nvidia["spec"]["template"]["spec"], "p-config")
+    assert not d.uses_configmap(generic["spec"]["template"]["spec"], "p-config")
+
+
+def test_configmap_created_for_needs_our_owner_reference_or_both_labels():
+    _ds, cm, _res = d.build({"preset": "nvidia", "name": "p"})
+    assert d.configmap_created_for(cm, "p")
+    assert not d.configmap_created_for(cm, "other")
+    only_managed_by = {"metadata": {"labels": {d.MANAGED_BY_LABEL: d.MANAGED_BY}}}
+    assert not d.configmap_created_for(only_managed_by, "p")
+    owned = {"metadata": {"ownerReferences": [{"kind": "DaemonSet", "name": "p", "uid": "u1"}]}}
+    assert d.configmap_created_for(owned, "p", "u1")
+    assert not d.configmap_created_for(owned, "p", "u2")
+    assert not d.configmap_created_for(owned, "p")
+    assert not d.configmap_created_for({"metadata": {}}, "p", "u1")

@@ -112,6 +112,9 @@ class FakeApi(object):
         self.calls.append(("DELETE", kind, name, kw))
         if (kind, name) not in self.objects:
             raise not_found(kind, name)
+        uid = ((kw.get("body") or {}).get("preconditions") or {}).get("uid")
+        if uid and uid != self.objects[(kind, name)]["metadata"]["uid"]:
+            raise KubeHwError("Precondition failed: UID in precondition: %s" % uid, status=409, reason="Conflict")
         del self.objects[(kind, name)]
         return {}
 
@@ -258,7 +261,7 @@ def test_conflict_is_retried_after_reading_again(api, capsys):
     api.calls = []
     result = run(capsys, {"preset": "amd", "resource_naming_strategy": "mixed", "resource_names": ["amd.com/cpx"]})
     assert result["changed"] is True
-    assert [c[0] for c in api.calls if c[0] in ("GET", "PUT")] == ["GET", "PUT", "GET", "PUT"]
+    assert [c[0] for c in api.calls if c[0] in ("GET", "PUT") and c[1] == "DaemonSet"] == ["GET", "PUT", "GET", "PUT"]
     stored = api.objects[("DaemonSet", "amdgpu-device-plugin")]
     assert stored["spec"]["template"]["spec"]["containers"][0]["args"] == ["-resource_naming_strategy=mixed"]
 
@@ -356,3 +359,129 @@ def test_absent_deletes_ours_keeps_foreign_configmap(api, capsys):
         "metadata": {"name": "nvidia-device-plugin-config", "labels": {"owner": "someone-else"}}, "data": {}}
     result = run(capsys, {"preset": "nvidia", "state": "absent"})
     assert result["changed"] is False and api.writes() == []
+
+
+# -- a ConfigMap left over from an earlier preset ------------------------------------------------------------------
+
+GENERIC = {"preset": "generic", "name": "gpu-plugin",
+           "devices": [{"name": "serial", "groups": [{"paths": [{"path": "/dev/ttyUSB*"}]}]}]}
+NVIDIA = {"preset": "nvidia", "name": "gpu-plugin"}
+CM = ("ConfigMap", "gpu-plugin-config")
+
+
+def warned(result, text):
+    return any(text in json.dumps(w) for w in result.get("warnings") or [])
+
+
+def mounting_pod(name, terminating=False, phase="Running"):
+    pod = plugin_pod(name, "gpu-1", 1)
+    pod["spec"]["volumes"] = [{"name": "plugin-config", "configMap": {"name": "gpu-plugin-config"}}]
+    pod["status"]["phase"] = phase
+    if terminating:
+        pod["metadata"]["deletionTimestamp"] = "2025-01-01T00:01:00Z"
+    return pod
+
+
+def test_switch_to_another_preset_deletes_its_configmap_after_the_daemonset(api, capsys):
+    run(capsys, dict(NVIDIA, wait="none"))
+    assert CM in api.objects
+    uid = api.objects[CM]["metadata"]["uid"]
+    api.calls = []
+    result = run(capsys, GENERIC)
+    assert result["changed"] is True
+    assert result["deleted_configmap"] == "gpu-plugin-config"
+    assert result["configmap"] is None
+    # the DaemonSet stops mounting it first; only then is it deleted, guarded by its uid
+    assert [w[:3] for w in api.writes()] == [("PUT", "DaemonSet", "gpu-plugin"), ("DELETE", "ConfigMap", "gpu-plugin-config")]
+    delete = [c for c in api.calls if c[0] == "DELETE"][0]
+    assert delete[3]["body"] == {"preconditions": {"uid": uid}}
+    assert CM not in api.objects
+    volumes = api.objects[("DaemonSet", "gpu-plugin")]["spec"]["template"]["spec"]["volumes"]
+    assert "plugin-config" not in [v["name"] for v in volumes]
+
+    api.calls = []
+    result = run(capsys, GENERIC)
+    assert result["changed"] is False and api.writes() == []
+    assert "deleted_configmap" not in result
+
+
+def test_configmap_kept_while_a_pod_mounts_it_and_deleted_once_replaced(api, capsys):
+    run(capsys, dict(NVIDIA, wait="none"))
+    api.pods = [mounting_pod("old-1")]
+    api.calls = []
+    result = run(capsys, dict(GENERIC, wait="none"))
+    assert result["changed"] is True  # the DaemonSet was written
+    assert [w[:3] for w in api.writes()] == [("PUT", "DaemonSet", "gpu-plugin")]
+    assert CM in api.objects and "deleted_configmap" not in result
+    assert warned(result, "pods still mount it (old-1)"), result.get("warnings")
+
+    # terminating or finished pods never start a container again: they do not keep it
+    api.pods = [mounting_pod("old-1", terminating=True), mounting_pod("job-1", phase="Succeeded"),
+                plugin_pod("new-1", "gpu-1", 2)]
+    api.calls = []
+    result = run(capsys, dict(GENERIC, wait="none"))
+    assert result["changed"] is True and result["deleted_configmap"] == "gpu-plugin-config"
+    assert [w[:3] for w in api.writes()] == [("DELETE", "ConfigMap", "gpu-plugin-config")]
+
+
+def test_check_mode_predicts_the_configmap_deletion_without_writing(api, capsys):
+    run(capsys, dict(NVIDIA, wait="none"))
+    api.pods = [mounting_pod("old-1")]
+    api.calls = []
+    result = run(capsys, GENERIC, check=True, diff=True)
+    assert result["changed"] is True and api.writes() == []
+    assert result["deleted_configmap"] == "gpu-plugin-config"
+    assert [x["after_header"] for x in result["diff"]] == ["DaemonSet kube-system/gpu-plugin",
+                                                           "ConfigMap kube-system/gpu-plugin-config"]
+    cm_diff = result["diff"][1]
+    assert "config.yaml" in cm_diff["before"]["data"] and cm_diff["after"] == {}
+    assert CM in api.objects
+
+    # without a rollout to replace the pod that mounts it, the real run would keep it: so does the prediction
+    result = run(capsys, dict(GENERIC, wait="none"), check=True, diff=True)
+    assert "deleted_configmap" not in result
+    assert [x["after_header"] for x in result["diff"]] == ["DaemonSet kube-system/gpu-plugin"]
+    assert warned(result, "pods still mount it")
+    assert api.writes() == []
+
+
+@pytest.mark.parametrize("metadata", [
+    {"labels": {"owner": "someone-else"}},
+    # our managed-by label, but made for another DaemonSet
+    {"labels": {"app.kubernetes.io/managed-by": "kubehw.devices", "app.kubernetes.io/name": "other-plugin"}},
+    {"ownerReferences": [{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "gpu-plugin", "uid": "not-this-one"}]},
+])
+def test_configmap_someone_else_made_is_never_deleted(api, capsys, metadata):
+    run(capsys, dict(GENERIC, wait="none"))
+    api.objects[CM] = {"metadata": dict(metadata, name="gpu-plugin-config", uid="foreign", resourceVersion="1"),
+                       "data": {"x": "y"}}
+    api.calls = []
+    for check in (True, False):
+        result = run(capsys, GENERIC, check=check, diff=True)
+        assert result["changed"] is False and "deleted_configmap" not in result
+    assert api.writes() == [] and api.objects[CM]["data"] == {"x": "y"}
+
+
+def test_configmap_owned_by_the_daemonset_is_ours_without_labels(api, capsys):
+    run(capsys, dict(NVIDIA, wait="none"))
+    api.objects[CM]["metadata"].pop("labels")
+    api.calls = []
+    result = run(capsys, GENERIC)
+    assert result["deleted_configmap"] == "gpu-plugin-config" and CM not in api.objects
+
+
+def test_configmap_replaced_since_read_is_left_alone(api, capsys):
+    run(capsys, dict(NVIDIA, wait="none"))
+    list_pods = api.list_namespaced_pod
+
+    def replace_configmap_then_list(namespace, **kw):
+        # someone deletes ours and makes their own between the module's read and its delete
+        api.objects[CM]["metadata"]["uid"] = "theirs"
+        return list_pods(namespace, **kw)
+
+    api.list_namespaced_pod = replace_configmap_then_list
+    api.calls = []
+    result = run(capsys, GENERIC)
+    assert CM in api.objects and "deleted_configmap" not in result
+    assert [w[:3] for w in api.writes()][-1] == ("DELETE", "ConfigMap", "gpu-plugin-config")
+    assert warned(result, "was replaced since it was read; left alone")
