@@ -251,6 +251,10 @@ def decode_object(resource, obj):
             for field in ("capacity", "allocatable"):
                 if status.get(field) is not None:
                     _canonicalize_resource_map(status[field])
+    elif resource == "runtimeclasses":
+        pod_fixed = (obj.get("overhead") or {}).get("podFixed") if isinstance(obj.get("overhead"), dict) else None
+        if pod_fixed is not None:
+            _canonicalize_resource_map(pod_fixed)
     elif resource in ("pods", "daemonsets"):
         spec = obj.get("spec") or {}
         if resource == "daemonsets":
@@ -392,16 +396,19 @@ def _validate_quantity_map(errors, prefix, mapping, bracket=False):
             errors.append(FieldError(field, "Invalid", "must be an integer", value))
 
 
+def _validate_resource_list(errors, path, mapping):
+    for key in sorted(mapping):
+        if "/" not in key and key not in STANDARD_CONTAINER_RESOURCES and not key.startswith("hugepages-"):
+            errors.append(FieldError("%s[%s]" % (path, key), "Invalid",
+                                     "must be a standard resource type or fully qualified", key))
+    _validate_quantity_map(errors, path, mapping, bracket=True)
+
+
 def _validate_container_resources(errors, prefix, container):
     res = container.get("resources") or {}
     limits, requests = res.get("limits") or {}, res.get("requests") or {}
     for kind, mapping in (("limits", limits), ("requests", requests)):
-        path = "%s.resources.%s" % (prefix, kind)
-        for key in sorted(mapping):
-            if "/" not in key and key not in STANDARD_CONTAINER_RESOURCES and not key.startswith("hugepages-"):
-                errors.append(FieldError("%s[%s]" % (path, key), "Invalid",
-                                         "must be a standard resource type or fully qualified", key))
-        _validate_quantity_map(errors, path, mapping, bracket=True)
+        _validate_resource_list(errors, "%s.resources.%s" % (prefix, kind), mapping)
     for key in sorted(requests):
         overcommit = not (is_extended_resource_name(key) or key.startswith("hugepages-"))
         if key in limits:
@@ -457,6 +464,31 @@ def _selector_matches(selector, labels):
 
 POD_MUTABLE_SPEC = ("activeDeadlineSeconds", "terminationGracePeriodSeconds")
 
+# apimachinery's IsDNS1123Label message (RegexError with its two examples, double space included).
+DNS1123_LABEL_MESSAGE = (
+    "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end "
+    "with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is "
+    "'[a-z0-9]([-a-z0-9]*[a-z0-9])?')")
+
+
+def _validate_runtime_class(errors, obj, old):
+    # RuntimeClass node.k8s.io/v1, as the Kubernetes API reference describes `handler`: "The Handler must be
+    # lowercase, conform to the DNS Label (RFC 1123) requirements, and is immutable."
+    # (https://kubernetes.io/docs/reference/kubernetes-api/cluster-resources/runtime-class-v1/). The apiserver
+    # checks it with NameIsDNSLabel on every write and ValidateImmutableField on update, so a changed handler is
+    # 422 Invalid "handler: Invalid value: ...: field is immutable". podFixed overhead is checked as container
+    # limits are (field overhead.limits[<name>]); scheduling.nodeSelector and tolerations are not simulated.
+    handler = obj.get("handler")
+    text = handler if isinstance(handler, str) else ""
+    if len(text) > 63:
+        errors.append(FieldError("handler", "Invalid", "must be no more than 63 characters", text))
+    if not _DNS_LABEL.match(text):
+        errors.append(FieldError("handler", "Invalid", DNS1123_LABEL_MESSAGE, text))
+    pod_fixed = (obj.get("overhead") or {}).get("podFixed") or {}
+    _validate_resource_list(errors, "overhead.limits", pod_fixed)
+    if old is not None and handler != old.get("handler"):
+        errors.append(FieldError("handler", "Invalid", "field is immutable", text))
+
 
 def validate_object(resource, obj, old=None):
     errors = []
@@ -501,6 +533,8 @@ def validate_object(resource, obj, old=None):
         if old is not None and selector != (old.get("spec") or {}).get("selector"):
             errors.append(FieldError("spec.selector", "Invalid", "field is immutable", selector))
         _validate_pod_spec(errors, "spec.template.spec", template.get("spec") or {})
+    elif resource == "runtimeclasses":
+        _validate_runtime_class(errors, obj, old)
     if errors:
         raise invalid_error(resource, name, errors)
 

@@ -708,3 +708,56 @@ def test_pod_log_of_a_started_container_is_plain_text(sim, clients):
     resp = core.read_namespaced_pod_log("ran", "default", _preload_content=False)
     assert resp.status == 200 and resp.data == b""
     assert resp.headers["Content-Type"].startswith("text/plain")
+
+
+# ---------------------------------------------------------------- runtimeclasses (node.k8s.io/v1)
+
+def runtime_class(name="nvidia", handler="nvidia", **fields):
+    return dict({"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass", "metadata": {"name": name},
+                 "handler": handler}, **fields)
+
+
+def test_runtime_class_handler_is_immutable(sim, clients):
+    raw = Raw(sim)
+    path = "/apis/node.k8s.io/v1/runtimeclasses"
+    code, created, _h = raw.request("POST", path, runtime_class())
+    assert code == 201 and created["handler"] == "nvidia"
+    # scheduling and overhead may change
+    changed = dict(created, scheduling={"nodeSelector": {"gpu": "true"}})
+    code, updated, _h = raw.request("PUT", path + "/nvidia", changed)
+    assert code == 200 and updated["scheduling"] == {"nodeSelector": {"gpu": "true"}}
+    expected = ('RuntimeClass.node.k8s.io "nvidia" is invalid: handler: Invalid value: "runc": '
+                'field is immutable')
+    code, body, _h = raw.request("PUT", path + "/nvidia", dict(updated, handler="runc"))
+    assert code == 422 and body["reason"] == "Invalid" and body["message"] == expected, body
+    assert body["details"] == {"name": "nvidia", "group": "node.k8s.io", "kind": "RuntimeClass", "causes": [
+        {"reason": "FieldValueInvalid", "message": 'Invalid value: "runc": field is immutable', "field": "handler"}]}
+    code, body, _h = raw.request("PATCH", path + "/nvidia", {"handler": "runc"},
+                                 content_type="application/merge-patch+json")
+    assert code == 422 and body["message"] == expected
+    code, stored, _h = raw.request("GET", path + "/nvidia")
+    assert stored["handler"] == "nvidia" and stored["metadata"]["resourceVersion"] == updated["metadata"]["resourceVersion"]
+
+
+@pytest.mark.parametrize("handler", ["NVIDIA", "nvidia_runtime", "-nvidia", "", "a.b"])
+def test_runtime_class_handler_must_be_a_dns_label(sim, handler):
+    code, body, _h = Raw(sim).request("POST", "/apis/node.k8s.io/v1/runtimeclasses", runtime_class(handler=handler))
+    assert code == 422 and body["reason"] == "Invalid", body
+    assert body["message"] == (
+        'RuntimeClass.node.k8s.io "nvidia" is invalid: handler: Invalid value: %s: a lowercase RFC 1123 label must '
+        "consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character "
+        "(e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')"
+        % json.dumps(handler))
+
+
+def test_runtime_class_overhead_is_stored_in_canonical_form_and_validated(sim):
+    raw = Raw(sim)
+    path = "/apis/node.k8s.io/v1/runtimeclasses"
+    code, created, _h = raw.request("POST", path, runtime_class(overhead={"podFixed": {"cpu": "0.25", "memory": 1048576}}))
+    assert code == 201 and created["overhead"] == {"podFixed": {"cpu": "250m", "memory": "1048576"}}
+    code, body, _h = raw.request("POST", path, runtime_class("neg", overhead={"podFixed": {"cpu": "-1"}}))
+    assert code == 422 and body["message"] == (
+        'RuntimeClass.node.k8s.io "neg" is invalid: overhead.limits[cpu]: Invalid value: "-1": '
+        "must be greater than or equal to 0")
+    code, body, _h = raw.request("POST", path, runtime_class("odd", overhead={"podFixed": {"gpu": "1"}}))
+    assert code == 422 and "overhead.limits[gpu]: Invalid value: \"gpu\": must be a standard resource type" in body["message"]
