@@ -17,6 +17,11 @@ import hashlib
 import json
 import re
 
+from ansible_collections.kubehw.devices.plugins.module_utils._k8s_names import (
+    DNS1123_LABEL_RE,
+    DNS1123_SUBDOMAIN_RE,
+    LABEL_VALUE_RE,
+)
 from ansible_collections.kubehw.devices.plugins.module_utils._extended_resources import (
     extended_resource_name_problem,
     quantity_value,
@@ -46,11 +51,8 @@ DEVICE_ID_STRATEGIES = ("uuid", "index")
 AMD_NAMING_STRATEGIES = ("single", "mixed")
 WAIT_MODES = ("none", "rollout", "resource")
 
-_DNS1123_LABEL_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_DNS1123_SUBDOMAIN_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _PERCENT_RE = re.compile(r"^[0-9]+%$")
 _ENV_NAME_RE = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
-_LABEL_VALUE_RE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 _MISSING = object()
 
 
@@ -203,7 +205,7 @@ def _check_resource_name(name, what):
 
 
 def _check_dns_label(value, what):
-    if not isinstance(value, str) or len(value) > 63 or not _DNS1123_LABEL_RE.match(value):
+    if not isinstance(value, str) or len(value) > 63 or not DNS1123_LABEL_RE.match(value):
         raise DaemonSetSpecError(
             "%s %r must be a lowercase RFC 1123 DNS label (a-z, 0-9 and '-', at most 63 characters, "
             "starting and ending with a letter or digit)" % (what, value))
@@ -212,13 +214,13 @@ def _check_dns_label(value, what):
 def _check_label_map(labels, what):
     for key, value in (labels or {}).items():
         prefix, _sep, short = key.rpartition("/")
-        if prefix and (len(prefix) > 253 or not _DNS1123_SUBDOMAIN_RE.match(prefix)):
+        if prefix and (len(prefix) > 253 or not DNS1123_SUBDOMAIN_RE.match(prefix)):
             raise DaemonSetSpecError("%s key %r: prefix %r must be a lowercase DNS subdomain" % (what, key, prefix))
-        if not short or len(short) > 63 or not _LABEL_VALUE_RE.match(short):
+        if not short or len(short) > 63 or not LABEL_VALUE_RE.match(short):
             raise DaemonSetSpecError(
                 "%s key %r: name part must be 1-63 characters of letters, digits, '-', '_' or '.', "
                 "starting and ending with a letter or digit" % (what, key))
-        if what == "labels" and (not isinstance(value, str) or len(value) > 63 or not _LABEL_VALUE_RE.match(value)):
+        if what == "labels" and (not isinstance(value, str) or len(value) > 63 or not LABEL_VALUE_RE.match(value)):
             raise DaemonSetSpecError(
                 "labels value %r for %r must be at most 63 characters of letters, digits, '-', '_' or '.', "
                 "starting and ending with a letter or digit" % (value, key))
@@ -953,6 +955,13 @@ def uses_configmap(pod_spec, name):
     return False
 
 
+def has_owner_uid(obj, owner_uid):
+    """True when ``obj`` has an ownerReference to the object with uid ``owner_uid`` (uids are unique cluster-wide)."""
+    if not owner_uid:
+        return False
+    return any(ref.get("uid") == owner_uid for ref in ((obj or {}).get("metadata") or {}).get("ownerReferences") or [])
+
+
 def configmap_created_for(cm, daemonset_name, daemonset_uid=None):
     """True when the module created ConfigMap ``cm`` for this DaemonSet.
 
@@ -960,11 +969,9 @@ def configmap_created_for(cm, daemonset_name, daemonset_uid=None):
     module writes on it: managed-by kubehw.devices and app.kubernetes.io/name of the DaemonSet.
     Anything else is someone else's ConfigMap, whatever its name.
     """
-    meta = (cm or {}).get("metadata") or {}
-    if daemonset_uid and any(ref.get("kind") == "DaemonSet" and ref.get("uid") == daemonset_uid
-                             for ref in meta.get("ownerReferences") or []):
+    if has_owner_uid(cm, daemonset_uid):
         return True
-    labels = meta.get("labels") or {}
+    labels = ((cm or {}).get("metadata") or {}).get("labels") or {}
     return labels.get(MANAGED_BY_LABEL) == MANAGED_BY and labels.get(NAME_LABEL) == daemonset_name
 
 

@@ -19,6 +19,13 @@ import traceback
 from decimal import Decimal, InvalidOperation
 from fractions import Fraction
 
+from ansible_collections.kubehw.devices.plugins.module_utils._k8s_names import (
+    DNS1123_SUBDOMAIN_MAX,
+    DNS1123_SUBDOMAIN_RE,
+    QUALIFIED_NAME_MAX,
+    QUALIFIED_NAME_RE,
+)
+
 JSONPATCH_IMPORT_ERROR = None
 try:
     import jsonpatch
@@ -31,13 +38,8 @@ except ImportError:
 
 CAPACITY_PATH = "/status/capacity"
 
-DNS1123_SUBDOMAIN_MAX = 253
-QUALIFIED_NAME_MAX = 63
 REQUESTS_PREFIX = "requests."
 
-_DNS1123_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
-_DNS1123_SUBDOMAIN_RE = re.compile(r"^%s(\.%s)*$" % (_DNS1123_LABEL, _DNS1123_LABEL))
-_QUALIFIED_NAME_RE = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
 
 # The apiserver's own pattern (facts file): anything else is refused with field "patch".
 _QUANTITY_RE = re.compile(r"^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$")
@@ -79,7 +81,7 @@ def _dns_subdomain_problem(value):
         return "must not be empty"
     if len(value) > DNS1123_SUBDOMAIN_MAX:
         return "must be no more than %d characters (a DNS subdomain), got %d" % (DNS1123_SUBDOMAIN_MAX, len(value))
-    if not _DNS1123_SUBDOMAIN_RE.match(value):
+    if not DNS1123_SUBDOMAIN_RE.match(value):
         return ("must be a lowercase RFC 1123 DNS subdomain: labels of a-z, 0-9 and '-', "
                 "starting and ending with a letter or digit, separated by '.'")
     return None
@@ -108,7 +110,7 @@ def extended_resource_name_problem(name):
         return "name part after '/' must not be empty"
     if len(short) > QUALIFIED_NAME_MAX:
         return "name part %r must be no more than %d characters, got %d" % (short, QUALIFIED_NAME_MAX, len(short))
-    if not _QUALIFIED_NAME_RE.match(short):
+    if not QUALIFIED_NAME_RE.match(short):
         return ("name part %r must consist of letters, digits, '-', '_' or '.', "
                 "and start and end with a letter or digit" % short)
     problem = _dns_subdomain_problem(REQUESTS_PREFIX + domain)

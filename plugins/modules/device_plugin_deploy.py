@@ -673,10 +673,7 @@ class DevicePluginDeploy(object):
         self._add_diff("ConfigMap", cm_name, cm, None)
 
     def _owned_by_ds(self, cm, daemonset):
-        if cm is None or daemonset is None:
-            return False
-        uid = daemonset["metadata"].get("uid")
-        return any(ref.get("uid") == uid for ref in (cm.get("metadata") or {}).get("ownerReferences") or [])
+        return daemonset is not None and ds_utils.has_owner_uid(cm, daemonset["metadata"].get("uid"))
 
     def _configmap_body(self, configmap, live_cm, daemonset):
         body = dict(configmap, metadata=dict(configmap["metadata"]))

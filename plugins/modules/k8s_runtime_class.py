@@ -198,8 +198,6 @@ diff:
   type: dict
 """
 
-import re
-
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.kubehw.devices.plugins.module_utils._client import (
     AUTH_ARG_SPEC,
@@ -214,6 +212,12 @@ from ansible_collections.kubehw.devices.plugins.module_utils._daemonset import (
     clean,
     update_body,
 )
+from ansible_collections.kubehw.devices.plugins.module_utils._k8s_names import (
+    DNS1123_LABEL_RE,
+    DNS1123_SUBDOMAIN_RE,
+    LABEL_VALUE_RE,
+    label_key_problem,
+)
 from ansible_collections.kubehw.devices.plugins.module_utils._extended_resources import (
     ExtendedResourceError,
     escape_pointer,
@@ -223,11 +227,6 @@ from ansible_collections.kubehw.devices.plugins.module_utils._extended_resources
 )
 
 API_VERSION = "node.k8s.io/v1"
-_DNS1123_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
-_DNS1123_LABEL_RE = re.compile(r"^%s$" % _DNS1123_LABEL)
-_DNS1123_SUBDOMAIN_RE = re.compile(r"^%s(\.%s)*$" % (_DNS1123_LABEL, _DNS1123_LABEL))
-_LABEL_NAME_RE = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
-_LABEL_VALUE_RE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 STANDARD_RESOURCES = ("cpu", "memory", "ephemeral-storage")
 TOLERATION_FIELDS = (("key", "key"), ("operator", "operator"), ("value", "value"), ("effect", "effect"),
                      ("toleration_seconds", "tolerationSeconds"))
@@ -251,19 +250,6 @@ def _to_text(value):
     return "%s" % (value,)
 
 
-def label_key_problem(key):
-    """Why ``key`` is not a valid label key (an optional DNS-subdomain prefix and a name), or None."""
-    if not isinstance(key, str) or not key:
-        return "must be a non-empty string"
-    prefix, sep, name = key.rpartition("/")
-    if sep and (not prefix or len(prefix) > 253 or not _DNS1123_SUBDOMAIN_RE.match(prefix)):
-        return "prefix %r must be a lowercase DNS subdomain of at most 253 characters" % prefix
-    if len(name) > 63 or not _LABEL_NAME_RE.match(name):
-        return ("name part %r must be 1-63 characters of letters, digits, '-', '_' or '.', starting and ending "
-                "with a letter or digit" % name)
-    return None
-
-
 def _check_label_map(mapping, what):
     """Validate a label map and return it with string values (YAML may give booleans or numbers)."""
     out = {}
@@ -272,7 +258,7 @@ def _check_label_map(mapping, what):
         if problem:
             raise RuntimeClassSpecError("%s key %r: %s" % (what, key, problem))
         text = _to_text(value)
-        if len(text) > 63 or not _LABEL_VALUE_RE.match(text):
+        if len(text) > 63 or not LABEL_VALUE_RE.match(text):
             raise RuntimeClassSpecError(
                 "%s value %r of %r must be empty or at most 63 characters of letters, digits, '-', '_' or '.', "
                 "starting and ending with a letter or digit" % (what, text, key))
@@ -293,14 +279,15 @@ def _tolerations(entries):
         where = "tolerations[%d]" % index
         key = tol.get("key")
         operator = tol.get("operator", "Equal")
-        if key is not None and label_key_problem(key):
-            raise RuntimeClassSpecError("%s key %r: %s" % (where, key, label_key_problem(key)))
+        problem = label_key_problem(key) if key is not None else None
+        if problem:
+            raise RuntimeClassSpecError("%s key %r: %s" % (where, key, problem))
         if key is None and operator != "Exists":
             raise RuntimeClassSpecError("%s: operator must be Exists when key is empty (it then matches every taint)"
                                         % where)
         if operator == "Exists" and "value" in tol:
             raise RuntimeClassSpecError("%s value %r: value must be empty when operator is Exists" % (where, tol["value"]))
-        if operator == "Equal" and "value" in tol and (len(tol["value"]) > 63 or not _LABEL_VALUE_RE.match(tol["value"])):
+        if operator == "Equal" and "value" in tol and (len(tol["value"]) > 63 or not LABEL_VALUE_RE.match(tol["value"])):
             raise RuntimeClassSpecError("%s value %r must be a valid label value (at most 63 characters of letters, "
                                         "digits, '-', '_' or '.', starting and ending with a letter or digit)"
                                         % (where, tol["value"]))
@@ -345,14 +332,14 @@ def _overhead(mapping):
 def build(params):
     """Validate the task's input; return the RuntimeClass it describes (None for state=absent)."""
     name = params["name"]
-    if not name or len(name) > 253 or not _DNS1123_SUBDOMAIN_RE.match(name):
+    if not name or len(name) > 253 or not DNS1123_SUBDOMAIN_RE.match(name):
         raise RuntimeClassSpecError(
             "name %r must be a lowercase RFC 1123 DNS subdomain (a-z, 0-9, '-' and '.', at most 253 characters, "
             "starting and ending with a letter or digit)" % name)
     if params["state"] == "absent":
         return None
     handler = params["handler"]
-    if len(handler) > 63 or not _DNS1123_LABEL_RE.match(handler):
+    if len(handler) > 63 or not DNS1123_LABEL_RE.match(handler):
         raise RuntimeClassSpecError(
             "handler %r must be a lowercase RFC 1123 DNS label (a-z, 0-9 and '-', at most 63 characters, starting "
             "and ending with a letter or digit), as the RuntimeClass API requires" % handler)
