@@ -131,14 +131,32 @@ def _main_version(main_config, dump_version):
     return version
 
 
+def low_level_runtime(containerd):
+    """Return (name, table) of the runtime whose settings the nvidia runtime copies.
+
+    The order is nvidia-ctk's (NVIDIA Container Toolkit v1.20.0, pkg/config/engine/engine.go,
+    GetLowLevelRuntimes): the configured default_runtime_name unless it is an nvidia runtime,
+    then runc, then crun. (None, a bare runc v2 table) when the host has none of them.
+    """
+    runtimes = containerd.get('runtimes', {})
+    names = []
+    default = containerd.get('default_runtime_name') or ''
+    if default and not default.startswith('nvidia'):
+        names.append(default)
+    for name in names + ['runc', 'crun']:
+        if isinstance(runtimes.get(name), dict):
+            return name, runtimes[name]
+    return None, {'runtime_type': 'io.containerd.runc.v2', 'options': {}}
+
+
 def containerd_nvidia_dropin(base_dump, runtime_name='nvidia', binary_name='/usr/bin/nvidia-container-runtime',
                              systemd_cgroup=None, default_runtime=False, enable_cdi=False, cdi_spec_dirs=None,
                              main_config=None):
-    """Return {'content', 'version', 'plugin', 'dump_version', 'systemd_cgroup', 'host_systemd_cgroup'}.
+    """Return {'content', 'version', 'plugin', 'dump_version', 'systemd_cgroup', 'host_systemd_cgroup', 'source_runtime'}.
 
     base_dump: output of ``containerd config dump`` for the host's configuration without our drop-in.
     main_config: text of the main configuration file (None or empty when it does not exist yet).
-    systemd_cgroup: None mirrors the host's runc runtime, a boolean forces the value.
+    systemd_cgroup: None mirrors the host's low-level runtime (see low_level_runtime), a boolean forces the value.
     version and plugin describe the drop-in; dump_version is 2 on containerd 1.x and 3 on 2.x.
     """
     config = _parse(base_dump, 'the output of containerd config dump')
@@ -147,12 +165,11 @@ def containerd_nvidia_dropin(base_dump, runtime_name='nvidia', binary_name='/usr
         raise DropinError('containerd config version %r is not supported (supported: 2 and 3); '
                           'upgrade containerd to 1.5 or later' % (dump_version,))
     host_cri = config.get('plugins', {}).get(CRI_RUNTIME_PLUGIN[dump_version], {})
-    runc = host_cri.get('containerd', {}).get('runtimes', {}).get('runc') or {
-        'runtime_type': 'io.containerd.runc.v2', 'options': {}}
-    host_systemd_cgroup = bool(runc.get('options', {}).get('SystemdCgroup', False))
+    source_name, source = low_level_runtime(host_cri.get('containerd', {}))
+    host_systemd_cgroup = bool(source.get('options', {}).get('SystemdCgroup', False))
 
-    # The nvidia runtime is the host's runc runtime with another binary, as NVIDIA's own tool does it.
-    nvidia = copy.deepcopy(runc)
+    # The nvidia runtime is the host's low-level runtime with another binary, as NVIDIA's own tool does it.
+    nvidia = copy.deepcopy(source)
     nvidia['runtime_type'] = 'io.containerd.runc.v2'
     options = nvidia.setdefault('options', {})
     options['BinaryName'] = binary_name
@@ -196,6 +213,7 @@ def containerd_nvidia_dropin(base_dump, runtime_name='nvidia', binary_name='/usr
         'dump_version': dump_version,
         'systemd_cgroup': options['SystemdCgroup'],
         'host_systemd_cgroup': host_systemd_cgroup,
+        'source_runtime': source_name,
     }
 
 

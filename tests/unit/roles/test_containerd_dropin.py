@@ -207,3 +207,58 @@ def test_main_answers_json_even_on_bad_requests(capsys):
 def test_keys_and_strings_that_need_quoting_round_trip():
     data = {"version": 2, "plugins": {"a.b": {"x y": 'say "hi"\\n', "list": [1, "two"], "on": True}}}
     assert tomllib.loads(dropin.to_toml(data)) == data
+
+
+FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "containerd")
+
+
+def fixture(name):
+    with open(os.path.join(FIXTURES, name), encoding="utf-8") as handle:
+        return handle.read()
+
+
+@pytest.mark.parametrize("prefix, plugin", [
+    ("1.6-crun-default", "io.containerd.grpc.v1.cri"),
+    ("2.1-crun-default", "io.containerd.cri.v1.runtime"),
+])
+def test_nvidia_runtime_copies_the_default_runtime_crun_not_runc(prefix, plugin):
+    """Real dumps of a host whose default runtime is crun with systemd cgroups (runc says cgroupfs).
+
+    nvidia-ctk (NVIDIA Container Toolkit v1.20.0, pkg/config/engine/engine.go) takes its settings
+    from default_runtime_name first; copying runc would put the nvidia runtime's containers on
+    cgroupfs beside a kubelet on systemd.
+    """
+    result, doc = build(fixture(prefix + ".dump.toml"), main_config=fixture(prefix + ".main.toml"))
+    assert result["host_systemd_cgroup"] is True and result["systemd_cgroup"] is True
+    runtimes = doc["plugins"][plugin]["containerd"]["runtimes"]
+    assert runtimes["nvidia"]["options"] == {"BinaryName": "/usr/bin/nvidia-container-runtime", "SystemdCgroup": True}
+    assert runtimes["nvidia"]["runtime_type"] == "io.containerd.runc.v2"
+    host = tomllib.loads(fixture(prefix + ".dump.toml"))["plugins"][plugin]["containerd"]
+    # every other key of the runtime table is crun's (runc's sandboxer would differ on 2.x)
+    assert {k: v for k, v in runtimes["nvidia"].items() if k != "options"} == \
+        {k: v for k, v in host["runtimes"]["crun"].items() if k != "options"}
+    assert result["source_runtime"] == "crun"
+
+
+@pytest.mark.parametrize("default, runtimes, source, systemd", [
+    # an nvidia default (left by another tool) is skipped: runc, then crun
+    ("nvidia", {"runc": False, "crun": True, "nvidia": True}, "runc", False),
+    ("nvidia-cdi", {"crun": True}, "crun", True),
+    # a default that names no table falls through to runc
+    ("kata", {"runc": True}, "runc", True),
+    ("", {"crun": True}, "crun", True),
+    ("", {}, None, False),
+])
+def test_low_level_runtime_order(default, runtimes, source, systemd):
+    lines = ['version = 2', '[plugins."io.containerd.grpc.v1.cri".containerd]']
+    if default:
+        lines.append('  default_runtime_name = "%s"' % default)
+    for name, cgroup in runtimes.items():
+        lines.append('[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.%s]' % name)
+        lines.append('  runtime_type = "io.containerd.runc.v2"')
+        lines.append('[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.%s.options]' % name)
+        lines.append('  SystemdCgroup = %s' % ("true" if cgroup else "false"))
+    result, doc = build("\n".join(lines) + "\n")
+    nvidia = doc["plugins"]["io.containerd.grpc.v1.cri"]["containerd"]["runtimes"]["nvidia"]
+    assert nvidia["options"]["SystemdCgroup"] is systemd
+    assert result["source_runtime"] == source
