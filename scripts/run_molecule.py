@@ -2,8 +2,9 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Run every molecule scenario of the collection, one `molecule test -s NAME` at a time.
 
-Scenarios live in ``molecule/<name>/molecule.yml`` (run from the repository root) or in
-``roles/<role>/molecule/<name>/molecule.yml`` (run from the role). One run per scenario, rather
+Scenarios live in ``extensions/molecule/<name>/molecule.yml`` (the layout molecule expects in a
+collection; run from the repository root) or in ``roles/<role>/molecule/<name>/molecule.yml``
+(run from the role). One run per scenario, rather
 than ``molecule test --all``, so a failing scenario does not hide the ones after it and each
 counts once in ``make test``. With ``--results FILE`` the outcome is written as JSON:
 ``{"scenarios": [{"name", "dir", "passed", "seconds"}]}``.
@@ -26,7 +27,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 def find_scenarios(root):
     """Return (label, working directory, scenario name) for every scenario, sorted."""
     found = []
-    for path in sorted(glob.glob(os.path.join(root, 'molecule', '*', 'molecule.yml'))):
+    for path in sorted(glob.glob(os.path.join(root, 'extensions', 'molecule', '*', 'molecule.yml'))):
         name = os.path.basename(os.path.dirname(path))
         found.append((name, root, name))
     for path in sorted(glob.glob(os.path.join(root, 'roles', '*', 'molecule', '*', 'molecule.yml'))):
@@ -48,7 +49,7 @@ def main():
         scenarios = [s for s in scenarios if s[0] in args.scenario]
     results = []
     if not scenarios:
-        sys.stdout.write('roles: no molecule scenarios found (molecule/*/molecule.yml)\n')
+        sys.stdout.write('roles: no molecule scenarios found (extensions/molecule/*/molecule.yml)\n')
     for label, workdir, name in scenarios:
         sys.stdout.write('=== molecule test -s %s (in %s)\n' % (name, os.path.relpath(workdir, ROOT) or '.'))
         sys.stdout.flush()

@@ -150,7 +150,8 @@ def test_offline_get_pip_bootstraps_with_ensurepip_then_installs(monkeypatch):
 
 
 def test_molecule_scenarios_found_at_root_and_in_roles(tmp_path):
-    for path in ('molecule/_shared/create.yml', 'molecule/runtime/molecule.yml',
+    for path in ('extensions/molecule/_shared/create.yml', 'extensions/molecule/runtime/molecule.yml',
+                 'molecule/old/molecule.yml',
                  'roles/driver/molecule/default/molecule.yml', 'roles/driver/tasks/main.yml'):
         target = tmp_path / path
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -158,3 +159,20 @@ def test_molecule_scenarios_found_at_root_and_in_roles(tmp_path):
     found = run_molecule.find_scenarios(str(tmp_path))
     assert found == [('runtime', str(tmp_path), 'runtime'),
                      ('driver/default', str(tmp_path / 'roles' / 'driver'), 'default')]
+
+
+def test_molecule_layout_is_the_collection_one_with_a_default_that_imports_every_scenario():
+    # molecule in a collection reads extensions/molecule/ and its `default` scenario on every run;
+    # with scenarios left in molecule/ it warns "should migrate", without `default` it logs CRITICAL.
+    assert not os.path.exists(os.path.join(ROOT, 'molecule'))
+    base = os.path.join(ROOT, 'extensions', 'molecule')
+    names = sorted(name for label, workdir, name in run_molecule.find_scenarios(ROOT) if workdir == ROOT)
+    assert 'default' in names
+    with open(os.path.join(base, 'default', 'converge.yml')) as handle:
+        imported = handle.read()
+    for name in names:
+        if name == 'default':
+            continue
+        for playbook in ('prepare', 'converge', 'verify'):
+            if os.path.exists(os.path.join(base, name, playbook + '.yml')):
+                assert 'import_playbook: ../%s/%s.yml\n' % (name, playbook) in imported, (name, playbook)

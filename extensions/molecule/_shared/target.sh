@@ -14,7 +14,7 @@
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-repo="$(cd "$here/../.." && pwd)"
+repo="$(cd "$here/../../.." && pwd)"
 cache="${KUBEHW_TARGET_CACHE:-$repo/.cache/molecule}"
 suite="${KUBEHW_TARGET_SUITE:-bookworm}"
 # Bump when the package list changes so stale images are rebuilt.
