@@ -166,6 +166,7 @@ def node_object(node):
                         "message": "kubelet is posting ready status",
                         "lastHeartbeatTime": now_rfc3339(), "lastTransitionTime": now_rfc3339()}],
         "addresses": [{"type": "Hostname", "address": node["name"]}],
+        "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
         # every field: the kubernetes 37 client's models refuse a nodeInfo missing one
         "nodeInfo": {"machineID": "%032x" % abs(hash(node["name"])), "systemUUID": node["name"],
                      "bootID": node["name"] + "-boot", "kernelVersion": "6.1.0-28-amd64",

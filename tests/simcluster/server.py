@@ -352,12 +352,41 @@ def qos_class(spec):
     return "Guaranteed" if guaranteed else "Burstable"
 
 
+NODE_INFO_FIELDS = ("architecture", "bootID", "containerRuntimeVersion", "kernelVersion", "kubeProxyVersion",
+                    "kubeletVersion", "machineID", "operatingSystem", "osImage", "systemUUID")
+
+
+def _default_node_status_structs(status):
+    endpoints = status.get("daemonEndpoints")
+    if endpoints is None:
+        endpoints = status["daemonEndpoints"] = {}
+    if isinstance(endpoints, dict):
+        if endpoints.get("kubeletEndpoint") is None:
+            endpoints["kubeletEndpoint"] = {}
+        if isinstance(endpoints["kubeletEndpoint"], dict):
+            endpoints["kubeletEndpoint"].setdefault("Port", 0)
+    info = status.get("nodeInfo")
+    if info is None:
+        info = status["nodeInfo"] = {}
+    if isinstance(info, dict):
+        for field in NODE_INFO_FIELDS:
+            if info.get(field) is None:
+                info[field] = ""
+
+
 def default_object(resource, obj, create):
     meta = obj.setdefault("metadata", {})
     _drop_empty(meta, "labels", "annotations", "finalizers", "ownerReferences")
     if resource == "nodes":
-        status = obj.get("status")
+        # NodeSpec, NodeStatus, NodeDaemonEndpoints and NodeSystemInfo are Go structs (no omitempty):
+        # a node stored without them comes back with zero values (measured on v1.32, FACTS.md)
+        if obj.get("spec") is None:
+            obj["spec"] = {}
+        if obj.get("status") is None:
+            obj["status"] = {}
+        status = obj["status"]
         if isinstance(status, dict):
+            _default_node_status_structs(status)
             # SetDefaults_NodeStatus: allocatable starts as a copy of capacity, never follows it
             if status.get("allocatable") is None and status.get("capacity") is not None:
                 status["allocatable"] = dict(status["capacity"])
