@@ -108,9 +108,9 @@ def to_toml(data):
     return '\n'.join(lines).lstrip('\n') + '\n'
 
 
-def _parse(text, what):
+def parse_toml(text, what):
     if not HAS_TOML:
-        raise DropinError('parsing the containerd configuration needs Python 3.11+ (tomllib) or the tomli package on the controller')
+        raise DropinError('parsing runtime configuration needs Python 3.11+ (tomllib) or the tomli package on the controller')
     try:
         return _toml.loads(text)
     except Exception as exc:  # tomllib raises TOMLDecodeError, tomli its own class
@@ -119,7 +119,7 @@ def _parse(text, what):
 
 def _main_version(main_config, dump_version):
     """The version the main configuration file states (containerd 2.x reads the drop-in in it)."""
-    main = _parse(main_config or '', 'the main configuration')
+    main = parse_toml(main_config or '', 'the main configuration')
     if not main:
         # Missing or empty (check mode before the file exists): nothing of it can be lost.
         return dump_version
@@ -159,7 +159,7 @@ def containerd_nvidia_dropin(base_dump, runtime_name='nvidia', binary_name='/usr
     systemd_cgroup: None mirrors the host's low-level runtime (see low_level_runtime), a boolean forces the value.
     version and plugin describe the drop-in; dump_version is 2 on containerd 1.x and 3 on 2.x.
     """
-    config = _parse(base_dump, 'the output of containerd config dump')
+    config = parse_toml(base_dump, 'the output of containerd config dump')
     dump_version = config.get('version', 1)
     if dump_version not in CRI_RUNTIME_PLUGIN:
         raise DropinError('containerd config version %r is not supported (supported: 2 and 3); '
