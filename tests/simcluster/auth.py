@@ -288,11 +288,17 @@ class Authenticator:
         for entry in config.get("tokens") or []:
             self.add_token(entry["token"], entry["user"], entry.get("groups") or [])
 
-    def add_token(self, token, user, groups=None):
-        """Register (or replace) a bearer token; tests may add identities to a running cluster."""
+    def add_token(self, token, user, groups=None, bound_to=None, expires=None):
+        """Register (or replace) a bearer token; tests may add identities to a running cluster.
+
+        bound_to: (resource, namespace, name, uid) of the object a TokenRequest token is bound to
+        (tokenrequest.py): the token stops authenticating once that object is gone. expires: an
+        aware datetime after which the token is refused.
+        """
         if not token or not user:
             raise ValueError("a token entry needs a non-empty token and user")
-        self._tokens[token] = {"user": user, "groups": _with_implicit_groups(user, groups)}
+        self._tokens[token] = {"user": user, "groups": _with_implicit_groups(user, groups),
+                               "bound_to": bound_to, "expires": expires}
 
     def remove_token(self, token):
         self._tokens.pop(token, None)
@@ -313,7 +319,12 @@ class Authenticator:
             info = self._tokens.get(parts[1])
             if info is None:
                 return None
-            return {"user": info["user"], "groups": list(info["groups"])}
+            if info.get("expires") and datetime.datetime.now(datetime.timezone.utc) >= info["expires"]:
+                return None
+            out = {"user": info["user"], "groups": list(info["groups"])}
+            if info.get("bound_to"):
+                out["bound_to"] = info["bound_to"]
+            return out
         # no bearer token: Basic and other schemes are left to the anonymous authenticator
         if self.anonymous_auth:
             return {"user": ANONYMOUS_USER, "groups": [UNAUTHENTICATED_GROUP]}
@@ -325,6 +336,12 @@ class Authenticator:
         Returns (user_info, None) or (None, (http_code, status_body)).
         """
         info = self.authenticate(headers, peer_cert)
+        if info is not None and info.get("bound_to"):
+            # a service-account token dies with its account (a new account of that name has another uid)
+            resource, namespace, name, uid = info.pop("bound_to")
+            bound = store.get(resource, namespace, name)
+            if bound is None or bound["metadata"].get("uid") != uid:
+                info = None
         if info is None:
             return None, (401, unauthorized_status())
         imp_user = _header(headers, "Impersonate-User")

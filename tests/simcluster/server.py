@@ -24,6 +24,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import jsonpatch
 
+from tests.simcluster import tokenrequest  # serviceaccounts/token (TokenRequest)
 from tests.simcluster import auth
 from tests.simcluster.store import (
     RESOURCES, STATUS_RESOURCES, StoreError, already_exists, api_version, conflict, group_resource,
@@ -1014,6 +1015,9 @@ class ApiServer:
         if namespace is not None and not spec[3]:
             raise StoreError(404, "NotFound", "the server could not find the requested resource", {})
         pod_log = sub == "log" and resource == "pods" and req.method == "GET"
+        # TokenRequest (tests/simcluster/tokenrequest.py): POST only, authorized as create serviceaccounts/token
+        if sub == "token" and resource == "serviceaccounts" and req.method == "POST" and namespace is not None:
+            return resource, namespace, name, sub, "create"
         if sub is not None and not pod_log and not (sub == "status" and resource in STATUS_RESOURCES):
             raise StoreError(404, "NotFound", "the server could not find the requested resource", {})
         method = req.method
@@ -1040,6 +1044,8 @@ class ApiServer:
         return resource, namespace, name, sub, verb
 
     def _resource(self, req, resource, namespace, name, sub, verb):
+        if sub == "token":
+            return tokenrequest.create_token(self, req, namespace, name)
         handler = getattr(self, "_do_" + verb)
         return handler(req, resource, namespace, name, sub)
 
