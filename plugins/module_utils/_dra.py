@@ -1,0 +1,298 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) kubehw.devices contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Dynamic Resource Allocation (``resource.k8s.io``): served-version discovery, shape conversion
+between API versions, input validation, and raw requests for kinds the generated client lacks.
+
+Private to the collection: the interface may change without notice.
+
+Facts come from the Kubernetes sources, release 1.34/1.35 (``staging/src/k8s.io/api/resource/
+{v1,v1beta2,v1beta1}/types.go``, ``pkg/apis/resource/validation/validation.go``) and from the
+measurements in the shared apiserver facts (DRA on kube-apiserver v1.36.2).
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import copy
+import json
+
+from ansible_collections.kubehw.devices.plugins.module_utils._client import KubeHwError
+from ansible_collections.kubehw.devices.plugins.module_utils._extended_resources import (
+    extended_resource_name_problem,
+)
+from ansible_collections.kubehw.devices.plugins.module_utils._k8s_names import (
+    DNS1123_SUBDOMAIN_MAX,
+    DNS1123_SUBDOMAIN_RE,
+)
+
+CEL_IMPORT_ERROR = None
+try:
+    # cel-python (PyPI cel-python, module celpy): optional; without it the apiserver's dry run decides.
+    import celpy
+
+    HAS_CEL = True
+except ImportError:  # pragma: no cover - depends on the environment
+    celpy = None
+    HAS_CEL = False
+    CEL_IMPORT_ERROR = "cel-python is not installed"
+
+GROUP = "resource.k8s.io"
+# Most preferred first. v1 is GA since Kubernetes 1.34; v1beta2 came with 1.33 and v1beta1 with 1.32,
+# both off by default (they need --runtime-config and, before 1.34, the DynamicResourceAllocation gate).
+VERSIONS = ("v1", "v1beta2", "v1beta1")
+VERSION_SINCE = {"v1": "1.34", "v1beta2": "1.33", "v1beta1": "1.32"}
+
+# Limits of pkg/apis/resource (types.go constants), checked here before any request.
+DEVICE_SELECTORS_MAX = 32           # DeviceSelectorsMaxSize
+DEVICE_CONFIG_MAX = 32              # DeviceConfigMaxSize
+CEL_EXPRESSION_MAX_LENGTH = 10 * 1024   # CELSelectorExpressionMaxLength
+OPAQUE_PARAMETERS_MAX_LENGTH = 10 * 1024    # OpaqueParametersMaxLength
+DRIVER_NAME_MAX = 63                # DriverNameMaxLength (ValidateCSIDriverName)
+
+
+# -- requests -------------------------------------------------------------------------------------
+
+class DraApi(object):
+    """Requests on resource.k8s.io kinds through the generic custom-objects API of the generated client.
+
+    Older clients have no typed API for DRA kinds; the custom-objects calls take any group, version and
+    plural and carry dicts both ways, in every client version the collection supports (24 to 37).
+    """
+
+    def __init__(self, client, version=None):
+        import kubernetes  # the caller made a KubeClient, so the library is there
+
+        self.client = client
+        self.version = version
+        self.custom = kubernetes.client.CustomObjectsApi(client.api_client)
+        self.apis = kubernetes.client.ApisApi(client.api_client)
+        self.version_api = kubernetes.client.VersionApi(client.api_client)
+        self.delete_options = kubernetes.client.V1DeleteOptions
+        self.preconditions = kubernetes.client.V1Preconditions
+
+    def server_version(self):
+        """gitVersion of the apiserver, or None when /version cannot be read."""
+        try:
+            return self.client.call_json(self.version_api.get_code, what="read the server version").get("gitVersion")
+        except KubeHwError:
+            return None
+
+    def served_versions(self):
+        """The versions of resource.k8s.io the apiserver serves (empty when the group is absent)."""
+        groups = self.client.call_json(self.apis.get_api_versions, what="discover the served API groups")
+        for group in groups.get("groups") or []:
+            if group.get("name") == GROUP:
+                return [v.get("version") for v in group.get("versions") or [] if v.get("version")]
+        return []
+
+    def discover(self):
+        """Set and return the version to talk to; KubeHwError (reason NotServed) naming what the cluster needs."""
+        served = self.served_versions()
+        self.version = choose_version(served)
+        if self.version is None:
+            raise KubeHwError(not_served_message(self.server_version(), served), status=404, reason="NotServed")
+        return self.version
+
+    def get(self, plural, name, what):
+        """The object, or None when it does not exist."""
+        try:
+            return self.client.call_json(self.custom.get_cluster_custom_object, GROUP, self.version, plural, name,
+                                         what=what)
+        except KubeHwError as err:
+            if err.status == 404:
+                return None
+            raise
+
+    def create(self, plural, body, what, dry_run=False):
+        kwargs = {"dry_run": "All"} if dry_run else {}
+        return self.client.call_json(self.custom.create_cluster_custom_object, GROUP, self.version, plural, body,
+                                     what=what, **kwargs)
+
+    def replace(self, plural, name, body, what, dry_run=False):
+        kwargs = {"dry_run": "All"} if dry_run else {}
+        return self.client.call_json(self.custom.replace_cluster_custom_object, GROUP, self.version, plural, name,
+                                     body, what=what, **kwargs)
+
+    def delete(self, plural, name, uid, what):
+        """Delete with the uid that was read as precondition; False when it was already gone."""
+        body = self.delete_options(preconditions=self.preconditions(uid=uid)) if uid else None
+        try:
+            self.client.call_json(self.custom.delete_cluster_custom_object, GROUP, self.version, plural, name,
+                                  body=body, what=what)
+        except KubeHwError as err:
+            if err.status == 404:
+                return False
+            raise
+        return True
+
+
+def not_served_message(running, served):
+    where = " (this cluster runs %s)" % running if running else ""
+    if served:
+        have = "only %s" % ", ".join("%s/%s" % (GROUP, v) for v in served)
+    else:
+        have = "no %s API at all" % GROUP
+    return ("The API group %s is not served in a version this module speaks%s: the cluster offers %s. "
+            "DeviceClasses need %s/v1 (Kubernetes 1.34 or later, on by default), or v1beta2 (1.33) or v1beta1 "
+            "(1.32) enabled with --runtime-config=%s/<version>=true and the DynamicResourceAllocation feature "
+            "gate." % (GROUP, where, have, GROUP, GROUP))
+
+
+def choose_version(served):
+    """The most preferred version of VERSIONS in ``served``, or None."""
+    for version in VERSIONS:
+        if version in served:
+            return version
+    return None
+
+
+# -- conversion between versions -----------------------------------------------------------------
+# The module works with v1 shapes. DeviceClass is the same in v1, v1beta2 and v1beta1 (selectors, config,
+# extendedResourceName); only apiVersion changes. ResourceSlice devices wrap their fields in `basic` in
+# v1beta1 only, and claim requests put the single-device fields under `exactly` from v1beta2 on.
+
+EXACT_REQUEST_FIELDS = ("deviceClassName", "selectors", "allocationMode", "count", "adminAccess", "tolerations",
+                        "capacity")
+
+
+def device_class_to_version(obj, version):
+    out = copy.deepcopy(obj)
+    out["apiVersion"] = "%s/%s" % (GROUP, version)
+    return out
+
+
+def device_class_from_version(obj):
+    out = copy.deepcopy(obj)
+    if out.get("apiVersion"):
+        out["apiVersion"] = "%s/v1" % GROUP
+    return out
+
+
+def slice_to_v1(obj, version):
+    """A ResourceSlice as read in ``version``, in the v1 shape (devices without the v1beta1 ``basic``)."""
+    out = copy.deepcopy(obj)
+    if version == "v1beta1":
+        devices = []
+        for device in (out.get("spec") or {}).get("devices") or []:
+            flat = {"name": device.get("name")}
+            flat.update(device.get("basic") or {})
+            devices.append(flat)
+        if "spec" in out and "devices" in out["spec"]:
+            out["spec"]["devices"] = devices
+    if out.get("apiVersion"):
+        out["apiVersion"] = "%s/v1" % GROUP
+    return out
+
+
+def slice_from_v1(obj, version):
+    out = copy.deepcopy(obj)
+    if version == "v1beta1":
+        devices = []
+        for device in (out.get("spec") or {}).get("devices") or []:
+            rest = dict((k, v) for k, v in device.items() if k != "name")
+            devices.append({"name": device.get("name"), "basic": rest})
+        if "spec" in out and "devices" in out["spec"]:
+            out["spec"]["devices"] = devices
+    out["apiVersion"] = "%s/%s" % (GROUP, version)
+    return out
+
+
+def _requests(spec):
+    return ((spec or {}).get("devices") or {}).get("requests")
+
+
+def claim_spec_to_v1(spec, version):
+    """A ResourceClaimSpec as read in ``version``, in the v1 shape (requests with ``exactly``)."""
+    out = copy.deepcopy(spec or {})
+    if version == "v1beta1" and _requests(out) is not None:
+        converted = []
+        for req in _requests(out):
+            exact = dict((k, req[k]) for k in EXACT_REQUEST_FIELDS if k in req)
+            new = dict((k, v) for k, v in req.items() if k not in EXACT_REQUEST_FIELDS)
+            if exact and not new.get("firstAvailable"):
+                new["exactly"] = exact
+            converted.append(new)
+        out["devices"]["requests"] = converted
+    return out
+
+
+def claim_spec_from_v1(spec, version):
+    out = copy.deepcopy(spec or {})
+    if version == "v1beta1" and _requests(out) is not None:
+        converted = []
+        for req in _requests(out):
+            new = dict((k, v) for k, v in req.items() if k != "exactly")
+            new.update(req.get("exactly") or {})
+            converted.append(new)
+        out["devices"]["requests"] = converted
+    return out
+
+
+# -- validation -----------------------------------------------------------------------------------
+
+def device_class_name_problem(name):
+    if not isinstance(name, str) or not name:
+        return "must be a non-empty string"
+    if len(name) > DNS1123_SUBDOMAIN_MAX or not DNS1123_SUBDOMAIN_RE.match(name):
+        return ("must be a lowercase RFC 1123 DNS subdomain (a-z, 0-9, '-' and '.', at most %d characters, "
+                "starting and ending with a letter or digit)" % DNS1123_SUBDOMAIN_MAX)
+    return None
+
+
+def driver_name_problem(name):
+    """As the apiserver checks a DRA driver name (ValidateCSIDriverName): a DNS subdomain of at most 63 characters.
+
+    The apiserver compares in lower case; drivers are asked to use lower case only, and so does this module,
+    because the kubelet plugin registers the name as written.
+    """
+    if not isinstance(name, str) or not name:
+        return "must be a non-empty string"
+    if len(name) > DRIVER_NAME_MAX:
+        return "must be no more than %d characters, got %d" % (DRIVER_NAME_MAX, len(name))
+    if not DNS1123_SUBDOMAIN_RE.match(name):
+        return ("must be a lowercase DNS subdomain (a-z, 0-9, '-' and '.', starting and ending with a letter or "
+                "digit), and should end with a domain the driver's vendor owns, such as gpu.nvidia.com")
+    return None
+
+
+def cel_problem(expression, compile_fn=None):
+    """Why a CEL selector expression is refused before any request, or None.
+
+    Syntax is checked locally when cel-python is importable (``compile_fn`` replaces it in tests); type errors
+    such as ``device.driver + 1`` are left to the apiserver, whose compiler knows the DRA environment.
+    """
+    if not isinstance(expression, str) or not expression.strip():
+        return "must be a non-empty CEL expression"
+    if len(expression) > CEL_EXPRESSION_MAX_LENGTH:
+        return "must be no more than %d characters, got %d" % (CEL_EXPRESSION_MAX_LENGTH, len(expression))
+    if compile_fn is None and HAS_CEL:
+        compile_fn = celpy.Environment().compile
+    if compile_fn is None:
+        return None
+    try:
+        compile_fn(expression)
+    except Exception as err:  # pylint: disable=broad-except
+        # celpy raises CELParseError with line and column; anything else from the library counts the same.
+        line, column = getattr(err, "line", None), getattr(err, "column", None)
+        where = " at line %s, column %s" % (line, column) if line is not None else ""
+        first = ("%s" % err).strip().splitlines()[0] if ("%s" % err).strip() else type(err).__name__
+        return "is not valid CEL: syntax error%s near %r (checked locally with cel-python)" % (where, first)
+    return None
+
+
+def parameters_problem(parameters):
+    if parameters is None:
+        return "is required (the driver's own configuration object, for example {apiVersion, kind, ...})"
+    try:
+        text = json.dumps(parameters, separators=(",", ":"), sort_keys=True)
+    except (TypeError, ValueError) as err:
+        return "must be JSON data: %s" % err
+    if len(text) > OPAQUE_PARAMETERS_MAX_LENGTH:
+        return "must be no more than %d bytes as JSON, got %d" % (OPAQUE_PARAMETERS_MAX_LENGTH, len(text))
+    return None
+
+
+def extended_name_problem(name):
+    return extended_resource_name_problem(name)
