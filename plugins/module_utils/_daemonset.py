@@ -236,7 +236,7 @@ def _int_or_percent(value, what):
     if isinstance(value, str):
         if value.isdigit():
             return int(value)
-        if _PERCENT_RE.match(value):
+        if _PERCENT_RE.fullmatch(value):
             return value
     raise DaemonSetSpecError("%s %r must be a whole number or a percentage such as '25%%'" % (what, value))
 
@@ -357,7 +357,7 @@ def validate(params):
         if reserved in (params.get("annotations") or {}):
             raise DaemonSetSpecError("annotations must not set %r: the module computes it" % reserved)
     for key in (params.get("env") or {}):
-        if not _ENV_NAME_RE.match(key):
+        if not _ENV_NAME_RE.fullmatch(key):
             raise DaemonSetSpecError("env name %r must consist of letters, digits, '_', '-' or '.', "
                                      "and must not start with a digit" % key)
     for index, host_path in enumerate(params.get("host_paths") or []):

@@ -21,9 +21,9 @@ from fractions import Fraction
 
 from ansible_collections.kubehw.devices.plugins.module_utils._k8s_names import (
     DNS1123_SUBDOMAIN_MAX,
-    DNS1123_SUBDOMAIN_RE,
     QUALIFIED_NAME_MAX,
-    QUALIFIED_NAME_RE,
+    is_dns1123_subdomain,
+    is_qualified_name_part,
 )
 
 JSONPATCH_IMPORT_ERROR = None
@@ -42,10 +42,11 @@ REQUESTS_PREFIX = "requests."
 
 
 # The apiserver's own pattern (facts file): anything else is refused with field "patch".
-_QUANTITY_RE = re.compile(r"^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$")
+# Matched with fullmatch: its "$" would accept a final newline in Python ("4\n").
+_QUANTITY_RE = re.compile(r"([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)")
 # The precise grammar of resource.Quantity: <signedNumber><suffix>.
-_NUMBER_RE = re.compile(r"^([+-]?)([0-9]+\.?[0-9]*|\.[0-9]+)(.*)$")
-_EXPONENT_RE = re.compile(r"^[eE]([+-]?[0-9]+)$")
+_NUMBER_RE = re.compile(r"([+-]?)([0-9]+\.?[0-9]*|\.[0-9]+)(.*)", re.DOTALL)
+_EXPONENT_RE = re.compile(r"[eE]([+-]?[0-9]+)")
 _SUFFIXES = {
     "": Fraction(1),
     "n": Fraction(1, 10 ** 9),
@@ -81,14 +82,16 @@ def _dns_subdomain_problem(value):
         return "must not be empty"
     if len(value) > DNS1123_SUBDOMAIN_MAX:
         return "must be no more than %d characters (a DNS subdomain), got %d" % (DNS1123_SUBDOMAIN_MAX, len(value))
-    if not DNS1123_SUBDOMAIN_RE.match(value):
+    if not is_dns1123_subdomain(value):
         return ("must be a lowercase RFC 1123 DNS subdomain: labels of a-z, 0-9 and '-', "
                 "starting and ending with a letter or digit, separated by '.'")
     return None
 
 
 def _is_kubernetes_io(domain):
-    return domain == "kubernetes.io" or domain.endswith(".kubernetes.io")
+    # Kubernetes calls a name native when it contains "kubernetes.io/" (IsPrefixedNativeResource in
+    # k8s.io/kubernetes pkg/apis/core/v1/helper/helpers.go, v1.32): so "my-kubernetes.io/x" is native too.
+    return domain.endswith("kubernetes.io")
 
 
 def extended_resource_name_problem(name):
@@ -102,7 +105,8 @@ def extended_resource_name_problem(name):
     if problem:
         return "domain part %r %s" % (domain, problem)
     if _is_kubernetes_io(domain):
-        return "domain part %r is reserved: kubernetes.io and *.kubernetes.io are native resources, not extended ones" % domain
+        return ("domain part %r is reserved: a name containing 'kubernetes.io/' is a native resource to Kubernetes, "
+                "not an extended one" % domain)
     if name.startswith(REQUESTS_PREFIX):
         # Kubernetes treats such names as quota names, never as extended resources.
         return "must not start with %r (reserved for resource quota names)" % REQUESTS_PREFIX
@@ -110,7 +114,7 @@ def extended_resource_name_problem(name):
         return "name part after '/' must not be empty"
     if len(short) > QUALIFIED_NAME_MAX:
         return "name part %r must be no more than %d characters, got %d" % (short, QUALIFIED_NAME_MAX, len(short))
-    if not QUALIFIED_NAME_RE.match(short):
+    if not is_qualified_name_part(short):
         return ("name part %r must consist of letters, digits, '-', '_' or '.', "
                 "and start and end with a letter or digit" % short)
     problem = _dns_subdomain_problem(REQUESTS_PREFIX + domain)
@@ -135,10 +139,10 @@ def parse_quantity(value):
     text = value
     if not isinstance(text, str) or not text:
         raise ExtendedResourceError("%r is not a Kubernetes quantity: empty" % (value,))
-    if not _QUANTITY_RE.match(text):
+    if not _QUANTITY_RE.fullmatch(text):
         raise ExtendedResourceError(
             "%r is not a Kubernetes quantity: it must match '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'" % (value,))
-    match = _NUMBER_RE.match(text)
+    match = _NUMBER_RE.fullmatch(text)
     if not match:
         raise ExtendedResourceError("%r is not a Kubernetes quantity: bad number" % (value,))
     sign, number, suffix = match.groups()
@@ -149,7 +153,7 @@ def parse_quantity(value):
     if suffix in _SUFFIXES:
         magnitude *= _SUFFIXES[suffix]
     else:
-        exponent = _EXPONENT_RE.match(suffix)
+        exponent = _EXPONENT_RE.fullmatch(suffix)
         if not exponent:
             raise ExtendedResourceError(
                 "%r is not a Kubernetes quantity: unknown suffix %r (use k M G T P E, Ki Mi Gi Ti Pi Ei, m u n, "
@@ -270,17 +274,25 @@ def validate_scope(domains, prefixes):
         if problem:
             raise ExtendedResourceError("invalid domain %r: %s" % (domain, problem))
         if _is_kubernetes_io(domain):
-            raise ExtendedResourceError("invalid domain %r: kubernetes.io and *.kubernetes.io are native resources" % domain)
+            raise ExtendedResourceError("invalid domain %r: names under a domain ending in kubernetes.io are native "
+                                        "resources" % domain)
     for prefix in prefixes:
         if not isinstance(prefix, str) or prefix.count("/") != 1:
             raise ExtendedResourceError(
                 "invalid managed prefix %r: must be '<domain>/' or '<domain>/<name start>' with exactly one '/'" % (prefix,))
-        domain = prefix.split("/")[0]
+        domain, start = prefix.split("/")
         problem = _dns_subdomain_problem(domain)
         if problem:
             raise ExtendedResourceError("invalid managed prefix %r: domain part %s" % (prefix, problem))
+        # the start of a name part: it must be able to begin a valid name, or the prefix owns nothing
+        if start and (len(start) > QUALIFIED_NAME_MAX or not is_qualified_name_part(start[0])
+                      or any(not is_qualified_name_part("a%sa" % c) for c in start)):
+            raise ExtendedResourceError(
+                "invalid managed prefix %r: the part after '/' must be the start of a name: letters, digits, '-', '_' "
+                "or '.', beginning with a letter or digit, at most %d characters" % (prefix, QUALIFIED_NAME_MAX))
         if _is_kubernetes_io(domain):
-            raise ExtendedResourceError("invalid managed prefix %r: kubernetes.io and *.kubernetes.io are native resources" % prefix)
+            raise ExtendedResourceError("invalid managed prefix %r: names under a domain ending in kubernetes.io are "
+                                        "native resources" % prefix)
     return domains, prefixes
 
 

@@ -323,7 +323,7 @@ class DeviceScanner(object):
         raw = self._read(path, what)
         if raw is None:
             return None
-        match = pattern.match(raw)
+        match = pattern.fullmatch(raw)
         if not match:
             self.warn('Skipping %s: %s holds %r, not a hexadecimal ID' % (what, path, raw))
             return None
@@ -410,11 +410,11 @@ class DeviceScanner(object):
     def device_nodes(self):
         nodes = []
         for name in self._listdir(self.dev_root):
-            if NVIDIA_NODE.match(name) or name == 'kfd':
+            if NVIDIA_NODE.fullmatch(name) or name == 'kfd':
                 nodes.append(os.path.join(self.dev_root, name))
         dri = os.path.join(self.dev_root, 'dri')
         for name in self._listdir(dri):
-            if DRI_NODE.match(name):
+            if DRI_NODE.fullmatch(name):
                 nodes.append(os.path.join(dri, name))
         return sorted(nodes)
 
@@ -461,7 +461,7 @@ def count_devices(pci, usb, device_nodes):
         bump('usb:%s:%s' % (dev['vendor_id'], dev['product_id']))
     for node in device_nodes:
         name = os.path.basename(node)
-        if NVIDIA_INDEXED_NODE.match(name):
+        if NVIDIA_INDEXED_NODE.fullmatch(name):
             bump('dev:nvidia')
         elif name.startswith('renderD'):
             bump('dev:dri_render')
@@ -475,7 +475,7 @@ def validate_resource_map(resource_map):
     for key in sorted(resource_map):
         name = resource_map[key]
         norm_key = str(key).strip().lower()
-        if not COUNT_KEY.match(norm_key):
+        if not COUNT_KEY.fullmatch(norm_key):
             return None, ('resource_map key %r is not a count key: use pci:<vendor>[:<device>], '
                           'usb:<vendor>:<product> (4 hexadecimal digits each), '
                           '<gpu|accelerator|fpga|nic>:<nvidia|amd|intel|xilinx|mellanox>, dev:nvidia or dev:dri_render'

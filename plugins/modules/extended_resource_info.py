@@ -31,22 +31,32 @@ options:
   name:
     description:
       - Name of one node to report. Mutually exclusive with O(names), O(label_selectors) and O(field_selectors).
+      - One of O(name), O(names), O(label_selectors), O(field_selectors) or O(all_nodes=true) is required.
+      - Must be a valid node name (a lowercase RFC 1123 DNS subdomain); an empty or blank name is refused
+        before any request.
     type: str
   names:
     description:
-      - Names of the nodes to report.
+      - Names of the nodes to report. An empty list, or an empty or blank entry, is refused.
     type: list
     elements: str
   label_selectors:
     description:
       - Label selectors, joined with commas, as in C(kubernetes.core.k8s_info).
+      - An empty list, or an empty or blank selector, is refused (the apiserver reads it as "every node").
     type: list
     elements: str
   field_selectors:
     description:
-      - Field selectors, joined with commas, as in C(kubernetes.core.k8s_info).
+      - Field selectors, joined with commas, as in C(kubernetes.core.k8s_info). Refused when empty or blank.
     type: list
     elements: str
+  all_nodes:
+    description:
+      - Report (and with O(wait_allocatable), wait for) every node of the cluster. Leaving out the target
+        is an error, the same rule as in M(kubehw.devices.k8s_node_extended_resource).
+    type: bool
+    default: false
   include_pods:
     description:
       - Also list the pods that request extended resources, and the pods that are pending for them.
@@ -65,7 +75,7 @@ options:
     type: int
     default: 300
 notes:
-  - With no O(name), O(names) or selector, every node is reported.
+  - Every node is reported only with O(all_nodes=true); a task without a target fails before any request.
   - A resource counts as extended when it is not one of C(cpu), C(memory), C(pods),
     C(ephemeral-storage), C(hugepages-*) or C(attachable-volumes-*).
 """
@@ -83,6 +93,11 @@ EXAMPLES = r"""
   loop: "{{ gpu_nodes.nodes }}"
   loop_control:
     label: "{{ item.name }}"
+
+- name: Report every node of the cluster
+  kubehw.devices.extended_resource_info:
+    all_nodes: true
+  register: all_nodes_report
 
 - name: Wait until the GPU nodes can hand out at least one GPU each
   kubehw.devices.extended_resource_info:
@@ -152,6 +167,7 @@ from ansible_collections.kubehw.devices.plugins.module_utils._extended_resources
     quantity_value,
     whole_quantity,
 )
+from ansible_collections.kubehw.devices.plugins.module_utils._k8s_names import node_target_problem
 
 STANDARD_RESOURCES = ("cpu", "memory", "pods", "ephemeral-storage")
 STANDARD_PREFIXES = ("hugepages-", "attachable-volumes-")
@@ -270,19 +286,19 @@ def selector_kwargs(params):
         kwargs["label_selector"] = ",".join(params["label_selectors"])
     if params.get("field_selectors"):
         kwargs["field_selector"] = ",".join(params["field_selectors"])
-    if params.get("name"):
+    if params.get("name") is not None:
         kwargs["field_selector"] = "metadata.name=%s" % params["name"]
     return kwargs
 
 
 def read_nodes(client, params):
-    if params.get("name") or params.get("names"):
-        names = [params["name"]] if params.get("name") else params["names"]
+    if params.get("name") is not None or params.get("names") is not None:
+        names = [params["name"]] if params.get("name") is not None else params["names"]
         nodes = []
         for name in names:
             nodes.append(client.call_json(client.core.read_node, name, what='read node "%s"' % name))
         return nodes
-    return client.call_json(client.core.list_node, what="list nodes", **selector_kwargs(params)).get("items") or []
+    return client.list_all(client.core.list_node, what="list nodes", **selector_kwargs(params)).get("items") or []
 
 
 def main():
@@ -292,6 +308,7 @@ def main():
         names=dict(type="list", elements="str"),
         label_selectors=dict(type="list", elements="str"),
         field_selectors=dict(type="list", elements="str"),
+        all_nodes=dict(type="bool", default=False),
         include_pods=dict(type="bool", default=True),
         wait_allocatable=dict(type="dict"),
         wait_timeout=dict(type="int", default=300),
@@ -301,6 +318,9 @@ def main():
         mutually_exclusive=[("name", "names", "label_selectors"), ("name", "names", "field_selectors")],
         supports_check_mode=True,
     )
+    problem = node_target_problem(module.params)
+    if problem:
+        module.fail_json(msg=problem, changed=False)
     wanted = module.params["wait_allocatable"] or {}
     for key, count in wanted.items():
         problem = extended_resource_name_problem(key)
@@ -317,7 +337,7 @@ def main():
             nodes = wait_allocatable(client, module.params, nodes)
         pods = []
         if module.params["include_pods"]:
-            pods = client.call_json(client.core.list_pod_for_all_namespaces, what="list pods").get("items") or []
+            pods = client.list_all(client.core.list_pod_for_all_namespaces, what="list pods").get("items") or []
         summary, pending = summarize(nodes, pods)
     except KubeHwError as err:
         fail_from_error(module, err, changed=False)

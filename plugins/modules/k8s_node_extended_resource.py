@@ -43,11 +43,16 @@ options:
   name:
     description:
       - Name of one node. A node that does not exist is an error naming it.
-      - Exactly one of O(name), O(names), or O(label_selectors) and/or O(field_selectors) is required.
+      - Exactly one of O(name), O(names), O(all_nodes=true), or O(label_selectors) and/or O(field_selectors)
+        is required.
+      - Must be a valid node name (a lowercase RFC 1123 DNS subdomain). An empty or blank name (for example an
+        undefined inventory variable rendered to V("")), or one with a trailing newline, is refused before
+        any request; it never widens the task to other nodes.
     type: str
   names:
     description:
       - Names of several nodes. Each missing node is reported as failed; the others are still changed.
+      - Each entry follows the rules of O(name); an empty list is refused (it never means every node).
     type: list
     elements: str
   label_selectors:
@@ -55,13 +60,25 @@ options:
       - Label selectors (joined with commas, as in C(kubernetes.core.k8s_info)) choosing the nodes.
       - A selector that matches no node returns C(changed=false) and an empty O(ignore:nodes) list,
         unless O(require_match=true).
+      - An empty list, an empty or blank selector, an empty term between commas, or a control character
+        (such as a newline) is refused before any request, because the apiserver reads an empty selector
+        as "every node".
     type: list
     elements: str
   field_selectors:
     description:
       - Field selectors (joined with commas) choosing the nodes, for example C(metadata.name=gpu-1).
+      - Refused when empty or blank, as O(label_selectors).
     type: list
     elements: str
+  all_nodes:
+    description:
+      - Target every node of the cluster. This is the only way to do so; leaving out the target, or giving an
+        empty one, is an error.
+      - Cannot be combined with O(name), O(names), O(label_selectors) or O(field_selectors).
+      - The string answers of an AWX survey (V("false"), V("yes")) are read as booleans.
+    type: bool
+    default: false
   require_match:
     description:
       - Fail when O(label_selectors)/O(field_selectors) match no node.
@@ -70,9 +87,10 @@ options:
   resources:
     description:
       - Extended resources, as a dictionary of name to quantity.
-      - A name has exactly one C(/), a lowercase DNS-subdomain domain that is not C(kubernetes.io) or
-        C(*.kubernetes.io), and a name part of at most 63 letters, digits, C(-), C(_) or C(.) that starts
-        and ends with a letter or digit, for example C(example.com/dongle).
+      - A name has exactly one C(/), a lowercase DNS-subdomain domain that does not end in C(kubernetes.io)
+        (Kubernetes treats any name containing C(kubernetes.io/) as native), and a name part of at most 63 letters, digits, C(-), C(_) or C(.) that starts
+        and ends with a letter or digit, for example C(example.com/dongle). The whole string must match: a
+        trailing newline, space or other control character is refused.
       - A quantity is a non-negative whole number, as an integer or a Kubernetes quantity string
         such as V("4"), V("1Ki") (1024) or V("2k") (2000).
       - With O(state=absent), the values are ignored and a list of names is accepted too.
@@ -121,7 +139,7 @@ options:
     default: 120
   parallel:
     description:
-      - How many nodes to read and patch at the same time.
+      - How many nodes to read and patch at the same time, from 1 to 100.
     type: int
     default: 10
 notes:
@@ -170,6 +188,13 @@ EXAMPLES = r"""
     state: absent
     resources:
       - example.com/dongle
+
+- name: Remove every example.com resource from every node of the cluster (all_nodes is the only way to say it)
+  kubehw.devices.k8s_node_extended_resource:
+    all_nodes: true
+    state: exact
+    domain: example.com
+    resources: {}
 """
 
 RETURN = r"""
@@ -262,8 +287,10 @@ from ansible_collections.kubehw.devices.plugins.module_utils._extended_resources
     plugin_pods_serving,
     validate_scope,
 )
+from ansible_collections.kubehw.devices.plugins.module_utils._k8s_names import node_target_problem
 
 JSON_PATCH = "application/json-patch+json"
+MAX_PARALLEL = 100
 # A test op that no longer holds means someone else changed the node: re-read and recompute, a few times.
 MAX_ATTEMPTS = 5
 RBAC_HINTS = {
@@ -340,17 +367,20 @@ class ExtendedResourceTask(object):
     def targets(self):
         """[(name, node or None)]: None means read it in the worker (one GET per named node)."""
         params = self.module.params
-        if params.get("name"):
+        if params.get("name") is not None:
             return [(params["name"], None)]
-        if params.get("names"):
+        if params.get("names") is not None:
             seen, result = set(), []
             for name in params["names"]:
                 if name not in seen:
                     seen.add(name)
                     result.append((name, None))
             return result
+        if not (params.get("all_nodes") or self.selector_kwargs()):
+            # validate_targets refuses this before any request; never let a gap widen to every node
+            raise KubeHwError("no target: refusing to list every node without all_nodes=true", reason="NoTarget")
         try:
-            listing = self.client.call_json(self.client.core.list_node, what="list nodes", **self.selector_kwargs())
+            listing = self.client.list_all(self.client.core.list_node, what="list nodes", **self.selector_kwargs())
         except KubeHwError as err:
             raise with_hint(err, "list")
         nodes = sorted(listing.get("items") or [], key=lambda n: n["metadata"]["name"])
@@ -368,7 +398,7 @@ class ExtendedResourceTask(object):
         if not touched:
             return
         try:
-            pods = self.client.call_json(
+            pods = self.client.list_all(
                 self.client.core.list_pod_for_all_namespaces, field_selector="spec.nodeName=%s" % name,
                 what='list pods on node "%s"' % name).get("items") or []
         except KubeHwError as err:
@@ -530,10 +560,17 @@ def validate(module):
         module.fail_json(msg="parallel must be at least 1, got %d" % params["parallel"])
     if params["wait_timeout"] < 0:
         module.fail_json(msg="wait_timeout must not be negative, got %d" % params["wait_timeout"])
-    for name in params.get("names") or []:
-        if not name:
-            module.fail_json(msg="names must not contain an empty node name")
+    if params["parallel"] > MAX_PARALLEL:
+        module.fail_json(msg="parallel must be at most %d (each is a thread and a connection to the apiserver), got %d"
+                         % (MAX_PARALLEL, params["parallel"]))
     return resources, domains, prefixes
+
+
+def validate_targets(module):
+    """Before any request: an empty or blank target is an error, never "every node"."""
+    problem = node_target_problem(module.params)
+    if problem:
+        module.fail_json(msg=problem, changed=False, nodes=[], changed_nodes=[], failed_nodes=[])
 
 
 def argument_spec():
@@ -543,6 +580,7 @@ def argument_spec():
         names=dict(type="list", elements="str"),
         label_selectors=dict(type="list", elements="str"),
         field_selectors=dict(type="list", elements="str"),
+        all_nodes=dict(type="bool", default=False),
         require_match=dict(type="bool", default=False),
         resources=dict(type="raw", required=True),
         state=dict(type="str", choices=["present", "absent", "exact"], default="present"),
@@ -559,11 +597,11 @@ def main():
     module = AnsibleModule(
         argument_spec=argument_spec(),
         mutually_exclusive=[("name", "names", "label_selectors"), ("name", "names", "field_selectors")],
-        required_one_of=[("name", "names", "label_selectors", "field_selectors")],
         supports_check_mode=True,
     )
     if not HAS_JSONPATCH:
         module.fail_json(msg=missing_required_lib("jsonpatch"), exception=JSONPATCH_IMPORT_ERROR)
+    validate_targets(module)
     resources, domains, prefixes = validate(module)
     result = dict(changed=False, nodes=[], changed_nodes=[], failed_nodes=[], waited_for="none")
     error = None

@@ -66,6 +66,8 @@ def node_reader_role(cluster):
 
 def info_task(title, ignore_errors=False, environment=None, **params):
     params.setdefault("include_pods", False)
+    if not any(key in params for key in ("name", "names", "label_selectors", "field_selectors")):
+        params.setdefault("all_nodes", True)  # a missing target is an error: every node needs all_nodes=true
     task = {"name": title, MODULE: params}
     if ignore_errors:
         task["ignore_errors"] = True

@@ -123,7 +123,7 @@ def test_modules_run_as_the_identity_of_the_run(cluster, ansible):
     from tests.integration.conftest import least_privilege
 
     mark = cluster.mark()
-    run = ansible([{"name": "Report", "kubehw.devices.extended_resource_info": {}}])
+    run = ansible([{"name": "Report", "kubehw.devices.extended_resource_info": {"all_nodes": True}}])
     assert run.rc == 0, run.output()
     users = set(r["user"] for r in cluster.requests(mark))
     expected = "system:serviceaccount:kubehw:automation" if least_privilege() else "kubernetes-admin"

@@ -425,6 +425,59 @@ def test_invalid_inputs_fail_without_any_request(cluster, ansible):
         assert cluster.requests(mark) == []  # not even a read
 
 
+# Issue 10: an empty or blank target used to fall through to listing every node and patching them all
+# (with state=exact and resources={} that strips a whole domain from the cluster).
+EMPTY_TARGETS = [
+    ({"name": ""}, "''", "must not be empty or blank"),
+    ({"name": "   "}, "'   '", "must not be empty or blank"),
+    ({"name": "er-1\n"}, "'er-1\\n'", "DNS subdomain"),
+    ({"names": []}, "names", "empty list"),
+    ({"names": [""]}, "names[0]", "must not be empty or blank"),
+    ({"names": ["er-1", " "]}, "names[1]", "must not be empty or blank"),
+    ({"label_selectors": []}, "label_selectors", "empty list"),
+    ({"label_selectors": [""]}, "label_selectors[0]", "empty selector matches every object"),
+    ({"label_selectors": [" "]}, "label_selectors[0]", "must not be empty or blank"),
+    ({"label_selectors": ["kubehw-it/role=er,"]}, "kubehw-it/role=er,", "empty term"),
+    ({"field_selectors": [""]}, "field_selectors[0]", "empty selector"),
+    ({"field_selectors": ["metadata.name=er-1\n"]}, "metadata.name=er-1", "control characters"),
+    ({}, "all_nodes", "no target"),
+    ({"all_nodes": "false"}, "all_nodes", "no target"),
+    ({"all_nodes": True, "name": "er-1"}, "all_nodes", "cannot be combined with name"),
+]
+
+
+def test_empty_targets_never_widen_to_every_node(cluster, ansible):
+    mark = cluster.mark()
+    tasks = [task("Empty target %d" % i, ignore_errors=True, state="exact", domain=DOMAIN, resources={}, **params)
+             for i, (params, _offender, _rule) in enumerate(EMPTY_TARGETS)]
+    run = ansible(tasks)
+    for i, (params, offender, rule) in enumerate(EMPTY_TARGETS):
+        result = run.result("Empty target %d" % i)
+        assert result["failed"] is True, (params, result)
+        assert offender in result["msg"] and rule in result["msg"], (params, result["msg"])
+        assert "Traceback (most recent call last)" not in json.dumps(result)
+    if cluster.simulated:
+        assert cluster.requests(mark) == []  # refused before any request, not even a list
+
+
+def test_all_nodes_is_the_explicit_way_to_target_every_node(cluster, ansible):
+    cluster.require_simulated("writes to every node of the cluster")
+    every = cluster.node_names()
+    mark = cluster.mark()
+    run = ansible([
+        # an AWX survey answers with strings: "yes" is true
+        task("Every node", all_nodes="yes", resources={DONGLE: 1}, wait="none", parallel=16),
+        task("Every node again", all_nodes=True, resources={DONGLE: 1}, wait="none"),
+    ])
+    assert run.rc == 0, run.output()
+    assert ok(run, "Every node")["changed_nodes"] == every
+    assert ok(run, "Every node again")["changed"] is False
+    log = cluster.requests(mark)
+    lists = [r for r in log if r["method"] == "GET" and r["path"] == "/api/v1/nodes"]
+    assert lists and all("labelSelector" not in r["query"] and "fieldSelector" not in r["query"] for r in lists)
+    assert sorted(w["path"] for w in cluster.writes(mark)) == sorted("/api/v1/nodes/%s/status" % n for n in every)
+
+
 def test_missing_node_partial_failure_keeps_the_rest(cluster, ansible):
     cluster.require_simulated("uses the simulated node names")
     run = ansible([task("Some missing", ignore_errors=True, names=["er-1", "ghost-node", "er-2"],

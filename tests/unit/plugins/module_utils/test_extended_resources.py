@@ -27,6 +27,7 @@ from ansible_collections.kubehw.devices.plugins.module_utils._extended_resources
     validate_scope,
     whole_quantity,
 )
+from ansible_collections.kubehw.devices.plugins.module_utils._k8s_names import node_target_problem
 
 VALID_NAMES = [
     "example.com/dongle",
@@ -41,7 +42,6 @@ VALID_NAMES = [
     "a/b",
     "1.2.3.4/x",
     "kubernetes.io.example.com/x",
-    "my-kubernetes.io/x",
     "example.com/" + "x" * 63,
     # requests.<domain> must stay within 253 characters: 244 is the longest domain that fits
     ".".join(["a" * 60] * 3 + ["a" * 61]) + "/x",
@@ -55,6 +55,14 @@ INVALID_NAMES = [
     ("/dongle", "domain part"),
     ("kubernetes.io/foo", "reserved"),
     ("foo.kubernetes.io/bar", "reserved"),
+    # Kubernetes' IsPrefixedNativeResource: any name containing "kubernetes.io/" is native
+    ("my-kubernetes.io/x", "reserved"),
+    # the whole string must match: Python's "$" would accept a final newline
+    ("example.com/x\n", "letters, digits"),
+    ("example.com\n/x", "lowercase"),
+    ("example.com/x ", "letters, digits"),
+    ("example.com/x\t", "letters, digits"),
+    ("example.com/d\u00f6ngle", "letters, digits"),
     ("Example.com/dongle", "lowercase"),
     ("-bad.com/x", "lowercase"),
     ("bad-.com/x", "lowercase"),
@@ -147,6 +155,11 @@ INVALID_QUANTITIES = [
     ("", "empty"),
     (" 4", "must match"),
     ("4 ", "must match"),
+    # the whole string must match: Python's "$" would accept a final newline
+    ("4\n", "must match"),
+    ("1Ki\n", "must match"),
+    ("1e3\n", "must match"),
+    ("\u0664", "must match"),  # ARABIC-INDIC DIGIT FOUR: a digit to str.isdigit, not to Kubernetes
     ("1K", "unknown suffix"),
     ("1KiB", "must match"),
     ("1mi", "unknown suffix"),
@@ -378,3 +391,69 @@ def test_scope_validation():
     with pytest.raises(ExtendedResourceError, match="outside the declared"):
         check_exact_scope({"nvidia.com/gpu": 1}, ["example.com"], [])
     check_exact_scope({"example.com/gpu": 1}, ["example.com"], [])
+
+
+@pytest.mark.parametrize("domains,prefixes,rule", [
+    (["example.com\n"], None, "lowercase"),
+    ([""], None, "must not be empty"),
+    (["my-kubernetes.io"], None, "native"),
+    (None, ["example.com/dongle\n"], "start of a name"),
+    (None, ["example.com/-x"], "start of a name"),
+    (None, ["example.com/x y"], "start of a name"),
+    (None, ["example.com\n/x"], "lowercase"),
+])
+def test_scope_values_must_match_whole(domains, prefixes, rule):
+    with pytest.raises(ExtendedResourceError, match=rule):
+        validate_scope(domains, prefixes)
+
+
+def test_scope_prefix_may_be_a_name_start():
+    assert validate_scope(None, ["example.com/", "example.com/dongle-", "example.com/a_b."]) == (
+        [], ["example.com/", "example.com/dongle-", "example.com/a_b."])
+
+
+TARGETS_REFUSED = [
+    ({}, "no target"),
+    ({"all_nodes": False}, "no target"),
+    ({"name": ""}, "must not be empty or blank"),
+    ({"name": "  "}, "must not be empty or blank"),
+    ({"name": "node-1\n"}, "DNS subdomain"),
+    ({"name": "Node-1"}, "DNS subdomain"),
+    ({"name": "a" * 254}, "no more than 253"),
+    ({"names": []}, "empty list"),
+    ({"names": ["n1", ""]}, "names[1]"),
+    ({"names": ["n1", " "]}, "must not be empty or blank"),
+    ({"names": ["n1\n"]}, "DNS subdomain"),
+    ({"names": [None]}, "must be a string"),
+    ({"label_selectors": []}, "empty list"),
+    ({"label_selectors": [""]}, "empty selector matches every object"),
+    ({"label_selectors": ["  "]}, "must not be empty or blank"),
+    ({"label_selectors": ["a=b", ""]}, "label_selectors[1]"),
+    ({"label_selectors": ["a=b\n"]}, "control characters"),
+    ({"label_selectors": ["a=b,"]}, "empty term"),
+    ({"label_selectors": [",a=b"]}, "empty term"),
+    ({"field_selectors": []}, "empty list"),
+    ({"field_selectors": [""]}, "empty selector"),
+    ({"field_selectors": ["metadata.name=n1\t"]}, "control characters"),
+    ({"all_nodes": True, "name": "n1"}, "cannot be combined with name"),
+    ({"all_nodes": True, "label_selectors": []}, "cannot be combined with label_selectors"),
+]
+
+
+@pytest.mark.parametrize("params,rule", TARGETS_REFUSED)
+def test_node_targets_refused(params, rule):
+    problem = node_target_problem(dict(params))
+    assert problem is not None and rule in problem, problem
+
+
+@pytest.mark.parametrize("params", [
+    {"name": "n1"},
+    {"name": "node-1.example.com"},
+    {"names": ["n1", "n2"]},
+    {"label_selectors": ["kubehw-it/pool=many", "a!=b"]},
+    {"field_selectors": ["metadata.name=n1"]},
+    {"label_selectors": ["a=b"], "field_selectors": ["metadata.name=n1"]},
+    {"all_nodes": True},
+])
+def test_node_targets_accepted(params):
+    assert node_target_problem(params) is None
