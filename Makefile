@@ -13,20 +13,40 @@ export ANSIBLE_CONFIG := $(ROOT)/ansible.cfg
 export ANSIBLE_COLLECTIONS_PATH := $(ROOT)/.cache/collections
 export PATH := $(BIN):$(PATH)
 # --durations: the slowest tests are named in every run, so the suite stays fast
-PYTEST := $(BIN)/python -m pytest -p no:cacheprovider --durations=10
+PYTEST_OPTS := -p no:cacheprovider --durations=10
 
-.PHONY: help setup sanity units integration least-privilege lint roles test demo clean
+.PHONY: help setup sanity units integration least-privilege min-versions lint roles test demo clean
 
+# Colour only on a terminal. When a recipe's stdout is a file or a pipe (`make test > log`, CI) every
+# tool is told: NO_COLOR (molecule, ansible-lint and other rich/click tools), PY_COLORS (pytest),
+# ANSIBLE_NOCOLOR/ANSIBLE_FORCE_COLOR (ansible-playbook, also the runs molecule starts: molecule
+# forces colour on them whenever TERM names an xterm, tty or not).
+PLAIN := if [ ! -t 1 ]; then export NO_COLOR=1 PY_COLORS=0 ANSIBLE_NOCOLOR=1 ANSIBLE_FORCE_COLOR=0; fi;
+
+# The module integration suites: run as the least-privilege identity and with the minimum versions.
+MODULE_SUITES := tests/integration/test_k8s_node_extended_resource.py tests/integration/test_device_plugin_deploy.py \
+	tests/integration/test_info_and_smoke_test.py
+# `make min-versions`: a separate venv with the floors of meta/ee-requirements.txt installed exactly.
+MIN_VENV := $(ROOT)/.cache/min-versions/venv
+# `make roles SCENARIOS="default container_runtime"` runs only those scenarios.
+SCENARIOS ?=
+
+# `make help` is the list of targets; tests/test_ci_tooling.py checks the README names the same ones.
 help:
-	@echo "make demo         set up, start the simulated cluster, run site.yml against it, print a summary"
-	@echo "make test         setup + sanity + units + integration + lint + roles, then a summary table"
-	@echo "make setup        .venv with pinned tools, Debian packages, test collections (idempotent)"
-	@echo "make sanity       ansible-test sanity on a copy of the checkout (no ignore file)"
-	@echo "make units        pytest tests/unit, the build/install test and the CI tooling tests"
-	@echo "make integration  pytest tests/integration tests/simcluster (simulated cluster unless KUBECONFIG is set)"
+	@echo "make demo          set up, start the simulated cluster, run site.yml against it, say per node what it did"
+	@echo "make test          every stage below in order (setup, sanity, units, integration, least-privilege,"
+	@echo "                   min-versions, lint, roles), then a summary table ending with 'N passed, N failed'"
+	@echo "make setup         .venv with pinned tools, Debian packages (system-wide, as root), test collections"
+	@echo "make sanity        ansible-test sanity on a copy of the checkout (no ignore file)"
+	@echo "make units         pytest tests/unit, the build/install test and the CI tooling tests"
+	@echo "make integration   pytest tests/integration tests/simcluster (simulated cluster unless KUBECONFIG is set)"
 	@echo "make least-privilege  the module integration suites as the least-privilege identity (rbac.yaml.j2)"
-	@echo "make lint         ansible-lint --profile production"
-	@echo "make roles        every molecule scenario"
+	@echo "make min-versions  unit tests and module integration suites with the minimum kubernetes, urllib3 and"
+	@echo "                   jsonpatch of meta/ee-requirements.txt (venv in .cache/min-versions)"
+	@echo "make lint          ansible-lint --profile production"
+	@echo "make roles         every molecule scenario (extensions/molecule); SCENARIOS=\"a b\" runs only those"
+	@echo "make clean         remove test output and reports; says what it leaves (.venv, caches, system packages)"
+	@echo "make help          this list"
 
 setup:
 	@PYTHON=$(PYTHON) bash $(ROOT)/scripts/setup.sh
@@ -36,10 +56,12 @@ sanity:
 
 # pytest's own exit code is kept in <stage>.rc: make turns every failure into 2, and
 # scripts/run_tests.py must tell "tests failed" (1) from "no tests collected" (5).
+# $(3): the Python to run pytest with (default .venv's).
 define run_pytest
 	@mkdir -p $(REPORTS)
 	@echo "pytest $(2)"
-	@rc=0; $(PYTEST) --junitxml=$(REPORTS)/$(1).xml $(2) || rc=$$?; echo $$rc >$(REPORTS)/$(1).rc; exit $$rc
+	@$(PLAIN) rc=0; $(or $(3),$(BIN)/python) -m pytest $(PYTEST_OPTS) --junitxml=$(REPORTS)/$(1).xml $(2) || rc=$$?; \
+		echo $$rc >$(REPORTS)/$(1).rc; exit $$rc
 endef
 
 units:
@@ -52,26 +74,36 @@ integration:
 # playbooks/templates/rbac.yaml.j2 (a token bound only to it), so a missing permission fails here.
 least-privilege: export KUBEHW_IDENTITY := least-privilege
 least-privilege:
-	$(call run_pytest,least-privilege,tests/integration/test_k8s_node_extended_resource.py tests/integration/test_device_plugin_deploy.py tests/integration/test_info_and_smoke_test.py)
+	$(call run_pytest,least-privilege,$(MODULE_SUITES))
+
+# The declared floors, not the pinned tools: meta/ee-requirements.txt's minimum kubernetes, urllib3 and
+# jsonpatch installed exactly (==) in their own venv, with the other test tools from requirements-dev.txt.
+min-versions:
+	@$(PLAIN) $(BIN)/python $(ROOT)/scripts/min_versions.py --venv $(MIN_VENV)
+	$(call run_pytest,min-versions,tests/unit $(MODULE_SUITES),$(MIN_VENV)/bin/python)
 
 lint:
-	$(BIN)/ansible-lint --profile production $(if $(CI),--nocolor)
+	@echo "ansible-lint --profile production"
+	@$(PLAIN) $(BIN)/ansible-lint --profile production
 
 roles:
 	@mkdir -p $(REPORTS)
-	$(if $(CI),NO_COLOR=1 PY_COLORS=0 ANSIBLE_NOCOLOR=1) $(BIN)/python $(ROOT)/scripts/run_molecule.py --results $(REPORTS)/roles.json
+	@$(PLAIN) $(BIN)/python $(ROOT)/scripts/run_molecule.py --results $(REPORTS)/roles.json $(SCENARIOS)
 
 test:
 	@$(PYTHON) $(ROOT)/scripts/run_tests.py --reports $(REPORTS)
 
 demo: setup
-	@if [ -f $(ROOT)/scripts/demo.sh ]; then \
-		exec bash $(ROOT)/scripts/demo.sh; \
-	elif [ -f $(ROOT)/tests/demo/__main__.py ] || [ -f $(ROOT)/tests/demo.py ]; then \
-		exec $(BIN)/python -m tests.demo; \
-	else \
-		echo "demo not written yet: neither scripts/demo.sh nor tests/demo exists" >&2; exit 1; \
-	fi
+	@$(PLAIN) bash $(ROOT)/scripts/demo.sh
 
 clean:
 	rm -rf $(ROOT)/.cache/sanity $(REPORTS) $(ROOT)/tests/output
+	@echo "make clean leaves what later runs reuse; to remove it too:"
+	@if [ -s $(ROOT)/.cache/debian-packages-installed-by-setup.txt ]; then \
+		echo "  apt-get purge $$(sort -u $(ROOT)/.cache/debian-packages-installed-by-setup.txt | tr '\n' ' ')  # installed system-wide by make setup"; \
+	else \
+		echo "  (make setup installed no Debian package on this machine: they were present, or it was not root)"; \
+	fi
+	@echo "  rm -rf .venv .cache    # pinned tools; test collections, downloads, molecule root file systems, min-versions venv"
+	@echo "  rm -rf ~/.ansible      # ansible-test's offline pip bootstrap (test/cache), molecule's scenario state (tmp/molecule.*),"
+	@echo "                         # empty collections/ and roles/ folders; keep it if it held anything of yours"

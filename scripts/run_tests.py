@@ -2,7 +2,7 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """`make test`: run every stage in order, keep going past failures, then summarise.
 
-Stages: setup, sanity, units, integration, least-privilege, lint, roles (each is `make <stage>`). The last line
+Stages: setup, sanity, units, integration, least-privilege, min-versions, lint, roles (each is `make <stage>`). The last line
 printed is ``N passed, N failed`` where N counts pytest test cases of the pytest stages (read
 from their JUnit XML) plus one per non-pytest check (sanity, lint, each molecule scenario).
 A stage that breaks without reporting test cases (pytest exit 5 "no tests collected", a
@@ -22,8 +22,8 @@ import time
 import xml.etree.ElementTree as ET
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PYTEST_STAGES = ('units', 'integration', 'least-privilege')
-STAGES = ('setup', 'sanity', 'units', 'integration', 'least-privilege', 'lint', 'roles')
+PYTEST_STAGES = ('units', 'integration', 'least-privilege', 'min-versions')
+STAGES = ('setup', 'sanity', 'units', 'integration', 'least-privilege', 'min-versions', 'lint', 'roles')
 PYTEST_EXIT_MEANING = {
     1: 'tests failed',
     2: 'interrupted',
@@ -120,16 +120,28 @@ def run_stage(name, reports):
     return stage
 
 
+def table(rows, numeric):
+    """Lines of `rows` (lists of strings) in columns as wide as their widest cell; numeric columns right-aligned."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    lines = []
+    for row in rows:
+        cells = [cell.rjust(width) if i in numeric else cell.ljust(width)
+                 for i, (cell, width) in enumerate(zip(row, widths))]
+        lines.append('  '.join(cells).rstrip())
+    return lines
+
+
 def summary(stages):
-    lines = ['', '##### summary', '%-12s %-6s %7s %7s %8s %9s  %s' % ('stage', 'result', 'passed', 'failed', 'skipped', 'seconds', 'note')]
+    rows = [['stage', 'result', 'passed', 'failed', 'skipped', 'seconds', 'note']]
     for s in stages:
-        lines.append('%-12s %-6s %7d %7d %8d %9.1f  %s' % (
-            s.name, 'ok' if s.ok else 'FAIL', s.passed, s.failed, s.skipped, s.seconds, s.note))
+        rows.append([s.name, 'ok' if s.ok else 'FAIL', str(s.passed), str(s.failed), str(s.skipped),
+                     '%.1f' % s.seconds, s.note])
     passed = sum(s.passed for s in stages)
     failed = sum(s.failed for s in stages)
     skipped = sum(s.skipped for s in stages)
     total = sum(s.seconds for s in stages)
-    lines.append('%-12s %-6s %7d %7d %8d %9.1f' % ('total', 'ok' if failed == 0 else 'FAIL', passed, failed, skipped, total))
+    rows.append(['total', 'ok' if failed == 0 else 'FAIL', str(passed), str(failed), str(skipped), '%.1f' % total, ''])
+    lines = ['', '##### summary'] + table(rows, numeric=(2, 3, 4, 5))
     final = '%d passed, %d failed' % (passed, failed)
     if skipped:
         final += ', %d skipped' % skipped

@@ -8,6 +8,9 @@
 #   .cache/collections/            test-only collections unpacked from the PyPI `ansible` wheel,
 #                                  plus ansible_collections/kubehw/devices -> this checkout
 #   ~/.ansible/test/cache/         offline replacement for ansible-test's pip bootstrap download
+#   system-wide (root only)        the Debian packages of DEB_PACKAGES that were missing; their names are
+#                                  appended to .cache/debian-packages-installed-by-setup.txt (make clean
+#                                  prints them, with the command that removes them)
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -39,9 +42,11 @@ install_debian_packages() {
         log "WARNING: missing Debian packages (${missing[*]}); not root or no apt-get, role scenarios may fail"
         return 0
     fi
-    log "apt-get install ${missing[*]}"
+    log "apt-get install ${missing[*]} (system-wide)"
     DEBIAN_FRONTEND=noninteractive apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+    mkdir -p "$CACHE"
+    printf '%s\n' "${missing[@]}" >>"$CACHE/debian-packages-installed-by-setup.txt"
 }
 
 create_venv() {

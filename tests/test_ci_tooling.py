@@ -7,6 +7,9 @@ __metaclass__ = type
 import importlib.util
 import json
 import os
+import re
+import subprocess
+import sys
 import zipfile
 
 import pytest
@@ -176,3 +179,175 @@ def test_molecule_layout_is_the_collection_one_with_a_default_that_imports_every
         for playbook in ('prepare', 'converge', 'verify'):
             if os.path.exists(os.path.join(base, name, playbook + '.yml')):
                 assert 'import_playbook: ../%s/%s.yml\n' % (name, playbook) in imported, (name, playbook)
+
+
+# ------------------------------------------------------------------ first impressions (issue 13)
+
+def _markdown_files():
+    """Every Markdown file of the repository (tracked or new), not the tool caches."""
+    out = subprocess.check_output(['git', 'ls-files', '-z', '--cached', '--others', '--exclude-standard', '*.md'],
+                                  cwd=ROOT)
+    return sorted(p for p in set(out.decode('utf-8').split('\0')) if p and os.path.exists(os.path.join(ROOT, p)))
+
+
+def _slug(heading):
+    """GitHub's anchor of a heading: lower case, punctuation dropped, spaces to hyphens."""
+    text = re.sub(r'[`*_]', '', heading.strip().lower())
+    return re.sub(r'[^\w\- ]', '', text).replace(' ', '-')
+
+
+def _anchors(path):
+    with open(path) as handle:
+        text = re.sub(r'^```.*?^```', '', handle.read(), flags=re.M | re.S)
+    return set(_slug(h) for h in re.findall(r'^#{1,6}\s+(.*?)\s*#*\s*$', text, re.M))
+
+
+LINK = re.compile(r'(?<!!)\[[^\]]*\]\(\s*<?([^)\s>]+)>?(?:\s+"[^"]*")?\s*\)|!\[[^\]]*\]\(\s*([^)\s]+)\s*\)')
+# A document named by a relative (./, ../) or absolute path in running text or a code span, outside a
+# link: it must be in the repository too. (`docs/customizing.md` after a link to another project names
+# that project's file, so bare names are not checked.)
+MARKDOWN_NAME = re.compile(r'(?<![\w/.~-])((?:\.{1,2}|~)?/(?:[\w.-]+/)*[\w.-]+\.md)\b')
+
+
+def _dangling(md):
+    base = os.path.dirname(os.path.join(ROOT, md))
+    with open(os.path.join(ROOT, md)) as handle:
+        text = handle.read()
+    bad = []
+    for match in LINK.finditer(text):
+        target = match.group(1) or match.group(2)
+        if re.match(r'^[a-z][a-z0-9+.-]*:', target):
+            if not target.startswith(('https://', 'http://', 'mailto:')):
+                bad.append('%s: %s is not a public URL' % (md, target))
+            elif re.match(r'^https?://(localhost|127\.|10\.|192\.168\.|[^/]*\.(local|internal))', target):
+                bad.append('%s: %s is not a public URL' % (md, target))
+            continue
+        path, _sep, anchor = target.partition('#')
+        resolved = os.path.normpath(os.path.join(base, path)) if path else os.path.join(ROOT, md)
+        if not (resolved + os.sep).startswith(ROOT + os.sep) and resolved != ROOT:
+            bad.append('%s: %s leaves the repository' % (md, target))
+        elif not os.path.exists(resolved):
+            bad.append('%s: %s does not exist' % (md, target))
+        elif anchor and resolved.endswith('.md') and anchor not in _anchors(resolved):
+            bad.append('%s: %s has no heading #%s' % (md, target, anchor))
+    for match in MARKDOWN_NAME.finditer(LINK.sub('', text)):
+        name = match.group(1)
+        resolved = os.path.normpath(os.path.join(base, name))
+        if not (resolved + os.sep).startswith(ROOT + os.sep) or not os.path.exists(resolved):
+            bad.append('%s: names %s, which is not in the repository' % (md, name))
+    return bad
+
+
+def test_every_markdown_link_resolves_inside_the_repository_or_is_a_public_url():
+    files = _markdown_files()
+    assert 'README.md' in files and len(files) > 5
+    bad = [problem for md in files for problem in _dangling(md)]
+    assert bad == []
+
+
+def test_the_link_check_finds_what_it_should(tmp_path, monkeypatch):
+    # the checker itself: a dangling link, an escaping link, a missing anchor, a private URL, a named document
+    monkeypatch.setattr(sys.modules[__name__], 'ROOT', str(tmp_path))
+    (tmp_path / 'docs').mkdir()
+    (tmp_path / 'docs' / 'ok.md').write_text(u'# Title\n## A `code` section\n')
+    (tmp_path / 'README.md').write_text(u'\n'.join([
+        '[fine](docs/ok.md#a-code-section) [self](#top) [web](https://example.org/x)',
+        '[gone](docs/missing.md) [out](../outside.md) [anchor](docs/ok.md#nope) [lan](http://localhost:8080/)',
+        'see `../shared/docs/facts.md`, /srv/notes.md, `./docs/ok.md` and other/project/docs/x.md', '# Top', '']))
+    assert _dangling('README.md') == [
+        'README.md: docs/missing.md does not exist',
+        'README.md: ../outside.md leaves the repository',
+        'README.md: docs/ok.md#nope has no heading #nope',
+        'README.md: http://localhost:8080/ is not a public URL',
+        'README.md: names ../shared/docs/facts.md, which is not in the repository',
+        'README.md: names /srv/notes.md, which is not in the repository',
+    ]
+
+
+def _make(*args, **kwargs):
+    env = dict(os.environ, TERM='xterm-256color')
+    for key in ('CI', 'NO_COLOR', 'PY_COLORS', 'ANSIBLE_NOCOLOR', 'ANSIBLE_FORCE_COLOR', 'FORCE_COLOR', 'MAKEFLAGS',
+                'MAKELEVEL'):
+        env.pop(key, None)
+    env.update(kwargs.pop('env', {}))
+    return subprocess.run(['make', '--no-print-directory', '-C', ROOT] + list(args), env=env,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, check=False, **kwargs)
+
+
+def test_make_help_and_the_readme_name_the_same_targets():
+    proc = _make('help')
+    assert proc.returncode == 0, proc.stdout
+    helped = set(re.findall(r'^make ([a-z][a-z-]*)', proc.stdout, re.M))
+    with open(os.path.join(ROOT, 'Makefile')) as handle:
+        makefile = handle.read()
+    phony = set(re.search(r'^\.PHONY:(.*)$', makefile, re.M).group(1).split())
+    assert helped == phony, 'make help and .PHONY differ: %s' % sorted(helped ^ phony)
+    with open(os.path.join(ROOT, 'README.md')) as handle:
+        readme = handle.read()
+    named = set(re.findall(r'\bmake ([a-z][a-z-]*)\b', readme))
+    assert named - helped == set(), 'the README names targets make help does not list'
+    assert helped - named == set(), 'make help lists targets the README does not name'
+    # the first screen's description of `make test` names every stage make test runs
+    first_screen = readme.split('\n## ', 1)[0]
+    test_line = re.search(r'^make test .*$', first_screen, re.M).group(0)
+    for stage in run_tests.STAGES:
+        if stage != 'setup':
+            assert stage in test_line, (stage, test_line)
+
+
+def test_roles_stage_log_has_no_colour_codes_when_not_on_a_terminal(tmp_path):
+    # TERM names an xterm, as in a developer's shell; stdout is a pipe, as in `make test > log`
+    proc = _make('roles', 'SCENARIOS=default', 'REPORTS=%s' % tmp_path)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    with open(str(tmp_path / 'roles.json')) as handle:
+        assert [s['name'] for s in json.load(handle)['scenarios'] if s['passed']] == ['default']
+    assert 'default > syntax' in proc.stdout and 'Executed: Successful' in proc.stdout
+    assert '\x1b[' not in proc.stdout, [line for line in proc.stdout.splitlines() if '\x1b[' in line][:5]
+
+
+def test_summary_columns_are_as_wide_as_their_content(tmp_path, monkeypatch):
+    stages = []
+    for name in ('units', 'least-privilege', 'min-versions'):
+        monkeypatch.setattr(run_tests.subprocess, 'call', fake_make(str(tmp_path), pytest_rc=0, xml=junit(1234)))
+        stages.append(run_tests.run_stage(name, str(tmp_path)))
+    lines, _ok = run_tests.summary(stages)
+    table = lines[2:-1]
+    assert [line.split()[0] for line in table] == ['stage', 'units', 'least-privilege', 'min-versions', 'total']
+    # text columns start, number columns end, where their heading does, on every row
+    header = table[0]
+    for line in table[1:]:
+        cells = line.split()
+        result_at = header.index('result')
+        assert line[result_at:].split()[0] == cells[1] and line[result_at - 1] == ' ', line
+        for column, value in zip(('passed', 'failed', 'skipped', 'seconds'), cells[2:6]):
+            end = header.index(column) + len(column)
+            assert line[end - len(value):end] == value and line[end - len(value) - 1] == ' ', (column, line)
+
+
+def test_min_versions_pins_the_declared_floors_exactly(tmp_path):
+    min_versions = _load('min_versions')
+    ee = tmp_path / 'ee.txt'
+    ee.write_text(u'# libraries\nkubernetes>=30.1.0\nurllib3>=2.0.2\njsonpatch>=1.32\nPyYAML>=5.4\n')
+    dev = tmp_path / 'dev.txt'
+    dev.write_text(u'ansible-core==2.19.14\nkubernetes==37.0.2\njsonpatch==1.33\nPyYAML==6.0.3\n'
+                   u'pytest==9.0.3\nansible-lint==26.10.1\nmolecule==26.10.0\n')
+    lines, floors = min_versions.requirement_lines(str(ee), str(dev))
+    assert lines == ['kubernetes==30.1.0', 'urllib3==2.0.2', 'jsonpatch==1.32',
+                     'ansible-core==2.19.14', 'PyYAML==6.0.3', 'pytest==9.0.3']
+    ee.write_text(u'jsonpatch>=1.32\n')
+    with pytest.raises(SystemExit, match='declares no floor for kubernetes'):
+        min_versions.requirement_lines(str(ee), str(dev))
+    ee.write_text(u'kubernetes\njsonpatch>=1.32\n')
+    with pytest.raises(SystemExit, match="'kubernetes' is not of the form name>=version"):
+        min_versions.requirement_lines(str(ee), str(dev))
+
+
+def test_min_versions_is_a_counted_pytest_stage_of_make_test():
+    assert 'min-versions' in run_tests.PYTEST_STAGES
+    assert run_tests.STAGES.index('min-versions') < run_tests.STAGES.index('roles')
+    proc = _make('-n', 'min-versions')
+    assert proc.returncode == 0, proc.stdout
+    assert 'min_versions.py' in proc.stdout and '.cache/min-versions/venv/bin/python -m pytest' in proc.stdout
+    for suite in ('tests/unit', 'test_k8s_node_extended_resource.py', 'test_device_plugin_deploy.py',
+                  'test_info_and_smoke_test.py'):
+        assert suite in proc.stdout
