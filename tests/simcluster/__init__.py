@@ -70,6 +70,8 @@ class SimCluster:
         self.api = ApiServer(self.store, self.authenticator, ssl_context=ssl_context, host=self.host,
                              port=self.port, bookmark_interval=self.config["bookmark_interval"],
                              admin_hooks=hooks)
+        # resource.k8s.io versions served (tests/simcluster/dra.py); default v1
+        self.api.dra_versions = self.config.get("dra_versions")
         self.api.start()
         self.port = self.api.port
         self.url = self.api.url

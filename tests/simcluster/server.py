@@ -26,6 +26,7 @@ import jsonpatch
 
 from tests.simcluster import tokenrequest  # serviceaccounts/token (TokenRequest)
 from tests.simcluster import auth
+from tests.simcluster import dra  # resource.k8s.io (Dynamic Resource Allocation)
 from tests.simcluster.store import (
     RESOURCES, STATUS_RESOURCES, StoreError, already_exists, api_version, conflict, group_resource,
     is_namespaced, kind_of, not_found, now_rfc3339,
@@ -565,6 +566,8 @@ def validate_object(resource, obj, old=None):
         _validate_pod_spec(errors, "spec.template.spec", template.get("spec") or {})
     elif resource == "runtimeclasses":
         _validate_runtime_class(errors, obj, old)
+    elif resource in dra.DRA_RESOURCES:
+        errors.extend(FieldError(*e) for e in dra.validate(resource, obj, old))
     if errors:
         raise invalid_error(resource, name, errors)
 
@@ -900,7 +903,8 @@ class ApiServer:
         fault = self._take_fault(req.method, req.path)
         if fault is not None:
             return self._fault_answer(fault, resource, name)
-        return self._resource(req, resource, namespace, name, sub, verb)
+        return dra.around(self, req, resource,
+                            lambda r: self._resource(r, resource, namespace, name, sub, verb))
 
     def _fault_answer(self, fault, resource=None, name=None):
         if fault.status == "drop":
@@ -942,6 +946,9 @@ class ApiServer:
             return (200, {"kind": "APIVersions", "versions": ["v1"],
                           "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0",
                                                           "serverAddress": "%s:%d" % (self.host, self.port)}]}, {})
+        answer = dra.discovery(self, path)
+        if answer is not None:
+            return answer
         if path == "/apis":
             return (200, {"kind": "APIGroupList", "apiVersion": "v1",
                           "groups": [self._group(g) for g in self._groups() if g]}, {})
@@ -1010,7 +1017,7 @@ class ApiServer:
         name = rest[1] if len(rest) > 1 else None
         sub = rest[2] if len(rest) > 2 else None
         spec = RESOURCES.get(resource)
-        if spec is None or spec[0] != group or spec[1] != version:
+        if spec is None or spec[0] != group or not dra.version_served(self, resource, version):
             raise StoreError(404, "NotFound", "the server could not find the requested resource", {})
         if namespace is not None and not spec[3]:
             raise StoreError(404, "NotFound", "the server could not find the requested resource", {})

@@ -34,13 +34,18 @@ RESOURCES = {
     "roles": ("rbac.authorization.k8s.io", "v1", "Role", True, []),
     "rolebindings": ("rbac.authorization.k8s.io", "v1", "RoleBinding", True, []),
     "runtimeclasses": ("node.k8s.io", "v1", "RuntimeClass", False, []),
+    # Dynamic Resource Allocation, stored as v1; tests/simcluster/dra.py serves the other versions
+    "deviceclasses": ("resource.k8s.io", "v1", "DeviceClass", False, []),
+    "resourceslices": ("resource.k8s.io", "v1", "ResourceSlice", False, []),
+    "resourceclaims": ("resource.k8s.io", "v1", "ResourceClaim", True, []),
+    "resourceclaimtemplates": ("resource.k8s.io", "v1", "ResourceClaimTemplate", True, []),
 }
 
 # Resources whose metadata.generation tracks spec changes (as the real registry strategies do).
-GENERATION_RESOURCES = frozenset(["daemonsets"])
+GENERATION_RESOURCES = frozenset(["daemonsets", "deviceclasses"])
 
 # Resources with a /status subresource.
-STATUS_RESOURCES = frozenset(["nodes", "pods", "daemonsets", "namespaces"])
+STATUS_RESOURCES = frozenset(["nodes", "pods", "daemonsets", "namespaces", "resourceclaims"])
 
 
 def api_version(resource):

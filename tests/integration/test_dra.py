@@ -1,0 +1,204 @@
+# Copyright (c) kubehw.devices contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""kubehw.devices.dra_device_class against a cluster (simulated unless KUBECONFIG is set).
+
+Written to pass unchanged on a real cluster serving resource.k8s.io/v1 (Kubernetes 1.34+); the request-log
+checks run only on the simulated cluster. DeviceClasses are cluster-scoped: each test uses its own name and
+deletes it afterwards.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import uuid
+
+import pytest
+from kubernetes import client
+from kubernetes.client.rest import ApiException
+
+MODULE = "kubehw.devices.dra_device_class"
+GROUP = "resource.k8s.io"
+MANAGED_BY = "app.kubernetes.io/managed-by"
+
+
+def read_class(cluster, name, version="v1"):
+    api = client.CustomObjectsApi(cluster.api_client)
+    try:
+        return json.loads(api.get_cluster_custom_object(GROUP, version, "deviceclasses", name,
+                                                        _preload_content=False).data)
+    except ApiException as err:
+        if err.status == 404:
+            return None
+        raise
+
+
+@pytest.fixture
+def dc_name(cluster):
+    name = "dc-%s.example.com" % uuid.uuid4().hex[:8]
+    yield name
+    try:
+        client.CustomObjectsApi(cluster.api_client).delete_cluster_custom_object(GROUP, "v1", "deviceclasses", name)
+    except ApiException:
+        pass
+
+
+def task(name, title="DeviceClass", **params):
+    args = dict(name=name)
+    args.update(params)
+    return {"name": title, MODULE: args, "register": "out"}
+
+
+def writes(cluster, since):
+    return [(w["method"], w["path"], w["query"].get("dryRun")) for w in cluster.writes(since)]
+
+
+def test_create_rerun_update_remove_twice(cluster, ansible, dc_name):
+    selectors = ['device.driver == "gpu.example.com"']
+    config = [{"driver": "gpu.example.com", "parameters": {"apiVersion": "gpu.example.com/v1", "kind": "GpuConfig",
+                                                           "sharing": {"strategy": "TimeSlicing"}}}]
+    create = ansible([task(dc_name, selectors=selectors, config=config)])
+    assert create.rc == 0, create.output()
+    out = create.result("DeviceClass")
+    assert out["changed"] is True and out["action"] == "created", out
+    assert out["api_version"] == "resource.k8s.io/v1"
+    stored = read_class(cluster, dc_name)
+    assert stored["spec"]["selectors"] == [{"cel": {"expression": selectors[0]}}]
+    assert stored["spec"]["config"][0]["opaque"]["parameters"]["sharing"] == {"strategy": "TimeSlicing"}
+    assert stored["metadata"]["labels"][MANAGED_BY] == "kubehw.devices"
+
+    mark = cluster.mark()
+    # the same input in another key order: parameters are data, so nothing to do
+    again = ansible([task(dc_name, selectors=selectors, config=[{"parameters": {
+        "sharing": {"strategy": "TimeSlicing"}, "kind": "GpuConfig", "apiVersion": "gpu.example.com/v1"},
+        "driver": "gpu.example.com"}])])
+    assert again.rc == 0, again.output()
+    assert again.result("DeviceClass")["changed"] is False
+    assert again.result("DeviceClass")["action"] == "none"
+    if cluster.simulated:
+        assert writes(cluster, mark) == []
+    assert read_class(cluster, dc_name)["metadata"]["resourceVersion"] == stored["metadata"]["resourceVersion"]
+
+    mark = cluster.mark()
+    newer = ['device.driver == "gpu.example.com"', 'device.attributes["gpu.example.com"].model == "a100"']
+    update = ansible([task(dc_name, selectors=newer)], diff=True)
+    assert update.rc == 0, update.output()
+    out = update.result("DeviceClass")
+    assert out["changed"] is True and out["action"] == "updated", out
+    assert out["changed_paths"] == ["/spec/selectors", "/spec/config"]
+    assert out["diff"]["before"]["spec"]["config"] and "config" not in out["diff"]["after"]["spec"]
+    stored = read_class(cluster, dc_name)
+    assert [s["cel"]["expression"] for s in stored["spec"]["selectors"]] == newer
+    assert "config" not in stored["spec"]
+    if cluster.simulated:
+        assert [(m, dry) for m, _p, dry in writes(cluster, mark)] == [("PUT", None)]
+
+    remove = ansible([task(dc_name, state="absent"), task(dc_name, title="Again", state="absent")])
+    assert remove.rc == 0, remove.output()
+    assert remove.result("DeviceClass")["action"] == "deleted" and remove.result("DeviceClass")["changed"] is True
+    assert remove.result("Again")["action"] == "none" and remove.result("Again")["changed"] is False
+    assert read_class(cluster, dc_name) is None
+
+
+def test_check_mode_validates_by_dry_run_and_stores_nothing(cluster, ansible, dc_name):
+    mark = cluster.mark()
+    run = ansible([
+        # a type error: no local syntax check can see it, so the server's dry run must
+        dict(task(dc_name, title="Type error", selectors=["device.driver + 1"]), ignore_errors=True),
+        # cel-python finds this one on the controller; without it, the apiserver's dry run does
+        dict(task(dc_name, title="Syntax error", selectors=["device.driver == "]), ignore_errors=True),
+        task(dc_name, title="Valid", selectors=['device.driver == "gpu.example.com"']),
+    ], check=True, diff=True)
+    assert run.rc == 0, run.output()
+    out = run.result("Type error")
+    assert out["failed"] is True and out["status"] == 422, out
+    assert "compilation failed" in out["msg"], out["msg"]
+    assert "found no matching overload for '_+_' applied to '(string, int)'" in out["msg"], out["msg"]
+    assert "spec.selectors[0].cel.expression" in out["msg"], out["msg"]
+    out = run.result("Syntax error")
+    assert out["failed"] is True and "syntax error" in out["msg"].lower(), out["msg"]
+    out = run.result("Valid")
+    assert out["changed"] is True and out["action"] == "created"
+    # the dry run's answer: the object as the apiserver would have stored it
+    assert out["device_class"]["spec"]["selectors"][0]["cel"]["expression"] == 'device.driver == "gpu.example.com"'
+    assert out["diff"]["before"] == {} and out["diff"]["after"]["metadata"]["name"] == dc_name
+    assert read_class(cluster, dc_name) is None
+    if cluster.simulated:
+        sent = writes(cluster, mark)
+        assert len(sent) in (2, 3) and all(m == "POST" and dry == "All" for m, _p, dry in sent), sent
+
+
+def test_bad_input_fails_before_any_request(cluster, ansible, dc_name):
+    mark = cluster.mark()
+    run = ansible([
+        dict(task(dc_name, title="Driver", config=[{"driver": "GPU_Example", "parameters": {"a": 1}}]),
+             ignore_errors=True),
+        dict(task(dc_name, title="Extended", selectors=['device.driver == "gpu.example.com"'],
+                  extended_resource_name="kubernetes.io/gpu"), ignore_errors=True),
+    ])
+    assert run.rc == 0, run.output()
+    msg = run.result("Driver")["msg"]
+    assert "config[0].driver 'GPU_Example'" in msg and "DNS subdomain" in msg, msg
+    msg = run.result("Extended")["msg"]
+    assert "extended_resource_name 'kubernetes.io/gpu'" in msg and "Nothing was sent" in msg, msg
+    if cluster.simulated:
+        assert cluster.requests(mark) == []
+    assert read_class(cluster, dc_name) is None
+
+
+def test_extended_resource_name_is_stored_once(cluster, ansible, dc_name):
+    run = ansible([task(dc_name, selectors=['device.driver == "gpu.example.com"'],
+                        extended_resource_name="example.com/gpu")])
+    assert run.rc == 0, run.output()
+    assert read_class(cluster, dc_name)["spec"]["extendedResourceName"] == "example.com/gpu"
+    mark = cluster.mark()
+    again = ansible([task(dc_name, selectors=['device.driver == "gpu.example.com"'],
+                          extended_resource_name="example.com/gpu")])
+    assert again.result("DeviceClass")["changed"] is False
+    if cluster.simulated:
+        assert writes(cluster, mark) == []
+
+
+def test_foreign_class_left_alone_without_adopt(cluster, ansible, dc_name):
+    body = {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": dc_name},
+            "spec": {"selectors": [{"cel": {"expression": 'device.driver == "other.example.com"'}}]}}
+    client.CustomObjectsApi(cluster.api_client).create_cluster_custom_object(GROUP, "v1", "deviceclasses", body)
+    mark = cluster.mark()
+    run = ansible([task(dc_name, selectors=['device.driver == "gpu.example.com"']),
+                   task(dc_name, title="Remove", state="absent")])
+    assert run.rc == 0, run.output()
+    assert run.result("DeviceClass")["action"] == "skipped" and run.result("Remove")["action"] == "skipped"
+    assert "/spec/selectors" in json.dumps(run.result("DeviceClass").get("warnings")), run.results
+    assert read_class(cluster, dc_name)["spec"]["selectors"][0]["cel"]["expression"] == \
+        'device.driver == "other.example.com"'
+    if cluster.simulated:
+        assert writes(cluster, mark) == []
+
+
+@pytest.mark.simcluster_config({"dra_versions": []})
+def test_group_not_served_names_what_is_needed(cluster, ansible, dc_name):
+    cluster.require_simulated("a cluster without resource.k8s.io")
+    mark = cluster.mark()
+    run = ansible([task(dc_name, selectors=['device.driver == "gpu.example.com"'])])
+    assert run.rc != 0
+    out = run.result("DeviceClass")
+    assert "resource.k8s.io" in out["msg"] and "1.34" in out["msg"] and "v1.32" in out["msg"], out["msg"]
+    assert out["reason"] == "NotServed"
+    assert writes(cluster, mark) == []
+
+
+@pytest.mark.simcluster_config({"dra_versions": ["v1beta1"]})
+def test_v1beta1_cluster_is_spoken_to_in_v1beta1(cluster, ansible, dc_name):
+    cluster.require_simulated("a cluster that serves only resource.k8s.io/v1beta1 (Kubernetes 1.32)")
+    mark = cluster.mark()
+    run = ansible([task(dc_name, selectors=['device.driver == "gpu.example.com"'])])
+    assert run.rc == 0, run.output()
+    out = run.result("DeviceClass")
+    assert out["api_version"] == "resource.k8s.io/v1beta1"
+    assert out["device_class"]["apiVersion"] == "resource.k8s.io/v1beta1"
+    assert [p for _m, p, _d in writes(cluster, mark)] == ["/apis/resource.k8s.io/v1beta1/deviceclasses"]
+    assert read_class(cluster, dc_name, "v1beta1")["spec"]["selectors"][0]["cel"]["expression"] == \
+        'device.driver == "gpu.example.com"'
+    again = ansible([task(dc_name, selectors=['device.driver == "gpu.example.com"'])])
+    assert again.result("DeviceClass")["changed"] is False

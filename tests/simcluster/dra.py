@@ -1,0 +1,550 @@
+# Copyright (c) kubehw.devices contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Dynamic Resource Allocation (``resource.k8s.io``) in the simulated cluster. Test equipment.
+
+What it serves and why (each behaviour's source is in tests/simcluster/FACTS.md, "Dynamic Resource
+Allocation"):
+- discovery of the group in the versions the configuration names (``dra_versions``, default ``[v1]`` as
+  kube-apiserver 1.34+ serves it; ``[v1beta1]`` for a configuration that claims v1.32; ``[]`` for a cluster
+  without DRA);
+- DeviceClasses, ResourceSlices, ResourceClaims and ResourceClaimTemplates stored in the v1 shape, converted
+  to and from v1beta1 for requests in that version (devices' ``basic`` wrapper, requests' ``exactly``);
+- the apiserver's validation of the DeviceClass fields the collection sends, with a faithful subset of the
+  CEL compiler (syntax errors and the type errors of operators on known types, with cel-go's message shape).
+
+server.py calls ``discovery``, ``version_served``, ``around`` and ``validate``; store.py lists the resources.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import copy
+import json
+import re
+import uuid
+
+from tests.simcluster.store import RESOURCES
+
+GROUP = "resource.k8s.io"
+KNOWN_VERSIONS = ("v1", "v1beta2", "v1beta1")
+DEFAULT_VERSIONS = ("v1",)
+DRA_RESOURCES = ("deviceclasses", "resourceslices", "resourceclaims", "resourceclaimtemplates")
+
+# pkg/apis/resource types.go (1.34): limits the validation below enforces
+DEVICE_SELECTORS_MAX = 32
+DEVICE_CONFIG_MAX = 32
+CEL_MAX_LENGTH = 10 * 1024
+OPAQUE_PARAMETERS_MAX = 10 * 1024
+DRIVER_NAME_MAX = 63
+
+_DNS_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+_DNS_SUBDOMAIN_RE = re.compile(r"^%s(\.%s)*$" % (_DNS_LABEL, _DNS_LABEL))
+DNS1123_SUBDOMAIN_MESSAGE = (
+    "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must "
+    "start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is "
+    "'[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')")
+
+
+def served_versions(api):
+    """resource.k8s.io versions this simulated apiserver serves (ApiServer.dra_versions, set from the config)."""
+    versions = getattr(api, "dra_versions", None)
+    if versions is None:
+        return list(DEFAULT_VERSIONS)
+    unknown = [v for v in versions if v not in KNOWN_VERSIONS]
+    if unknown:
+        raise ValueError("dra_versions: unknown versions %s (known: %s)" % (unknown, ", ".join(KNOWN_VERSIONS)))
+    return list(versions)
+
+
+# ---------------------------------------------------------------- discovery and routing
+
+def _group_entry(versions):
+    gvs = [{"groupVersion": "%s/%s" % (GROUP, v), "version": v} for v in versions]
+    return {"name": GROUP, "versions": gvs, "preferredVersion": gvs[0]}
+
+
+def discovery(api, path):
+    """The answer for a discovery path that involves resource.k8s.io, or None to let the server answer."""
+    versions = served_versions(api)
+    if path == "/apis":
+        groups = []
+        for group in api._groups():  # pylint: disable=protected-access
+            if not group:
+                continue
+            if group == GROUP:
+                if versions:
+                    groups.append(_group_entry(versions))
+            else:
+                groups.append(api._group(group))  # pylint: disable=protected-access
+        return (200, {"kind": "APIGroupList", "apiVersion": "v1", "groups": groups}, {})
+    parts = [p for p in path.split("/") if p]
+    if len(parts) < 2 or parts[0] != "apis" or parts[1] != GROUP:
+        return None
+    if len(parts) == 2 and versions:
+        body = _group_entry(versions)
+        body.update({"kind": "APIGroup", "apiVersion": "v1"})
+        return (200, body, {})
+    if len(parts) == 3 and parts[2] in versions:
+        resources = []
+        for plural in DRA_RESOURCES:
+            _g, _v, kind, namespaced, _short = RESOURCES[plural]
+            resources.append({"name": plural, "singularName": kind.lower(), "namespaced": namespaced, "kind": kind,
+                              "verbs": ["create", "delete", "deletecollection", "get", "list", "patch", "update",
+                                        "watch"]})
+            if plural == "resourceclaims":
+                resources.append({"name": plural + "/status", "singularName": "", "namespaced": True, "kind": kind,
+                                  "verbs": ["get", "patch", "update"]})
+        return (200, {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": "%s/%s" % (GROUP, parts[2]),
+                      "resources": resources}, {})
+    return (404, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                  "message": "the server could not find the requested resource", "reason": "NotFound",
+                  "details": {}, "code": 404}, {})
+
+
+def version_served(api, resource, version):
+    """Whether ``resource`` is served in ``version`` (other resources: only in their one version)."""
+    if resource not in DRA_RESOURCES:
+        return RESOURCES[resource][1] == version
+    return version in served_versions(api)
+
+
+def _path_version(path):
+    parts = [p for p in path.split("/") if p]
+    return parts[2] if len(parts) >= 3 and parts[0] == "apis" and parts[1] == GROUP else None
+
+
+# ---------------------------------------------------------------- conversion (storage: v1)
+
+_EXACT_FIELDS = ("deviceClassName", "selectors", "allocationMode", "count", "adminAccess", "tolerations")
+
+
+def _claim_spec(spec, to_v1):
+    requests = ((spec or {}).get("devices") or {}).get("requests")
+    if not isinstance(requests, list):
+        return
+    out = []
+    for req in requests:
+        if not isinstance(req, dict):
+            out.append(req)
+            continue
+        if to_v1:
+            exact = dict((k, req[k]) for k in _EXACT_FIELDS if k in req)
+            new = dict((k, v) for k, v in req.items() if k not in _EXACT_FIELDS)
+            if exact:
+                new["exactly"] = exact
+        else:
+            new = dict((k, v) for k, v in req.items() if k != "exactly")
+            new.update(req.get("exactly") or {})
+        out.append(new)
+    spec["devices"]["requests"] = out
+
+
+def convert(resource, obj, version, to_v1):
+    """An object of ``resource`` between ``version`` and the stored v1 shape (v1beta2 has the v1 shapes)."""
+    if not isinstance(obj, dict):
+        return obj
+    obj = copy.deepcopy(obj)
+    if obj.get("apiVersion"):
+        obj["apiVersion"] = "%s/%s" % (GROUP, "v1" if to_v1 else version)
+    if version != "v1beta1":
+        return obj
+    spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else None
+    if resource == "resourceslices" and spec and isinstance(spec.get("devices"), list):
+        devices = []
+        for dev in spec["devices"]:
+            if not isinstance(dev, dict):
+                devices.append(dev)
+            elif to_v1:
+                flat = {"name": dev.get("name")}
+                flat.update(dev.get("basic") or {})
+                devices.append(flat)
+            else:
+                devices.append({"name": dev.get("name"),
+                                "basic": dict((k, v) for k, v in dev.items() if k != "name")})
+        spec["devices"] = devices
+    elif resource == "resourceclaims" and spec:
+        _claim_spec(spec, to_v1)
+    elif resource == "resourceclaimtemplates" and spec and isinstance(spec.get("spec"), dict):
+        _claim_spec(spec["spec"], to_v1)
+    return obj
+
+
+def around(api, req, resource, call):
+    """Run ``call(req)`` for a request; requests in another version than v1 are converted both ways."""
+    if resource not in DRA_RESOURCES:
+        return call(req)
+    version = _path_version(req.path)
+    if version == "v1":
+        return _dry_run_create(resource, req, call(req))
+    from tests.simcluster.server import Request  # server imports this module
+
+    body = req.body
+    if body:
+        try:
+            data = json.loads(body.decode("utf-8"))
+        except ValueError:
+            data = None
+        if isinstance(data, dict) and req.method in ("POST", "PUT"):
+            body = json.dumps(convert(resource, data, version, True)).encode("utf-8")
+    path = req.path.replace("/apis/%s/%s/" % (GROUP, version), "/apis/%s/v1/" % GROUP, 1)
+    result = _dry_run_create(resource, req, call(Request(req.method, path, req.query, req.headers, body,
+                                                        peer_cert=req.peer_cert)))
+    if not isinstance(result, tuple):
+        # watches stream the stored v1 shape: not converted (the collection does not watch v1beta1)
+        return result
+    code, answer, headers = result
+    if isinstance(answer, dict) and answer.get("kind", "").endswith("List") and "items" in answer:
+        answer = dict(answer, apiVersion="%s/%s" % (GROUP, version),
+                      items=[convert(resource, i, version, False) for i in answer["items"]])
+    elif isinstance(answer, dict) and answer.get("kind") != "Status":
+        answer = convert(resource, answer, version, False)
+    return (code, answer, headers)
+
+
+def _dry_run_create(resource, req, result):
+    """A dry-run create answers the object as the registry prepared it: generation 1 for a DeviceClass
+    (measured on v1.36.2), a uid, no resourceVersion (nothing was written)."""
+    if (resource == "deviceclasses" and req.method == "POST" and req.q("dryRun") and isinstance(result, tuple)
+            and result[0] == 201 and isinstance(result[1], dict)):
+        meta = result[1].setdefault("metadata", {})
+        meta.setdefault("generation", 1)
+        meta.setdefault("uid", str(uuid.uuid4()))
+    return result
+
+
+# ---------------------------------------------------------------- validation
+
+def _is_extended_resource_name(name):
+    from tests.simcluster.server import is_extended_resource_name  # server imports this module
+
+    return is_extended_resource_name(name)
+
+
+def _driver_errors(field, driver):
+    if not driver:
+        return [(field, "Required", "")]
+    errors = []
+    if len(driver) > DRIVER_NAME_MAX:
+        errors.append((field, "Too long", "may not be more than %d bytes" % DRIVER_NAME_MAX, driver))
+    if not _DNS_SUBDOMAIN_RE.match(driver.lower()):
+        errors.append((field, "Invalid", DNS1123_SUBDOMAIN_MESSAGE, driver))
+    return errors
+
+
+def validate(resource, obj, old=None):
+    """Field errors as (field, kind, detail[, value]) tuples; server.py wraps them in FieldError."""
+    if resource != "deviceclasses":
+        return []
+    errors = []
+    name = (obj.get("metadata") or {}).get("name") or ""
+    if len(name) > 253 or not _DNS_SUBDOMAIN_RE.match(name):
+        errors.append(("metadata.name", "Invalid", DNS1123_SUBDOMAIN_MESSAGE, name))
+    spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
+    old_spec = (old or {}).get("spec") or {}
+    selectors = spec.get("selectors") or []
+    if len(selectors) > DEVICE_SELECTORS_MAX:
+        errors.append(("spec.selectors", "Too many", "must have at most %d items" % DEVICE_SELECTORS_MAX))
+    # unchanged selectors count as stored: the apiserver does not compile them again on update
+    stored = old is not None and selectors == (old_spec.get("selectors") or [])
+    for index, selector in enumerate(selectors):
+        field = "spec.selectors[%d].cel" % index
+        cel = selector.get("cel") if isinstance(selector, dict) else None
+        if not isinstance(cel, dict):
+            errors.append((field, "Required", ""))
+            continue
+        expression = cel.get("expression") or ""
+        if stored:
+            continue
+        if len(expression) > CEL_MAX_LENGTH:
+            errors.append((field + ".expression", "Too long", "may not be more than %d bytes" % CEL_MAX_LENGTH,
+                           expression))
+            continue
+        problem = compile_cel(expression)
+        if problem:
+            errors.append((field + ".expression", "Invalid", problem, expression))
+    config = spec.get("config") or []
+    if len(config) > DEVICE_CONFIG_MAX:
+        errors.append(("spec.config", "Too many", "must have at most %d items" % DEVICE_CONFIG_MAX))
+    for index, entry in enumerate(config):
+        field = "spec.config[%d].opaque" % index
+        opaque = entry.get("opaque") if isinstance(entry, dict) else None
+        if not isinstance(opaque, dict):
+            errors.append((field, "Required", ""))
+            continue
+        errors.extend(_driver_errors(field + ".driver", opaque.get("driver")))
+        parameters = opaque.get("parameters")
+        if parameters is None:
+            errors.append((field + ".parameters", "Required", ""))
+        elif len(json.dumps(parameters, separators=(",", ":"))) > OPAQUE_PARAMETERS_MAX:
+            errors.append((field + ".parameters", "Too long", "may not be more than %d bytes" % OPAQUE_PARAMETERS_MAX,
+                           ""))
+    extended = spec.get("extendedResourceName")
+    if extended is not None and not _is_extended_resource_name(extended):
+        errors.append(("spec.extendedResourceName", "Invalid", "must be a valid extended resource name", extended))
+    return errors
+
+
+# ---------------------------------------------------------------- CEL: a faithful subset of cel-go's compiler
+
+class CelError(Exception):
+    def __init__(self, offset, message):
+        super(CelError, self).__init__(message)
+        self.offset = offset
+        self.message = message
+
+
+OPERAND_EXPECTED = ("{'[', '{', '(', '.', '-', '!', 'true', 'false', 'null', NUM_FLOAT, NUM_INT, NUM_UINT, STRING, "
+                    "BYTES, IDENTIFIER}")
+_TOKEN_RE = re.compile(r"""
+    (?P<ws>\s+)
+  | (?P<num>0[xX][0-9a-fA-F]+[uU]?|[0-9]+\.[0-9]+([eE][+-]?[0-9]+)?|[0-9]+[eE][+-]?[0-9]+|[0-9]+[uU]?)
+  | (?P<str>[bB]?[rR]?("([^"\\\n]|\\.)*"|'([^'\\\n]|\\.)*'))
+  | (?P<id>[_a-zA-Z][_a-zA-Z0-9]*)
+  | (?P<op>\|\||&&|==|!=|<=|>=|[<>+\-*/%!?:.,\[\](){}])
+""", re.VERBOSE)
+RESERVED = ("true", "false", "null", "in")
+# the DRA CEL environment (k8s.io/dynamic-resource-allocation/cel): one variable, `device`
+DEVICE_FIELDS = {"driver": "string", "attributes": "map", "capacity": "map", "allowMultipleAllocations": "bool"}
+GLOBAL_FUNCTIONS = ("size", "has", "int", "uint", "double", "string", "bytes", "bool", "dyn", "type", "duration",
+                    "timestamp", "matches", "quantity", "isQuantity", "semver", "isSemver", "url", "isURL", "ip",
+                    "isIP", "cidr", "isCIDR", "format")
+NUMERIC = ("int", "uint", "double")
+
+
+def _tokenize(text):
+    tokens, pos = [], 0
+    while pos < len(text):
+        m = _TOKEN_RE.match(text, pos)
+        if not m:
+            raise CelError(pos, "Syntax error: token recognition error at: '%s'" % text[pos])
+        if not m.group("ws"):
+            kind = m.lastgroup
+            value = m.group(kind)
+            if kind == "id" and value in RESERVED:
+                kind = "op" if value == "in" else "lit"
+            tokens.append((kind, value, pos))
+        pos = m.end()
+    tokens.append(("eof", "<EOF>", len(text)))
+    return tokens
+
+
+class _Parser:
+    """Recursive descent over CEL's grammar; returns the expression's type ('dyn' when unknown)."""
+
+    def __init__(self, text):
+        self.tokens = _tokenize(text)
+        self.i = 0
+        # cel-go parses first and type-checks after: a syntax error anywhere wins over a type error
+        self.type_error = None
+
+    def check(self, fn, *args):
+        try:
+            return fn(*args)
+        except CelError as err:
+            self.type_error = self.type_error or err
+            return "dyn"
+
+    def undeclared(self, name, pos):
+        self.type_error = self.type_error or CelError(pos, "undeclared reference to '%s' (in container '')" % name)
+        return "dyn"
+
+    def peek(self):
+        return self.tokens[self.i]
+
+    def take(self):
+        tok = self.tokens[self.i]
+        self.i += 1
+        return tok
+
+    def expect(self, value):
+        tok = self.peek()
+        if tok[1] != value or tok[0] not in ("op",):
+            raise CelError(tok[2], "Syntax error: mismatched input '%s' expecting '%s'" % (tok[1], value))
+        return self.take()
+
+    def parse(self):
+        typ = self.expr()
+        tok = self.peek()
+        if tok[0] != "eof":
+            raise CelError(tok[2], "Syntax error: mismatched input '%s' expecting <EOF>" % tok[1])
+        if self.type_error is not None:
+            raise self.type_error
+        return typ
+
+    def expr(self):
+        cond = self.binary(0)
+        if self.peek()[1] == "?" and self.peek()[0] == "op":
+            where = self.take()[2]
+            self.check(_need, cond[0], ("bool",), "_?_:_", cond[0], where)
+            left = self.binary(0)
+            self.expect(":")
+            right = self.expr()
+            return (left[0] if left[0] == right[0] else "dyn", cond[1])
+        return cond
+
+    LEVELS = (("||",), ("&&",), ("==", "!=", "<", "<=", ">", ">=", "in"), ("+", "-"), ("*", "/", "%"))
+
+    def binary(self, level):
+        if level == len(self.LEVELS):
+            return self.unary()
+        left = self.binary(level + 1)
+        while self.peek()[0] == "op" and self.peek()[1] in self.LEVELS[level]:
+            op_tok = self.take()
+            right = self.binary(level + 1)
+            left = (self.check(_binary_type, op_tok[1], left[0], right[0], op_tok[2]), left[1])
+        return left
+
+    def unary(self):
+        tok = self.peek()
+        if tok[0] == "op" and tok[1] in ("!", "-"):
+            self.take()
+            operand = self.unary()
+            if tok[1] == "!":
+                self.check(_need, operand[0], ("bool",), "!_", operand[0], tok[2])
+                return ("bool", tok[2])
+            self.check(_need, operand[0], ("int", "double"), "-_", operand[0], tok[2])
+            return (operand[0], tok[2])
+        return self.member()
+
+    def member(self):
+        typ, start = self.primary()
+        while self.peek()[0] == "op" and self.peek()[1] in (".", "["):
+            tok = self.take()
+            if tok[1] == ".":
+                name = self.take()
+                if name[0] != "id":
+                    raise CelError(name[2], "Syntax error: mismatched input '%s' expecting IDENTIFIER" % name[1])
+                if self.peek()[1] == "(" and self.peek()[0] == "op":
+                    self.take()
+                    self.args(")")
+                    typ = "bool" if name[1] in ("startsWith", "endsWith", "contains", "matches", "exists",
+                                                "all", "exists_one", "isGreaterThan", "isLessThan") else "dyn"
+                elif typ == "device":
+                    if name[1] not in DEVICE_FIELDS:
+                        self.type_error = self.type_error or CelError(name[2], "undefined field '%s'" % name[1])
+                    typ = DEVICE_FIELDS.get(name[1], "dyn")
+                else:
+                    typ = "dyn"
+            else:
+                self.expr()
+                self.expect("]")
+                typ = "dyn"
+        return (typ, start)
+
+    def args(self, closing):
+        if self.peek()[1] == closing and self.peek()[0] == "op":
+            self.take()
+            return
+        while True:
+            self.expr()
+            tok = self.peek()
+            if tok[0] == "op" and tok[1] == ",":
+                self.take()
+                continue
+            if tok[0] == "op" and tok[1] == closing:
+                self.take()
+                return
+            raise CelError(tok[2], "Syntax error: mismatched input '%s' expecting {')', ','}" % tok[1]
+                           if closing == ")" else "Syntax error: mismatched input '%s' expecting {'%s', ','}"
+                           % (tok[1], closing))
+
+    def primary(self):
+        tok = self.take()
+        kind, value, pos = tok
+        if kind == "num":
+            if value.lower().endswith("u"):
+                return ("uint", pos)
+            return ("double" if ("." in value or ("e" in value.lower() and not value.lower().startswith("0x")))
+                    else "int", pos)
+        if kind == "str":
+            return ("bytes" if value[0] in "bB" else "string", pos)
+        if kind == "lit":
+            return ("null_type" if value == "null" else "bool", pos)
+        if kind == "id":
+            if self.peek()[1] == "(" and self.peek()[0] == "op":
+                self.take()
+                self.args(")")
+                if value not in GLOBAL_FUNCTIONS:
+                    return (self.undeclared(value, pos), pos)
+                return ({"size": "int", "has": "bool", "int": "int", "uint": "uint", "double": "double",
+                         "string": "string", "bool": "bool"}.get(value, "dyn"), pos)
+            if value != "device":
+                return (self.undeclared(value, pos), pos)
+            return ("device", pos)
+        if kind == "op" and value == "(":
+            inner = self.expr()
+            self.expect(")")
+            return (inner[0], pos)
+        if kind == "op" and value == "[":
+            self.args("]")
+            return ("list", pos)
+        if kind == "op" and value == "{":
+            if not (self.peek()[1] == "}" and self.peek()[0] == "op"):
+                while True:
+                    self.expr()
+                    self.expect(":")
+                    self.expr()
+                    if self.peek()[1] == "," and self.peek()[0] == "op":
+                        self.take()
+                        continue
+                    break
+            self.expect("}")
+            return ("map", pos)
+        raise CelError(pos, "Syntax error: mismatched input '%s' expecting %s" % (value, OPERAND_EXPECTED))
+
+
+def _need(typ, allowed, op, shown, pos):
+    if typ not in allowed and typ != "dyn":
+        raise CelError(pos, "found no matching overload for '%s' applied to '(%s)'" % (op, shown))
+
+
+def _binary_type(op, left, right, pos):
+    name = "@in" if op == "in" else "_%s_" % op
+    if "dyn" in (left, right):
+        return "bool" if op in ("==", "!=", "<", "<=", ">", ">=", "in", "&&", "||") else "dyn"
+    ok = True
+    if op in ("&&", "||"):
+        ok = left == right == "bool"
+        result = "bool"
+    elif op in ("==", "!="):
+        ok = left == right or "null_type" in (left, right)
+        result = "bool"
+    elif op in ("<", "<=", ">", ">="):
+        ok = (left == right and left in NUMERIC + ("string", "bytes", "bool")) or (left in NUMERIC and right in NUMERIC)
+        result = "bool"
+    elif op == "in":
+        ok = right in ("list", "map")
+        result = "bool"
+    elif op == "+":
+        ok = left == right and left in NUMERIC + ("string", "bytes", "list")
+        result = left
+    elif op == "%":
+        ok = left == right and left in ("int", "uint")
+        result = left
+    else:
+        ok = left == right and left in NUMERIC
+        result = left
+    if not ok:
+        raise CelError(pos, "found no matching overload for '%s' applied to '(%s, %s)'" % (name, left, right))
+    return result
+
+
+def compile_cel(expression):
+    """None, or the detail the apiserver gives for a DeviceClass selector that does not compile.
+
+    Shape from cel-go's issue formatting as the apiserver reports it: ``compilation failed: ERROR:
+    <input>:LINE:COL: MESSAGE`` followed by the source line and a caret (columns 1-based).
+    """
+    try:
+        typ = _Parser(expression).parse()[0]
+    except CelError as err:
+        before = expression[:err.offset]
+        line = before.count("\n") + 1
+        column = err.offset - (before.rfind("\n") + 1)
+        source = expression.split("\n")[line - 1]
+        return "compilation failed: ERROR: <input>:%d:%d: %s\n | %s\n | %s^" % (
+            line, column + 1, err.message, source, "." * column)
+    if typ not in ("bool", "dyn"):
+        return "must evaluate to bool"
+    return None

@@ -1,0 +1,158 @@
+# Copyright (c) kubehw.devices contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The simulated cluster's resource.k8s.io against the facts ("Dynamic Resource Allocation", measured on
+kube-apiserver v1.36.2), row by row, over raw HTTP so the tests see exactly what the server sends.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import pytest
+
+from tests.simcluster.dra import compile_cel
+from tests.simcluster.tests.test_api import Raw
+
+DC = "/apis/resource.k8s.io/v1/deviceclasses"
+
+
+def device_class(name="gpu.example.com", expression='device.driver == "gpu.example.com"', **spec):
+    body = {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": name},
+            "spec": dict({"selectors": [{"cel": {"expression": expression}}]}, **spec)}
+    return body
+
+
+@pytest.fixture
+def raw(simcluster_factory):
+    return Raw(simcluster_factory(None, controllers=False))
+
+
+def test_discovery_serves_only_v1_by_default(raw):
+    code, group, _h = raw.request("GET", "/apis/resource.k8s.io")
+    assert code == 200
+    assert [v["version"] for v in group["versions"]] == ["v1"]
+    assert group["preferredVersion"]["groupVersion"] == "resource.k8s.io/v1"
+    code, groups, _h = raw.request("GET", "/apis")
+    entry = [g for g in groups["groups"] if g["name"] == "resource.k8s.io"]
+    assert [v["version"] for v in entry[0]["versions"]] == ["v1"]
+    code, resources, _h = raw.request("GET", "/apis/resource.k8s.io/v1")
+    scope = dict((r["name"], r["namespaced"]) for r in resources["resources"])
+    assert scope == {"deviceclasses": False, "resourceslices": False, "resourceclaims": True,
+                     "resourceclaims/status": True, "resourceclaimtemplates": True}
+    assert raw.request("GET", "/apis/resource.k8s.io/v1beta1")[0] == 404
+    assert raw.request("GET", "/apis/resource.k8s.io/v1beta1/deviceclasses")[0] == 404
+
+
+def test_cel_syntax_error_is_422_with_cel_gos_message(raw):
+    code, status, _h = raw.request("POST", DC, device_class(name="x", expression="device.driver == "))
+    assert code == 422 and status["reason"] == "Invalid"
+    assert status["message"].startswith(
+        'DeviceClass.resource.k8s.io "x" is invalid: spec.selectors[0].cel.expression: Invalid value: '
+        '"device.driver == ": compilation failed: ERROR: <input>:1:18: Syntax error: mismatched input \'<EOF>\' '
+        "expecting {")
+    assert status["details"]["causes"][0]["field"] == "spec.selectors[0].cel.expression"
+    assert raw.request("GET", DC + "/x")[0] == 404
+
+
+def test_cel_type_error_names_the_overload(raw):
+    code, status, _h = raw.request("POST", DC, device_class(name="x", expression="device.driver + 1"))
+    assert code == 422
+    assert ("compilation failed: ERROR: <input>:1:15: found no matching overload for '_+_' applied to "
+            "'(string, int)'") in status["message"]
+
+
+@pytest.mark.parametrize("expression", [
+    'device.driver == "gpu.example.com"',
+    'device.attributes["gpu.example.com"].model == "a100" && device.capacity["gpu.example.com"].memory'
+    '.compareTo(quantity("40Gi")) >= 0',
+    'device.driver in ["a.example.com", "b.example.com"] || !(device.attributes["x"].index > 2)',
+    'has(device.attributes["gpu.example.com"].model) ? device.driver.startsWith("gpu") : false',
+])
+def test_valid_selectors_compile(expression):
+    assert compile_cel(expression) is None
+
+
+@pytest.mark.parametrize("expression, detail", [
+    ("(device.driver", "1:15: Syntax error: mismatched input '<EOF>' expecting ')'"),
+    ("device.driver == 'a' 'b'", "1:22: Syntax error: mismatched input ''b'' expecting <EOF>"),
+    ("gpu == 1", "1:1: undeclared reference to 'gpu' (in container '')"),
+    ("device.vendor == 'x'", "1:8: undefined field 'vendor'"),
+    ("device.driver && true", "1:15: found no matching overload for '_&&_' applied to '(string, bool)'"),
+])
+def test_compile_errors_subset(expression, detail):
+    assert detail in compile_cel(expression)
+
+
+def test_dry_run_create_answers_201_with_generation_1_and_stores_nothing(raw):
+    code, obj, _h = raw.request("POST", DC + "?dryRun=All", device_class())
+    assert code == 201
+    assert obj["metadata"]["generation"] == 1 and obj["kind"] == "DeviceClass"
+    assert raw.request("GET", DC + "/gpu.example.com")[0] == 404
+    code, stored, _h = raw.request("POST", DC, device_class())
+    assert code == 201 and stored["metadata"]["generation"] == 1
+    # a dry-run update leaves the stored object as it was
+    changed = dict(stored, spec={"selectors": [{"cel": {"expression": "true"}}]})
+    assert raw.request("PUT", DC + "/gpu.example.com?dryRun=All", changed)[0] == 200
+    assert raw.request("GET", DC + "/gpu.example.com")[1]["spec"] == stored["spec"]
+
+
+@pytest.mark.parametrize("name", ["gpu", "kubernetes.io/gpu"])
+def test_extended_resource_name_must_be_an_extended_resource(raw, name):
+    code, status, _h = raw.request("POST", DC, device_class(extendedResourceName=name))
+    assert code == 422
+    assert ('spec.extendedResourceName: Invalid value: "%s": must be a valid extended resource name' % name
+            in status["message"])
+
+
+def test_config_driver_and_parameters_are_checked(raw):
+    body = device_class(config=[{"opaque": {"driver": "GPU_example", "parameters": {"a": 1}}},
+                                {"opaque": {"driver": "gpu.example.com"}}])
+    code, status, _h = raw.request("POST", DC, body)
+    assert code == 422
+    fields = [c["field"] for c in status["details"]["causes"]]
+    assert fields == ["spec.config[0].opaque.driver", "spec.config[1].opaque.parameters"]
+
+
+def test_generation_follows_spec_changes_only(raw):
+    code, stored, _h = raw.request("POST", DC, device_class())
+    stored["metadata"]["labels"] = {"a": "b"}
+    code, updated, _h = raw.request("PUT", DC + "/gpu.example.com", stored)
+    assert code == 200 and updated["metadata"]["generation"] == 1
+    stored = updated
+    stored["spec"]["selectors"] = [{"cel": {"expression": "true"}}]
+    code, updated, _h = raw.request("PUT", DC + "/gpu.example.com", stored)
+    assert code == 200 and updated["metadata"]["generation"] == 2
+
+
+def test_resource_slice_is_stored_in_the_v1_shape(raw):
+    body = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": "n1-gpu"},
+            "spec": {"driver": "gpu.example.com", "nodeName": "n1",
+                     "pool": {"name": "n1", "generation": 1, "resourceSliceCount": 1},
+                     "devices": [{"name": "gpu-0", "attributes": {"model": {"string": "a100"}, "index": {"int": 0}},
+                                  "capacity": {"memory": {"value": "40Gi"}}}]}}
+    code, stored, _h = raw.request("POST", "/apis/resource.k8s.io/v1/resourceslices", body)
+    assert code == 201 and stored["spec"]["devices"] == body["spec"]["devices"]
+
+
+def test_v1_32_configuration_serves_v1beta1_and_converts_shapes(simcluster_factory):
+    raw = Raw(simcluster_factory({"dra_versions": ["v1beta1"]}, controllers=False))
+    code, group, _h = raw.request("GET", "/apis/resource.k8s.io")
+    assert [v["version"] for v in group["versions"]] == ["v1beta1"]
+    assert raw.request("GET", DC)[0] == 404
+    body = {"apiVersion": "resource.k8s.io/v1beta1", "kind": "ResourceSlice", "metadata": {"name": "n1-gpu"},
+            "spec": {"driver": "gpu.example.com", "nodeName": "n1",
+                     "pool": {"name": "n1", "generation": 1, "resourceSliceCount": 1},
+                     "devices": [{"name": "gpu-0", "basic": {"attributes": {"model": {"string": "a100"}}}}]}}
+    code, answer, _h = raw.request("POST", "/apis/resource.k8s.io/v1beta1/resourceslices", body)
+    assert code == 201 and answer["apiVersion"] == "resource.k8s.io/v1beta1"
+    assert answer["spec"]["devices"] == body["spec"]["devices"]
+    code, listing, _h = raw.request("GET", "/apis/resource.k8s.io/v1beta1/resourceslices")
+    assert listing["apiVersion"] == "resource.k8s.io/v1beta1"
+    assert listing["items"][0]["spec"]["devices"][0]["basic"]["attributes"] == {"model": {"string": "a100"}}
+
+
+def test_cluster_without_dra_has_no_group(simcluster_factory):
+    raw = Raw(simcluster_factory({"dra_versions": []}, controllers=False))
+    assert raw.request("GET", "/apis/resource.k8s.io")[0] == 404
+    assert "resource.k8s.io" not in [g["name"] for g in raw.request("GET", "/apis")[1]["groups"]]
+    assert raw.request("GET", DC)[0] == 404
