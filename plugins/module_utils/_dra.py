@@ -115,6 +115,14 @@ class DraApi(object):
         return self.client.call_json(self.custom.replace_cluster_custom_object, GROUP, self.version, plural, name,
                                      body, what=what, **kwargs)
 
+    def list(self, plural, what):
+        """Every object of a cluster-wide list (all namespaces for claims), in pages where the client can."""
+        fn = self.custom.list_cluster_custom_object
+        list_all = getattr(self.client, "list_all", None)
+        if list_all is not None:
+            return list_all(fn, GROUP, self.version, plural, what=what).get("items") or []
+        return self.client.call_json(fn, GROUP, self.version, plural, what=what).get("items") or []
+
     def delete(self, plural, name, uid, what):
         """Delete with the uid that was read as precondition; False when it was already gone."""
         body = self.delete_options(preconditions=self.preconditions(uid=uid)) if uid else None
@@ -296,3 +304,109 @@ def parameters_problem(parameters):
 
 def extended_name_problem(name):
     return extended_resource_name_problem(name)
+
+
+# -- reporting ------------------------------------------------------------------------------------
+
+def _attribute_value(attribute):
+    """A device attribute ({"string": "a100"}, {"int": 0}, {"bool": true}, {"version": "1.2.3"}) as a plain value."""
+    if isinstance(attribute, dict):
+        for key in ("string", "int", "bool", "version"):
+            if key in attribute:
+                return attribute[key]
+        for key in ("strings", "ints", "bools", "versions"):
+            if key in attribute:
+                return attribute[key]
+    return attribute
+
+
+def _current_slices(slices):
+    """Only the slices of each pool's newest generation: older ones are leftovers the scheduler ignores."""
+    newest = {}
+    for item in slices:
+        spec = item.get("spec") or {}
+        key = (spec.get("driver"), (spec.get("pool") or {}).get("name"))
+        newest[key] = max(newest.get(key, 0), (spec.get("pool") or {}).get("generation") or 0)
+    return [item for item in slices
+            if ((item.get("spec") or {}).get("pool") or {}).get("generation", 0) ==
+            newest[((item.get("spec") or {}).get("driver"), ((item.get("spec") or {}).get("pool") or {}).get("name"))]]
+
+
+def published_devices(slices, version="v1"):
+    """Node name -> the devices drivers published for it in ResourceSlices, sorted by driver, pool and name.
+
+    Slices that are not tied to one node (nodeSelector, allNodes) are reported under the key None.
+    """
+    nodes = {}
+    for item in _current_slices([slice_to_v1(s, version) for s in slices]):
+        spec = item.get("spec") or {}
+        node = spec.get("nodeName") or None
+        for device in spec.get("devices") or []:
+            nodes.setdefault(node, []).append({
+                "driver": spec.get("driver"),
+                "pool": (spec.get("pool") or {}).get("name"),
+                "device": device.get("name"),
+                "attributes": dict((k, _attribute_value(v)) for k, v in (device.get("attributes") or {}).items()),
+                "capacity": dict((k, (v or {}).get("value") if isinstance(v, dict) else v)
+                                 for k, v in (device.get("capacity") or {}).items()),
+            })
+    for devices in nodes.values():
+        devices.sort(key=lambda d: (d["driver"] or "", d["pool"] or "", d["device"] or ""))
+    return nodes
+
+
+def _allocated_node(claim, device_nodes):
+    """The node an allocated claim is bound to: its allocation's node selector, else the node of its devices."""
+    allocation = (claim.get("status") or {}).get("allocation") or {}
+    for term in (allocation.get("nodeSelector") or {}).get("nodeSelectorTerms") or []:
+        for field in term.get("matchFields") or []:
+            if field.get("key") == "metadata.name" and field.get("operator") == "In" and field.get("values"):
+                return field["values"][0]
+    for result in (allocation.get("devices") or {}).get("results") or []:
+        node = device_nodes.get((result.get("driver"), result.get("pool"), result.get("device")))
+        if node:
+            return node
+    return None
+
+
+def claim_report(claims, devices_by_node):
+    """(node name -> allocated claims, pending claims) from ResourceClaims in the v1 shape."""
+    device_nodes = {}
+    for node, devices in devices_by_node.items():
+        for dev in devices:
+            device_nodes[(dev["driver"], dev["pool"], dev["device"])] = node
+    allocated, pending = {}, []
+    for claim in claims:
+        meta = claim.get("metadata") or {}
+        status = claim.get("status") or {}
+        entry = {"namespace": meta.get("namespace"), "name": meta.get("name"),
+                 "reserved_for": ["%s/%s" % (r.get("resource"), r.get("name")) for r in status.get("reservedFor") or []]}
+        if status.get("allocation"):
+            entry["devices"] = ["%s/%s/%s" % (r.get("driver"), r.get("pool"), r.get("device"))
+                                for r in ((status["allocation"].get("devices") or {}).get("results") or [])]
+            allocated.setdefault(_allocated_node(claim, device_nodes), []).append(entry)
+        else:
+            entry["requests"] = [r.get("name") for r in _requests(claim.get("spec")) or []]
+            pending.append(entry)
+    return allocated, pending
+
+
+def report(api, node_names=None):
+    """What DRA drivers published and which claims are allocated, per node (all nodes when node_names is None).
+
+    Never fails for a cluster without resource.k8s.io: ``served`` is then false.
+    """
+    version = choose_version(api.served_versions())
+    if version is None:
+        return {"served": False}
+    api.version = version
+    slices = api.list("resourceslices", what="list ResourceSlices")
+    claims = [dict(c, spec=claim_spec_to_v1(c.get("spec"), version))
+              for c in api.list("resourceclaims", what="list ResourceClaims")]
+    devices = published_devices(slices, version)
+    allocated, pending = claim_report(claims, devices)
+    wanted = set(node_names) if node_names is not None else set(n for n in list(devices) + list(allocated) if n)
+    nodes = dict((name, {"devices": devices.get(name, []), "claims": allocated.get(name, [])})
+                 for name in sorted(wanted))
+    return {"served": True, "api_version": "%s/%s" % (GROUP, version), "nodes": nodes,
+            "pending_claims": pending}

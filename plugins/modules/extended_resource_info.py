@@ -74,6 +74,15 @@ options:
       - Seconds to wait for O(wait_allocatable).
     type: int
     default: 300
+  include_dra:
+    description:
+      - Also report Dynamic Resource Allocation (C(resource.k8s.io)), in RV(dra), for the reported nodes, that is
+        the devices DRA drivers published for each in ResourceSlices (driver, pool, device, attributes such as
+        model or memory, capacity), the ResourceClaims allocated there (with the pods they are reserved for),
+        and the claims not allocated yet. Two more list requests; a cluster without the API group is reported
+        as not served, not as an error.
+    type: bool
+    default: false
 notes:
   - Every node is reported only with O(all_nodes=true); a task without a target fails before any request.
   - A resource counts as extended when it is not one of C(cpu), C(memory), C(pods),
@@ -143,6 +152,18 @@ nodes:
       type: list
       elements: dict
       sample: [{"namespace": "default", "name": "dongle-user", "phase": "Running", "requests": {"example.com/dongle": "2"}}]
+dra:
+  description:
+    - Dynamic Resource Allocation per reported node (C(nodes), by name, each with C(devices) and C(claims)),
+      C(pending_claims), the C(api_version) used, and C(served) (false when the cluster has no
+      C(resource.k8s.io); nothing else is then returned).
+  returned: when O(include_dra=true)
+  type: dict
+  sample: {"served": true, "api_version": "resource.k8s.io/v1", "pending_claims": [],
+           "nodes": {"gpu-1": {"devices": [{"driver": "gpu.example.com", "pool": "gpu-1", "device": "gpu-0",
+                                            "attributes": {"model": "a100"}, "capacity": {"memory": "40Gi"}}],
+                               "claims": [{"namespace": "default", "name": "pod-gpu-x1y2z",
+                                           "devices": ["gpu.example.com/gpu-1/gpu-0"], "reserved_for": ["pods/pod"]}]}}}
 pending_pods:
   description: Pods that request extended resources and are not scheduled, with the scheduler's reason.
   returned: when O(include_pods=true)
@@ -155,6 +176,7 @@ pending_pods:
 import copy
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.kubehw.devices.plugins.module_utils._dra import DraApi, report as dra_report
 from ansible_collections.kubehw.devices.plugins.module_utils._client import (
     AUTH_ARG_SPEC,
     KubeClient,
@@ -312,6 +334,7 @@ def main():
         include_pods=dict(type="bool", default=True),
         wait_allocatable=dict(type="dict"),
         wait_timeout=dict(type="int", default=300),
+        include_dra=dict(type="bool", default=False),
     )
     module = AnsibleModule(
         argument_spec=argument_spec,
@@ -339,11 +362,16 @@ def main():
         if module.params["include_pods"]:
             pods = client.list_all(client.core.list_pod_for_all_namespaces, what="list pods").get("items") or []
         summary, pending = summarize(nodes, pods)
+        dra = None
+        if module.params["include_dra"]:
+            dra = dra_report(DraApi(client), [n["name"] for n in summary])
     except KubeHwError as err:
         fail_from_error(module, err, changed=False)
     result = dict(changed=False, nodes=summary)
     if module.params["include_pods"]:
         result["pending_pods"] = pending
+    if dra is not None:
+        result["dra"] = dra
     module.exit_json(**result)
 
 

@@ -202,3 +202,69 @@ def test_v1beta1_cluster_is_spoken_to_in_v1beta1(cluster, ansible, dc_name):
         'device.driver == "gpu.example.com"'
     again = ansible([task(dc_name, selectors=['device.driver == "gpu.example.com"'])])
     assert again.result("DeviceClass")["changed"] is False
+
+
+@pytest.fixture
+def published(cluster):
+    """ResourceSlices of a test driver on the first node (a stale generation too), an allocated and a pending claim,
+    as a DRA driver and the scheduler would leave them; deleted afterwards."""
+    api = client.CustomObjectsApi(cluster.api_client)
+    node = cluster.node_names()[0]
+    suffix = uuid.uuid4().hex[:6]
+    driver, pool = "test-%s.kubehw.example.com" % suffix, "%s-%s" % (node, suffix)
+    made = []
+
+    def make_slice(generation, devices):
+        body = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+                "metadata": {"name": "%s-%d" % (pool, generation)},
+                "spec": {"driver": driver, "nodeName": node, "devices": devices,
+                         "pool": {"name": pool, "generation": generation, "resourceSliceCount": 1}}}
+        api.create_cluster_custom_object(GROUP, "v1", "resourceslices", body)
+        made.append(("resourceslices", None, body["metadata"]["name"]))
+
+    make_slice(1, [{"name": "old-0"}])
+    make_slice(2, [{"name": "gpu-0", "attributes": {"model": {"string": "a100"}, "index": {"int": 0}},
+                    "capacity": {"memory": {"value": "40Gi"}}}, {"name": "gpu-1"}])
+    claims = {}
+    for name in ("held", "waiting"):
+        body = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+                "metadata": {"name": "%s-%s" % (name, suffix)},
+                "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "no-such-class"}}]}}}
+        claims[name] = api.create_namespaced_custom_object(GROUP, "v1", "default", "resourceclaims", body)
+        made.append(("resourceclaims", "default", body["metadata"]["name"]))
+    held = claims["held"]
+    held["status"] = {"allocation": {
+        "devices": {"results": [{"request": "gpu", "driver": driver, "pool": pool, "device": "gpu-0"}]},
+        "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [
+            {"key": "metadata.name", "operator": "In", "values": [node]}]}]}},
+        "reservedFor": [{"resource": "pods", "name": "user-%s" % suffix, "uid": str(uuid.uuid4())}]}
+    api.replace_namespaced_custom_object_status(GROUP, "v1", "default", "resourceclaims", held["metadata"]["name"], held)
+    yield dict(node=node, driver=driver, pool=pool, suffix=suffix)
+    for plural, namespace, name in made:
+        try:
+            if namespace:
+                api.delete_namespaced_custom_object(GROUP, "v1", namespace, plural, name)
+            else:
+                api.delete_cluster_custom_object(GROUP, "v1", plural, name)
+        except ApiException:
+            pass
+
+
+def test_extended_resource_info_reports_published_devices_and_claims(cluster, ansible, published):
+    node, driver, pool, suffix = published["node"], published["driver"], published["pool"], published["suffix"]
+    run = ansible([{"name": "Report", "kubehw.devices.extended_resource_info": {
+        "names": [node], "include_pods": False, "include_dra": True}}])
+    assert run.rc == 0, run.output()
+    dra = run.result("Report")["dra"]
+    assert dra["served"] is True and dra["api_version"] == "resource.k8s.io/v1"
+    mine = [d for d in dra["nodes"][node]["devices"] if d["driver"] == driver]
+    # the stale generation's old-0 is not reported
+    assert mine == [
+        {"driver": driver, "pool": pool, "device": "gpu-0", "attributes": {"model": "a100", "index": 0},
+         "capacity": {"memory": "40Gi"}},
+        {"driver": driver, "pool": pool, "device": "gpu-1", "attributes": {}, "capacity": {}}]
+    held = [c for c in dra["nodes"][node]["claims"] if c["name"] == "held-" + suffix]
+    assert held == [{"namespace": "default", "name": "held-" + suffix, "reserved_for": ["pods/user-" + suffix],
+                     "devices": ["%s/%s/gpu-0" % (driver, pool)]}]
+    assert {"namespace": "default", "name": "waiting-" + suffix, "reserved_for": [], "requests": ["gpu"]} in \
+        dra["pending_claims"]

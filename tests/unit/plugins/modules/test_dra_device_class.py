@@ -404,3 +404,57 @@ def test_foreign_class_is_skipped_unless_adopted(dra, capsys):
     assert "/spec/selectors" in json.dumps(result["warnings"])
     result = run(capsys, dict(CLASS, adopt=True))
     assert result["action"] == "updated" and dra.objects["gpu.example.com"]["metadata"]["labels"] == MANAGED
+
+
+# -- reporting (extended_resource_info include_dra) ----------------------------------------------------
+
+def slice_(node, pool, generation, devices, version="v1"):
+    spec = {"driver": "gpu.example.com", "nodeName": node,
+            "pool": {"name": pool, "generation": generation, "resourceSliceCount": 1}, "devices": devices}
+    return {"apiVersion": "resource.k8s.io/%s" % version, "kind": "ResourceSlice",
+            "metadata": {"name": "%s-%d" % (pool, generation)}, "spec": spec}
+
+
+A100 = {"name": "gpu-0", "attributes": {"model": {"string": "a100"}, "index": {"int": 0}},
+        "capacity": {"memory": {"value": "40Gi"}}}
+
+
+def test_published_devices_flattens_values_and_ignores_stale_pool_generations():
+    slices = [slice_("n1", "n1", 1, [{"name": "old-0"}]), slice_("n1", "n1", 2, [A100, {"name": "gpu-1"}]),
+              slice_(None, "shared", 1, [{"name": "fabric-0"}])]
+    nodes = _dra.published_devices(slices)
+    assert nodes["n1"] == [
+        {"driver": "gpu.example.com", "pool": "n1", "device": "gpu-0", "attributes": {"model": "a100", "index": 0},
+         "capacity": {"memory": "40Gi"}},
+        {"driver": "gpu.example.com", "pool": "n1", "device": "gpu-1", "attributes": {}, "capacity": {}}]
+    assert [d["device"] for d in nodes[None]] == ["fabric-0"]
+
+
+def test_published_devices_reads_v1beta1_slices():
+    beta = slice_("n1", "n1", 1, [{"name": "gpu-0", "basic": {"attributes": {"model": {"string": "a100"}}}}],
+                  version="v1beta1")
+    assert _dra.published_devices([beta], "v1beta1")["n1"][0]["attributes"] == {"model": "a100"}
+
+
+def test_claims_are_placed_by_node_selector_or_by_their_devices():
+    devices = {"n1": [{"driver": "gpu.example.com", "pool": "n1", "device": "gpu-0"}]}
+    by_selector = {"metadata": {"namespace": "default", "name": "a"}, "status": {
+        "allocation": {"nodeSelector": {"nodeSelectorTerms": [{"matchFields": [
+            {"key": "metadata.name", "operator": "In", "values": ["n2"]}]}]},
+            "devices": {"results": [{"request": "gpu", "driver": "gpu.example.com", "pool": "n2", "device": "gpu-9"}]}},
+        "reservedFor": [{"resource": "pods", "name": "p", "uid": "u"}]}}
+    by_device = {"metadata": {"namespace": "default", "name": "b"}, "status": {"allocation": {"devices": {
+        "results": [{"request": "gpu", "driver": "gpu.example.com", "pool": "n1", "device": "gpu-0"}]}}}}
+    pending = {"metadata": {"namespace": "ml", "name": "c"},
+               "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "x"}}]}}}
+    allocated, waiting = _dra.claim_report([by_selector, by_device, pending], devices)
+    assert allocated["n2"] == [{"namespace": "default", "name": "a", "reserved_for": ["pods/p"],
+                                "devices": ["gpu.example.com/n2/gpu-9"]}]
+    assert [c["name"] for c in allocated["n1"]] == ["b"]
+    assert waiting == [{"namespace": "ml", "name": "c", "reserved_for": [], "requests": ["gpu"]}]
+
+
+def test_report_without_the_group_is_not_an_error():
+    client = RecordingClient({"get_api_versions": {"groups": []}})
+    assert _dra.report(_dra.DraApi(client), ["n1"]) == {"served": False}
+    assert [c[0] for c in client.calls] == ["get_api_versions"]
