@@ -2,8 +2,9 @@
 """`make demo`: site.yml against the bundled SIMULATED cluster, then a readable summary.
 
 Starts tests/simcluster with tests/simcluster/examples/demo.yaml, runs
-`ansible-playbook kubehw.devices.site` with playbooks/inventory/demo, shows per node what is
-advertised and allocatable and how the device-plugin rollout went, then proves scheduling with
+`ansible-playbook kubehw.devices.site` with playbooks/inventory/demo, says per node what the run
+did there (from the modules' results), shows per node what is advertised and allocatable and how
+the device-plugin rollout went, then proves scheduling with
 two pods: one asking for 2 dongles (bound to the dongle node) and one asking for more than any
 node has (Pending, with the scheduler's reason). Stops everything it started.
 """
@@ -23,6 +24,8 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONFIG = os.path.join(ROOT, "tests", "simcluster", "examples", "demo.yaml")
 INVENTORY = os.path.join(ROOT, "playbooks", "inventory", "demo", "hosts.yml")
+# Writes each task's result as a JSON line (the integration tests read results the same way).
+CALLBACKS = os.path.join(ROOT, "tests", "integration", "callback_plugins")
 DONGLE = "example.com/dongle"
 GPU = "nvidia.com/gpu"
 WIDTH = 78
@@ -65,6 +68,10 @@ def run_site(kubeconfig, workdir):
     env["ANSIBLE_NOCOLOR"] = "1"
     env["ANSIBLE_DISPLAY_SKIPPED_HOSTS"] = "0"
     env["ANSIBLE_LOCAL_TEMP"] = os.path.join(workdir, "tmp")
+    env["ANSIBLE_CALLBACK_PLUGINS"] = CALLBACKS
+    env["ANSIBLE_CALLBACKS_ENABLED"] = "kubehw_results"
+    results_file = os.path.join(workdir, "results.jsonl")
+    env["KUBEHW_RESULTS_FILE"] = results_file
     playbook = os.path.join(os.path.dirname(sys.executable), "ansible-playbook")
     if not os.path.exists(playbook):
         playbook = "ansible-playbook"
@@ -77,6 +84,126 @@ def run_site(kubeconfig, workdir):
         say(proc.stdout[-6000:])
         say(proc.stderr[-3000:])
         raise SystemExit("site.yml failed (exit %d)" % proc.returncode)
+    results = []
+    if os.path.exists(results_file):
+        with open(results_file) as handle:
+            results = [json.loads(line) for line in handle if line.strip()]
+    return results
+
+
+def _module_results(results):
+    """Every result of the run, loop items included (a loop task's result lists them under `results`)."""
+    for res in results:
+        if res.get("_outcome") != "ok":
+            continue
+        items = res.get("results") if isinstance(res.get("results"), list) else [res]
+        for item in items:
+            if isinstance(item, dict):
+                yield res, item
+
+
+def _hosts(path):
+    import yaml
+
+    with open(path) as handle:
+        inventory = yaml.safe_load(handle)
+
+    found = []
+
+    def walk(group):
+        for name in (group.get("hosts") or {}):
+            if name not in found:
+                found.append(name)
+        for child in (group.get("children") or {}).values():
+            walk(child or {})
+    walk(inventory.get("all", inventory))
+    return found
+
+
+def node_report(results, hosts):
+    """One line per inventory host: what site.yml did to its node, read from the modules' results.
+
+    k8s_node_extended_resource results carry `nodes` (a list with `patch` per node), device_plugin_deploy
+    results `daemonset`, `generation` and `nodes` (a dict per node with its plugin pod), resource_smoke_test
+    results `pod` and `node`.
+    """
+    did = dict((host, []) for host in hosts)
+    once = set()
+    seen = {}  # node -> extended resources allocatable, as extended_resource_info last read them
+    for _res, item in _module_results(results):
+        if isinstance(item.get("nodes"), list) and "changed_nodes" not in item:  # extended_resource_info
+            for node in item["nodes"]:
+                if isinstance(node, dict) and extended(node.get("allocatable")):
+                    seen[node.get("name")] = extended(node.get("allocatable"))
+    for res, item in _module_results(results):
+        nodes = item.get("nodes")
+        if isinstance(nodes, list) and "changed_nodes" in item:  # k8s_node_extended_resource
+            for node in nodes:
+                name = node.get("name")
+                if name not in did:
+                    continue
+                if node.get("failed"):
+                    did[name].append("advertising FAILED: %s" % node.get("msg"))
+                elif node.get("changed"):
+                    keys = []
+                    for op in node.get("patch") or []:
+                        path = op.get("path") or ""
+                        if op.get("op") in ("add", "replace", "remove") and path.startswith("/status/capacity/"):
+                            key = path[len("/status/capacity/"):].replace("~1", "/").replace("~0", "~")
+                            if key not in keys:
+                                keys.append(key)
+                    capacity = node.get("capacity") or {}
+                    did[name].append("advertised %s (node status patched)" % ", ".join(
+                        "%s=%s" % (k, capacity[k]) if k in capacity else "%s removed" % k for k in keys))
+                else:
+                    asked = ((item.get("invocation") or {}).get("module_args") or {}).get("resources") or {}
+                    held = dict((k, v) for k, v in (node.get("capacity") or {}).items() if k in asked)
+                    did[name].append("nothing to do: the node already advertised %s" % (
+                        listing(held) if held else "what the inventory asks"))
+            if item.get("changed") and set(n.get("name") for n in nodes) - set([res.get("_host")]):
+                once.add(res.get("_host"))
+        elif "daemonset" in item and isinstance(nodes, dict):  # device_plugin_deploy
+            ds = item.get("daemonset") or {}
+            meta = ds.get("metadata") or {}
+            label = "device plugin %s/%s" % (meta.get("namespace"), meta.get("name"))
+            generation = item.get("generation") or {}
+            if not item.get("changed"):
+                how = "%s already as wanted: nothing to do" % label
+            elif generation.get("before") is None:
+                how = "%s rolled out (DaemonSet created)" % label
+            else:
+                how = "%s rolled out (DaemonSet updated: %s)" % (label, ", ".join(item.get("changed_paths") or []) or "changed")
+            for name, info in nodes.items():
+                if name not in did:
+                    continue
+                pod = "its pod %s %s here" % (info.get("pod"), "is ready" if info.get("pod_ready") else "is not ready")
+                allocatable = seen.get(name) or dict((k, v) for k, v in (info.get("allocatable") or {}).items()
+                                                     if v is not None)
+                did[name].append("%s; %s; %s" % (how, pod, "%s allocatable" % listing(allocatable) if allocatable
+                                                 else "its resource not allocatable yet"))
+            if item.get("changed") and set(nodes) - set([res.get("_host")]):
+                once.add(res.get("_host"))
+        elif "pod" in item and item.get("node") in did:  # resource_smoke_test
+            did[item["node"]].append("smoke-test pod %s scheduled here (phase %s)" % (
+                (item.get("pod") or {}).get("metadata", {}).get("name", "?") if isinstance(item.get("pod"), dict)
+                else item.get("pod"), item.get("phase") or "unknown"))
+    lines = []
+    width = max(len(h) for h in hosts) if hosts else 0
+    for host in hosts:
+        lines.append("%s  %s" % (host.ljust(width), "; ".join(did[host]) or "no change: no task acted on this node"))
+    return lines, sorted(once)
+
+
+def show_node_report(results):
+    rule("What site.yml did, per node")
+    hosts = _hosts(INVENTORY)
+    lines, once = node_report(results, hosts)
+    for line in lines:
+        say(line)
+    if once:
+        say("(The recap counts a task that runs once for several nodes, such as the DaemonSet rollout, as a")
+        say(" change of the host it ran for (%s) only: a node with changed=0 may still have been served." % ", ".join(once))
+        say(" The lines above say what each node got.)")
 
 
 def extended(resources):
@@ -162,8 +289,9 @@ def main():
         say("Simulated API server: %s" % url)
         rule("site.yml")
         started = time.monotonic()
-        run_site(kubeconfig, workdir)
+        results = run_site(kubeconfig, workdir)
         say("site.yml took %.0fs" % (time.monotonic() - started))
+        show_node_report(results)
         api = config.new_client_from_config(config_file=kubeconfig)
         core, apps = client.CoreV1Api(api), client.AppsV1Api(api)
         show_nodes(core, apps)

@@ -351,3 +351,47 @@ def test_min_versions_is_a_counted_pytest_stage_of_make_test():
     for suite in ('tests/unit', 'test_k8s_node_extended_resource.py', 'test_device_plugin_deploy.py',
                   'test_info_and_smoke_test.py'):
         assert suite in proc.stdout
+
+
+def _demo_results(changed):
+    """Results of site.yml as the kubehw_results callback writes them: a first run (changed) or a re-run."""
+    gpu = {'nvidia.com/gpu': '4'}
+    return [
+        {'_host': 'gpu-1', '_outcome': 'ok', 'task': 'Roll out the device plugin and wait for its resource',
+         'changed': changed, 'daemonset': {'metadata': {'namespace': 'kubehw-device-plugins', 'name': 'nvidia'}},
+         'generation': {'before': None if changed else 1, 'after': 1},
+         'nodes': {'gpu-1': {'pod': 'nvidia-a', 'pod_ready': True, 'allocatable': {'nvidia.com/gpu': None}},
+                   'gpu-2': {'pod': 'nvidia-b', 'pod_ready': True, 'allocatable': {'nvidia.com/gpu': 8}}}},
+        {'_host': 'gpu-1', '_outcome': 'ok', 'task': 'Wait until the resource is allocatable on every node of the play',
+         'changed': False, 'nodes': [{'name': 'gpu-1', 'ready': 'True', 'allocatable': dict(gpu, cpu='8')}]},
+        {'_host': 'gpu-1', '_outcome': 'skipped', 'task': 'Install the NVIDIA driver'},
+        {'_host': 'dongle-1', '_outcome': 'ok', 'task': 'Advertise the extended resources of each group of nodes',
+         'changed': changed, 'results': [{
+             'changed': changed, 'changed_nodes': ['dongle-1'] if changed else [], 'failed_nodes': [],
+             'invocation': {'module_args': {'resources': {'example.com/dongle': 2}}},
+             'nodes': [{'name': 'dongle-1', 'changed': changed, 'capacity': {'cpu': '4', 'example.com/dongle': '2'},
+                        'patch': [{'op': 'test', 'path': '/status/capacity', 'value': {}},
+                                  {'op': 'add', 'path': '/status/capacity/example.com~1dongle', 'value': '2'}]
+                        if changed else []}]}]},
+    ]
+
+
+def test_demo_says_per_node_what_the_run_did():
+    demo = _load('demo')
+    hosts = ['gpu-1', 'gpu-2', 'dongle-1', 'spare-1']
+    lines, once = demo.node_report(_demo_results(True), hosts)
+    assert lines == [
+        'gpu-1     device plugin kubehw-device-plugins/nvidia rolled out (DaemonSet created); its pod nvidia-a is '
+        'ready here; nvidia.com/gpu=4 allocatable',
+        'gpu-2     device plugin kubehw-device-plugins/nvidia rolled out (DaemonSet created); its pod nvidia-b is '
+        'ready here; nvidia.com/gpu=8 allocatable',
+        'dongle-1  advertised example.com/dongle=2 (node status patched)',
+        'spare-1   no change: no task acted on this node',
+    ]
+    # the rollout ran once, for gpu-1, and served gpu-2 too: the recap's changed=0 for gpu-2 needs that note
+    assert once == ['gpu-1']
+    lines, once = demo.node_report(_demo_results(False), hosts)
+    assert lines[0].endswith('device plugin kubehw-device-plugins/nvidia already as wanted: nothing to do; its pod '
+                             'nvidia-a is ready here; nvidia.com/gpu=4 allocatable')
+    assert lines[2] == 'dongle-1  nothing to do: the node already advertised example.com/dongle=2'
+    assert once == []

@@ -21,6 +21,17 @@ def test_demo_runs_site_and_shows_scheduling(collections_path):
     out = proc.stdout
     assert proc.returncode == 0, out[-5000:] + proc.stderr[-3000:]
     assert "SIMULATED Kubernetes cluster" in out
+    # after the recap, one line per node saying what the run did there, then the tables
+    report = out[out.index("What site.yml did, per node"):out.index("Nodes: advertised (capacity)")]
+    assert out.index("PLAY RECAP") < out.index("What site.yml did, per node")
+    for node, count in (("gpu-node-1", 4), ("gpu-node-2", 8)):
+        assert re.search(r"^%s\s+device plugin \S+/nvidia-device-plugin rolled out \(DaemonSet created\); its pod "
+                         r"nvidia-device-plugin-\S+ is ready here; nvidia.com/gpu=%d allocatable" % (node, count),
+                         report, re.M), report
+    assert re.search(r"^dongle-node-1\s+advertised example.com/dongle=2 \(node status patched\)$", report, re.M), report
+    # gpu-node-2's changed=0 in the recap is explained
+    assert re.search(r"^gpu-node-2 +: ok=\d+ +changed=0", out, re.M), out
+    assert "change of the host it ran for (gpu-node-1) only" in report
     assert re.search(r"^dongle-node-1\s+True\s+example.com/dongle=2\s+example.com/dongle=2$", out, re.M), out
     assert re.search(r"^gpu-node-1\s+True\s+nvidia.com/gpu=4\s+nvidia.com/gpu=4$", out, re.M), out
     assert re.search(r"^gpu-node-2\s+True\s+nvidia.com/gpu=8\s+nvidia.com/gpu=8$", out, re.M), out
