@@ -3,11 +3,19 @@
 """Integration harness: a cluster (simulated by default, real when KUBECONFIG is set) and a
 runner that plays tasks on localhost with the collection from this checkout.
 
+The suite brings what it needs, so the same tests run on the simulated cluster and on any real
+one: Node objects of its own (no kubelet behind them, which is enough for status tests), service
+accounts with tokens from the TokenRequest API, and RBAC bindings; everything it creates is named
+kubehw-it-<run id>-... and deleted after the test. Only the request log and fault injection are
+the simulated cluster's alone.
+
 Fixtures:
-  cluster   .simulated, .sim (SimCluster or None), .kubeconfig, .core, .apps, .mark(),
-            .writes(since=None), .require_simulated(reason), .node_names()
+  cluster   .simulated, .sim (SimCluster or None), .kubeconfig, .core, .apps, .rbac, .mark(),
+            .writes(since=None), .require_simulated(reason), .node_names(), .server()
+            (URL, CA file), .create_nodes(specs), .service_account(name, ...), .bind(...)
             Mark a test with @pytest.mark.simcluster_config({...}) to start the simulated
             cluster with that configuration instead of the default one.
+  kubelet_node  a Ready, schedulable node with a kubelet (pods run there), or a skip naming why
   ansible   ansible(tasks, check=False, diff=False, extra_vars=None, env=None, module_defaults=None)
             -> PlaybookRun with .rc, .results, .result(name), .stdout, .stderr
 """
@@ -16,12 +24,16 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import base64
 import contextlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
+import time
+import uuid
 
 import pytest
 import yaml
@@ -31,6 +43,9 @@ CALLBACK_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "callbac
 CACHED_COLLECTIONS = os.path.join(REPO_ROOT, ".cache", "collections")
 WRITE_METHODS = frozenset(["POST", "PUT", "PATCH", "DELETE"])
 PLAYBOOK_TIMEOUT = 300
+# what this run creates is named kubehw-it-<RUN_ID>-..., so parallel runs and leftovers never collide
+RUN_ID = uuid.uuid4().hex[:6]
+OBJECT_PREFIX = "kubehw-it-%s" % RUN_ID
 
 
 def _use_real_cluster():
@@ -61,7 +76,109 @@ class Cluster:
         self.api_client = config.new_client_from_config(config_file=kubeconfig.split(os.pathsep)[0])
         self.core = client.CoreV1Api(self.api_client)
         self.apps = client.AppsV1Api(self.api_client)
+        self.rbac = client.RbacAuthorizationV1Api(self.api_client)
         self._mark = 0
+        self._cleanups = []     # (description, fn), undone last first by close()
+        self._workdir = None
+        self._serial = 0
+
+    # ------------------------------------------------------------ what the suite brings along
+
+    def unique_name(self, what):
+        """kubehw-it-<run>-<what>-<n>: a DNS label no other test or run uses."""
+        self._serial += 1
+        return "%s-%s-%d" % (OBJECT_PREFIX, what, self._serial)
+
+    def workdir(self):
+        if self._workdir is None:
+            self._workdir = tempfile.mkdtemp(prefix="kubehw-it-")
+        return self._workdir
+
+    def on_close(self, description, fn):
+        self._cleanups.append((description, fn))
+
+    def server(self):
+        """(URL, CA file or None) of KUBECONFIG's current context, for tests that connect by host."""
+        if self.simulated:
+            return self.sim.url, self.sim.ca_cert_path
+        with open(self.kubeconfig.split(os.pathsep)[0]) as f:
+            data = yaml.safe_load(f)
+        ctx = next(c["context"] for c in data["contexts"] if c["name"] == data["current-context"])
+        entry = next(c["cluster"] for c in data["clusters"] if c["name"] == ctx["cluster"])
+        ca = entry.get("certificate-authority")
+        if entry.get("certificate-authority-data"):
+            ca = os.path.join(self.workdir(), "ca.crt")
+            with open(ca, "wb") as f:
+                f.write(base64.b64decode(entry["certificate-authority-data"]))
+        return entry["server"], ca
+
+    def create_nodes(self, specs):
+        """Create Node objects (no kubelet: nothing copies capacity to allocatable later) and return
+        their names; deleted at the end of the test. Each spec: {"labels", "capacity", "allocatable"}.
+        A node created without status is stored with an empty one, so the whole capacity map can be
+        added (as kube-apiserver v1.32 does, tests/simcluster/FACTS.md); allocatable is then defaulted
+        to a copy of capacity unless given."""
+        names = []
+        for spec in specs:
+            name = self.unique_name(spec.get("what", "node"))
+            meta = {"name": name, "labels": dict(spec.get("labels") or {})}
+            self.core.create_node({"apiVersion": "v1", "kind": "Node", "metadata": meta}, _preload_content=False)
+            self.on_close("delete node %s" % name, lambda n=name: self.core.delete_node(n, _preload_content=False))
+            ops = []
+            if spec.get("capacity") is not None:
+                ops.append({"op": "add", "path": "/status/capacity", "value": spec["capacity"]})
+            if spec.get("allocatable") is not None:
+                ops.append({"op": "add", "path": "/status/allocatable", "value": spec["allocatable"]})
+            if ops:
+                self.core.patch_node_status(name, ops, _preload_content=False)
+            names.append(name)
+        return names
+
+    def namespace(self):
+        """A namespace of this test's own (created once, deleted with everything in it)."""
+        if getattr(self, "_namespace", None) is None:
+            name = self.unique_name("ns")
+            self.core.create_namespace({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}},
+                                       _preload_content=False)
+            self.on_close("delete namespace %s" % name,
+                          lambda: self.core.delete_namespace(name, _preload_content=False))
+            self._namespace = name
+        return self._namespace
+
+    def service_account(self, name, namespace=None):
+        """A ServiceAccount and a token for it from the TokenRequest API: returns (user, token)."""
+        namespace = namespace or self.namespace()
+        self.core.create_namespaced_service_account(namespace, {
+            "apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name}}, _preload_content=False)
+        answer = self.core.create_namespaced_service_account_token(name, namespace, {
+            "apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"expirationSeconds": 3600}},
+            _preload_content=False)
+        return "system:serviceaccount:%s:%s" % (namespace, name), json.loads(answer.data)["status"]["token"]
+
+    def bind(self, rules, subjects):
+        """A ClusterRole with these rules bound to the subjects ({"kind", "name", "namespace"}); deleted after."""
+        name = self.unique_name("role")
+        self.rbac.create_cluster_role({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+                                       "metadata": {"name": name}, "rules": rules}, _preload_content=False)
+        self.on_close("delete clusterrole %s" % name,
+                      lambda: self.rbac.delete_cluster_role(name, _preload_content=False))
+        self.rbac.create_cluster_role_binding({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": name},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+            "subjects": subjects}, _preload_content=False)
+        self.on_close("delete clusterrolebinding %s" % name,
+                      lambda: self.rbac.delete_cluster_role_binding(name, _preload_content=False))
+        return name
+
+    def token_kubeconfig(self, token, filename=None):
+        """A kubeconfig for KUBECONFIG's cluster with this bearer token instead of its user."""
+        from tests.simcluster.kubeconfig import write_kubeconfig
+
+        url, ca = self.server()
+        path = os.path.join(self.workdir(), filename or "token-%d.kubeconfig" % len(os.listdir(self.workdir())))
+        if ca is None:
+            raise RuntimeError("KUBECONFIG's cluster has no CA; the suite needs one to connect by token")
+        return write_kubeconfig(path, url, ca, token)
 
     def require_simulated(self, reason):
         if not self.simulated:
@@ -87,7 +204,21 @@ class Cluster:
         return sorted(n["metadata"]["name"] for n in json.loads(resp.data)["items"])
 
     def close(self):
-        self.api_client.close()
+        from kubernetes.client.rest import ApiException
+
+        try:
+            while self._cleanups:
+                description, fn = self._cleanups.pop()
+                try:
+                    fn()
+                except ApiException as err:
+                    if err.status != 404:
+                        sys.stderr.write("kubehw integration: could not %s: %s %s\n" % (description, err.status,
+                                                                                          err.reason))
+        finally:
+            self.api_client.close()
+            if self._workdir:
+                shutil.rmtree(self._workdir, ignore_errors=True)
 
 
 @contextlib.contextmanager
@@ -120,6 +251,45 @@ def cluster(request):
     config = marker.args[0] if marker and marker.args else None
     with open_cluster(config) as c:
         yield c
+
+
+def _node_runs_pods(node):
+    """Ready, schedulable, no NoSchedule/NoExecute taint, room for pods: the scheduler may use it."""
+    status, spec = node.get("status") or {}, node.get("spec") or {}
+    ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
+    taints = [t for t in spec.get("taints") or [] if t.get("effect") in ("NoSchedule", "NoExecute")]
+    return ready and not spec.get("unschedulable") and not taints and (status.get("allocatable") or {}).get("pods")
+
+
+@pytest.fixture
+def kubelet_node(cluster):
+    """The name of a node whose kubelet runs pods and copies extended resources from capacity to
+    allocatable; extended resources a test advertises there are removed after it."""
+    nodes = json.loads(cluster.core.list_node(_preload_content=False).data)["items"]
+    usable = sorted(n["metadata"]["name"] for n in nodes if _node_runs_pods(n))
+    if not usable:
+        pytest.skip("the cluster has no Ready, untainted, schedulable node for a test pod")
+    name = usable[0]
+    before = set((json.loads(cluster.core.read_node(name, _preload_content=False).data)["status"].get("capacity")
+                  or {}))
+    yield name
+    capacity = json.loads(cluster.core.read_node(name, _preload_content=False).data)["status"].get("capacity") or {}
+    ops = [{"op": "remove", "path": "/status/capacity/" + key.replace("~", "~0").replace("/", "~1")}
+           for key in sorted(set(capacity) - before)]
+    if ops:
+        cluster.core.patch_node_status(name, ops, _preload_content=False)
+
+
+def wait_for(predicate, timeout=30, interval=0.2, what="a condition"):
+    """Poll predicate() until it returns something true; fail the test naming what was awaited."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            pytest.fail("timed out after %ss waiting for %s" % (timeout, what))
+        time.sleep(interval)
 
 
 # ---------------------------------------------------------------- ansible-playbook
@@ -242,8 +412,7 @@ class AnsibleRunner:
 
 # KUBEHW_IDENTITY=least-privilege: the modules run as the automation identity of
 # playbooks/templates/rbac.yaml.j2 and nothing more (`make integration-least-privilege`).
-# On a real cluster, give KUBECONFIG a token bound to those roles instead.
-LEAST_PRIVILEGE_TOKEN = "kubehw-least-privilege-suite"
+# The objects are created and a token requested (TokenRequest) on any cluster, so KUBECONFIG is the admin's.
 RBAC_TEMPLATE = os.path.join(REPO_ROOT, "playbooks", "templates", "rbac.yaml.j2")
 RBAC_VARS = {"kubehw_rbac_namespace": "kubehw", "kubehw_rbac_service_account": "automation",
              "kubehw_rbac_plugin_namespace": "kube-system", "kubehw_rbac_smoke_test_namespace": "default"}
@@ -256,42 +425,75 @@ def least_privilege():
 def rbac_objects(**overrides):
     import jinja2
 
+    from ansible.plugins.filter.core import FilterModule
+
+    env = jinja2.Environment()
+    # the template is rendered by ansible.builtin.template in the playbook: give it ansible's filters (bool, ...)
+    env.filters.update(FilterModule().filters())
     with open(RBAC_TEMPLATE) as f:
-        return list(yaml.safe_load_all(jinja2.Template(f.read()).render(**dict(RBAC_VARS, **overrides))))
+        return list(yaml.safe_load_all(env.from_string(f.read()).render(**dict(RBAC_VARS, **overrides))))
+
+
+def _deleter(cluster, doc):
+    kind, meta = doc["kind"], doc["metadata"]
+    name, namespace = meta["name"], meta.get("namespace")
+    calls = {
+        "Namespace": lambda: cluster.core.delete_namespace(name, _preload_content=False),
+        "ServiceAccount": lambda: cluster.core.delete_namespaced_service_account(name, namespace, _preload_content=False),
+        "ClusterRole": lambda: cluster.rbac.delete_cluster_role(name, _preload_content=False),
+        "ClusterRoleBinding": lambda: cluster.rbac.delete_cluster_role_binding(name, _preload_content=False),
+        "Role": lambda: cluster.rbac.delete_namespaced_role(name, namespace, _preload_content=False),
+        "RoleBinding": lambda: cluster.rbac.delete_namespaced_role_binding(name, namespace, _preload_content=False),
+    }
+    return calls[kind]
+
+
+def create_objects(cluster, docs):
+    """Create these objects as the admin (namespaces that exist are left alone); deleted after the test."""
+    from kubernetes import utils
+
+    existing = set(ns.metadata.name for ns in cluster.core.list_namespace().items)
+    for doc in docs:
+        if doc["kind"] == "Namespace" and doc["metadata"]["name"] in existing:
+            continue
+        try:
+            utils.create_from_dict(cluster.api_client, doc)
+        except utils.FailToCreateError as err:
+            if any(e.status != 409 for e in err.api_exceptions):
+                raise
+            continue    # made earlier in this test (the least-privilege identity of the run): left to that
+        cluster.on_close("delete %s %s" % (doc["kind"], doc["metadata"]["name"]), _deleter(cluster, doc))
 
 
 def grant_plugin_namespace(cluster, namespace):
     """In least-privilege runs, the shipped plugin Role and its binding, in another plugin namespace."""
-    from kubernetes import utils
-
-    if not (least_privilege() and cluster.simulated):
+    if not least_privilege():
         return
-    for doc in rbac_objects(kubehw_rbac_plugin_namespace=namespace):
-        if doc["metadata"]["name"] == "kubehw-devices-plugins":
-            utils.create_from_dict(cluster.api_client, doc)
+    create_objects(cluster, [doc for doc in rbac_objects(kubehw_rbac_plugin_namespace=namespace)
+                             if doc["metadata"]["name"] == "kubehw-devices-plugins"])
+
+
+def rbac_identity_kubeconfig(cluster, filename, **overrides):
+    """Create the shipped RBAC objects (playbooks/templates/rbac.yaml.j2 rendered with RBAC_VARS and
+    overrides) as the admin; return a kubeconfig of a TokenRequest token of the automation account."""
+    create_objects(cluster, rbac_objects(**overrides))
+    params = dict(RBAC_VARS, **overrides)
+    answer = cluster.core.create_namespaced_service_account_token(
+        params["kubehw_rbac_service_account"], params["kubehw_rbac_namespace"],
+        {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"expirationSeconds": 3600}},
+        _preload_content=False)
+    return cluster.token_kubeconfig(json.loads(answer.data)["status"]["token"], filename)
 
 
 def least_privilege_kubeconfig(cluster, directory):
-    """Create the shipped RBAC objects as the admin; return a kubeconfig of a token bound only to them."""
-    from kubernetes import utils
-
-    from tests.simcluster.kubeconfig import write_kubeconfig
-
-    existing = set(ns.metadata.name for ns in cluster.core.list_namespace().items)
-    for doc in rbac_objects():
-        if doc["kind"] == "Namespace" and doc["metadata"]["name"] in existing:
-            continue
-        utils.create_from_dict(cluster.api_client, doc)
-    user = "system:serviceaccount:%s:%s" % (RBAC_VARS["kubehw_rbac_namespace"], RBAC_VARS["kubehw_rbac_service_account"])
-    cluster.sim.add_token(LEAST_PRIVILEGE_TOKEN, user, ["system:serviceaccounts", "system:authenticated"])
-    path = os.path.join(directory, "least-privilege.kubeconfig")
-    write_kubeconfig(path, cluster.sim.url, cluster.sim.ca_cert_path, LEAST_PRIVILEGE_TOKEN)
-    return path
+    """The least-privilege identity of the shipped RBAC (any cluster: objects created, token requested)."""
+    del directory  # kept for callers; the kubeconfig lives in the cluster's own work directory
+    return rbac_identity_kubeconfig(cluster, "least-privilege.kubeconfig")
 
 
 @pytest.fixture
 def ansible(cluster, collections_path, tmp_path):
     kubeconfig = cluster.kubeconfig
-    if least_privilege() and cluster.simulated:
+    if least_privilege():
         kubeconfig = least_privilege_kubeconfig(cluster, str(tmp_path))
     return AnsibleRunner(str(tmp_path), collections_path, kubeconfig)

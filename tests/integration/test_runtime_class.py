@@ -196,22 +196,12 @@ def test_absent_deletes_once_and_invalid_input_sends_nothing(cluster, ansible, r
         assert rc_writes(cluster, mark) == [("POST", "runtimeclasses"), ("DELETE", rc_name)]
 
 
-def test_shipped_rbac_allows_runtime_classes_only_when_asked(cluster, ansible, rc_name, tmp_path):
+def test_shipped_rbac_allows_runtime_classes_only_when_asked(cluster, ansible, rc_name):
     """playbooks/templates/rbac.yaml.j2 grants runtimeclasses only with kubehw_rbac_runtime_class: true."""
-    cluster.require_simulated("binds a token to the shipped RBAC objects")
-    from kubernetes import utils
+    from tests.integration.conftest import rbac_identity_kubeconfig, rbac_objects
 
-    from tests.integration.conftest import RBAC_VARS, rbac_objects
-    from tests.simcluster.kubeconfig import write_kubeconfig
-
-    existing = set(ns.metadata.name for ns in cluster.core.list_namespace().items)
-    for doc in rbac_objects(kubehw_rbac_runtime_class=True):
-        if not (doc["kind"] == "Namespace" and doc["metadata"]["name"] in existing):
-            utils.create_from_dict(cluster.api_client, doc)
-    user = "system:serviceaccount:%s:%s" % (RBAC_VARS["kubehw_rbac_namespace"], RBAC_VARS["kubehw_rbac_service_account"])
-    cluster.sim.add_token("kubehw-runtime-class-test", user, ["system:serviceaccounts", "system:authenticated"])
-    env = {"K8S_AUTH_KUBECONFIG": write_kubeconfig(str(tmp_path / "sa.kubeconfig"), cluster.sim.url,
-                                                   cluster.sim.ca_cert_path, "kubehw-runtime-class-test")}
+    # the shipped objects, created as the admin, and a TokenRequest token of their service account
+    env = {"K8S_AUTH_KUBECONFIG": rbac_identity_kubeconfig(cluster, "sa.kubeconfig", kubehw_rbac_runtime_class=True)}
     run = ansible([task(rc_name, "Create"), task(rc_name, "Recreate", handler="nvidia-cdi", recreate=True),
                    task(rc_name, "Remove", state="absent")], env=env)
     assert run.rc == 0, run.output()
