@@ -17,6 +17,7 @@ import os
 import shutil
 import tempfile
 
+from tests.simcluster import dra
 from tests.simcluster import auth
 from tests.simcluster.config import DEFAULT_CONFIG_PATH, load_config
 from tests.simcluster.controllers import Controllers
@@ -65,6 +66,9 @@ class SimCluster:
         if self.use_controllers:
             self.controllers = Controllers(self.store, self.config)
             self.controllers.start()
+            # DRA drivers' kubelet plugins publish ResourceSlices (tests/simcluster/dra.py)
+            self.dra_plugins = dra.KubeletPlugins(self.store, self.config)
+            self.dra_plugins.start()
         self._ensure_base_objects()
         hooks = {"unreachable": self.set_node_unreachable, "fail-pods": self.fail_pod_start}
         self.api = ApiServer(self.store, self.authenticator, ssl_context=ssl_context, host=self.host,
@@ -86,6 +90,9 @@ class SimCluster:
         if self.api is not None:
             self.api.stop()
             self.api = None
+        if getattr(self, "dra_plugins", None) is not None:
+            self.dra_plugins.stop()
+            self.dra_plugins = None
         if self.controllers is not None:
             self.controllers.stop()
             self.controllers = None

@@ -548,3 +548,109 @@ def compile_cel(expression):
     if typ not in ("bool", "dyn"):
         return "must evaluate to bool"
     return None
+
+
+# ---------------------------------------------------------------- simulated DRA kubelet plugins
+
+# Image substring -> the DRA driver its kubelet plugin registers, the node inventory key it publishes devices from,
+# and the model attribute it gives them. Drivers: registry.k8s.io/dra-example-driver (kubernetes-sigs/dra-example-
+# driver, devices gpu-N of driver gpu.example.com), nvcr.io/nvidia/k8s-dra-driver-gpu (gpu.nvidia.com),
+# intel/intel-gpu-resource-driver (gpu.intel.com). Configuration key dra_drivers replaces this map.
+DEFAULT_DRA_DRIVERS = {
+    "dra-example-driver": {"driver": "gpu.example.com", "inventory": "example.com/gpu", "model": "example-gpu"},
+    "k8s-dra-driver-gpu": {"driver": "gpu.nvidia.com", "inventory": "nvidia.com/gpu", "model": "simulated-gpu"},
+    "intel-gpu-resource-driver": {"driver": "gpu.intel.com", "inventory": "gpu.intel.com/i915",
+                                  "model": "simulated-gpu"},
+}
+DEVICE_MEMORY = "16Gi"
+
+
+def slice_name(node, driver):
+    return "%s-%s" % (node, driver.replace(".", "-"))
+
+
+class KubeletPlugins:
+    """The kubelet side of DRA drivers: once a driver's plugin pod runs and is ready on a node, the node's
+    inventory is published as one ResourceSlice (pool = node name, devices gpu-0..N-1, owned by the Node);
+    when the pod is gone, the slice is deleted (the kubelet wipes the slices of a plugin that unregistered).
+    """
+
+    def __init__(self, store, config):
+        self.store = store
+        self.drivers = dict(config.get("dra_drivers") or DEFAULT_DRA_DRIVERS)
+        self.inventory = dict((n["name"], dict(n.get("inventory") or {})) for n in config.get("nodes") or [])
+        self.interval = max(float(config.get("sync_interval", 1.0)), 0.05)
+        self._stop = None
+        self._thread = None
+
+    def start(self):
+        import threading
+
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="simcluster-dra-plugins", daemon=True)
+        self._thread.start()
+
+    def stop(self):
+        if self._thread is not None:
+            self._stop.set()
+            self._thread.join(5)
+            self._thread = None
+
+    def _run(self):
+        while not self._stop.wait(min(self.interval, 0.5)):
+            try:
+                self.sync()
+            except Exception:  # pylint: disable=broad-except
+                # test equipment: a bad object must not stop the plugins of every node
+                pass
+
+    def _drivers_of(self, pod):
+        found = []
+        for container in (pod.get("spec") or {}).get("containers") or []:
+            for needle, spec in self.drivers.items():
+                if needle in (container.get("image") or "") and spec not in found:
+                    found.append(spec)
+        return found
+
+    def wanted(self):
+        """(node, driver) -> the ResourceSlice its running plugin publishes."""
+        out = {}
+        pods, _rv = self.store.list("pods")
+        for pod in pods:
+            status = pod.get("status") or {}
+            node = (pod.get("spec") or {}).get("nodeName")
+            ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
+            if not node or status.get("phase") != "Running" or not ready or pod["metadata"].get("deletionTimestamp"):
+                continue
+            for spec in self._drivers_of(pod):
+                count = self.inventory.get(node, {}).get(spec["inventory"], 0)
+                if count:
+                    # a node without such devices publishes nothing (the example driver's pool would be empty)
+                    out[(node, spec["driver"])] = self._slice(node, spec, count)
+        return out
+
+    def _slice(self, node, spec, count):
+        node_obj = self.store.get("nodes", None, node) or {"metadata": {}}
+        devices = [{"name": "gpu-%d" % i,
+                    "attributes": {"index": {"int": i}, "model": {"string": spec.get("model", "simulated-gpu")},
+                                   "uuid": {"string": "GPU-%s-%d" % (node, i)}},
+                    "capacity": {"memory": {"value": spec.get("memory", DEVICE_MEMORY)}}} for i in range(count)]
+        return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+                "metadata": {"name": slice_name(node, spec["driver"]),
+                             "ownerReferences": [{"apiVersion": "v1", "kind": "Node", "name": node,
+                                                  "uid": node_obj["metadata"].get("uid", ""), "controller": True}]},
+                "spec": {"driver": spec["driver"], "nodeName": node, "devices": devices,
+                         "pool": {"name": node, "generation": 1, "resourceSliceCount": 1}}}
+
+    def sync(self):
+        wanted = self.wanted()
+        names = dict((slice_name(n, d), obj) for (n, d), obj in wanted.items())
+        existing, _rv = self.store.list("resourceslices")
+        mine = dict((s["metadata"]["name"], s) for s in existing
+                    if any(r.get("kind") == "Node" for r in s["metadata"].get("ownerReferences") or []))
+        for name, obj in names.items():
+            if name not in mine:
+                self.store.create("resourceslices", obj)
+        for name in mine:
+            if name not in names:
+                self.store.delete("resourceslices", None, name)

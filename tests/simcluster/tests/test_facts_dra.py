@@ -156,3 +156,37 @@ def test_cluster_without_dra_has_no_group(simcluster_factory):
     assert raw.request("GET", "/apis/resource.k8s.io")[0] == 404
     assert "resource.k8s.io" not in [g["name"] for g in raw.request("GET", "/apis")[1]["groups"]]
     assert raw.request("GET", DC)[0] == 404
+
+
+def _wait(fn, timeout=15.0):
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = fn()
+        if value:
+            return value
+        time.sleep(0.1)
+    return fn()
+
+
+def test_driver_pod_publishes_the_nodes_inventory_and_takes_it_back(simcluster_factory):
+    sim = simcluster_factory({"sync_interval": 0.2, "pod_start_delay": 0.1, "nodes": [
+        {"name": "gpu-1", "inventory": {"example.com/gpu": 2}}, {"name": "cpu-1"}]})
+    raw = Raw(sim)
+    slices = "/apis/resource.k8s.io/v1/resourceslices"
+    for node in ("gpu-1", "cpu-1"):
+        pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "plugin-" + node, "namespace": "kube-system"},
+               "spec": {"nodeName": node, "containers": [
+                   {"name": "plugin", "image": "registry.k8s.io/dra-example-driver/dra-example-driver:v0.2.0"}]}}
+        assert raw.request("POST", "/api/v1/namespaces/kube-system/pods", pod)[0] == 201
+    published = _wait(lambda: raw.request("GET", slices)[1]["items"])
+    assert [s["spec"]["nodeName"] for s in published] == ["gpu-1"]
+    spec = published[0]["spec"]
+    assert spec["driver"] == "gpu.example.com" and spec["pool"] == {"name": "gpu-1", "generation": 1,
+                                                                      "resourceSliceCount": 1}
+    assert [d["name"] for d in spec["devices"]] == ["gpu-0", "gpu-1"]
+    assert spec["devices"][1]["attributes"]["index"] == {"int": 1}
+    assert published[0]["metadata"]["ownerReferences"][0]["kind"] == "Node"
+    raw.request("DELETE", "/api/v1/namespaces/kube-system/pods/plugin-gpu-1?gracePeriodSeconds=0")
+    assert _wait(lambda: raw.request("GET", slices)[1]["items"] == [])
