@@ -2,7 +2,7 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """HTTP(S) front of the simulated cluster: answers as kube-apiserver v1.32 does.
 
-What a real apiserver answers is recorded in docs/kube-apiserver-facts.md (shared docs);
+What a real apiserver answers is recorded in tests/simcluster/FACTS.md, with sources;
 every deviation from it is a bug of this file.
 """
 

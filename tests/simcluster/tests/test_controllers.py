@@ -3,7 +3,7 @@
 """Simulated kubelets, node lifecycle, DaemonSet controller and scheduler, driven on a bare Store.
 
 Small intervals keep these fast; every expectation about counts and messages comes from
-docs/kube-apiserver-facts.md (shared) and the behaviour of kube-controller-manager/kube-scheduler 1.32.
+tests/simcluster/FACTS.md and the behaviour of kube-controller-manager/kube-scheduler 1.32.
 """
 
 from __future__ import absolute_import, division, print_function

@@ -1,6 +1,6 @@
 # Copyright (c) kubehw.devices contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The simulated cluster against docs/kube-apiserver-facts.md, row by row.
+"""The simulated cluster against tests/simcluster/FACTS.md, row by row.
 
 Node status rows use the official client's CoreV1Api.patch_node_status (JSON patch) and raw
 HTTP where the client cannot send the request (an object instead of a list). The cluster runs
