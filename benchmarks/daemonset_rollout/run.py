@@ -60,7 +60,7 @@ class RolloutObserver(threading.Thread):
 
     def run(self):
         from kubernetes import watch
-        from ansible_collections.kubehw.devices.plugins.module_utils._daemonset import rollout_done
+        from ansible_collections.kubehw.devices.plugins.module_utils._daemonset_rollout import rollout_done
         while not self.stopped.is_set():
             w = watch.Watch()
             try:
@@ -81,7 +81,7 @@ class RolloutObserver(threading.Thread):
 
 
 def tasks_for(rounds, kubeconfig):
-    from ansible_collections.kubehw.devices.plugins.module_utils._daemonset import build
+    from ansible_collections.kubehw.devices.plugins.module_utils._daemonset_manifest import build
     common = dict(preset="nvidia", namespace=NAMESPACE)
     tasks = [{"name": "warm-up create", "kubehw.devices.device_plugin_deploy": dict(common, env={"BENCH_ROUND": "init"})}]
     for i in range(rounds):

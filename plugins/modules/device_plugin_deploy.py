@@ -25,7 +25,12 @@ description:
     resources the plugin serves, and the label C(app.kubernetes.io/managed-by=kubehw.devices).
   - For the NVIDIA preset, the plugin's settings are written to a ConfigMap (C(<name>-config)) in the
     plugin's configuration file format and mounted into the pod; a hash of the file in the pod template
-    rolls the pods when the settings change. The ConfigMap is owned by the DaemonSet.
+    rolls the pods when the settings change. The ConfigMap is owned by the DaemonSet (an ownerReference added
+    to those it already has). A ConfigMap of that name this module did not create is refused before any write,
+    naming it and its owner, unless O(adopt_configmap=true).
+  - Labels and annotations the module set on the DaemonSet earlier (listed in its annotation
+    C(devices.kubehw.io/managed-keys)) and since dropped from O(labels) or O(annotations) are removed on the next
+    update; keys other tools added stay.
   - When the DaemonSet no longer needs that ConfigMap (it is switched to another preset), the ConfigMap this
     module created for it is deleted, after the DaemonSet has been written and once no pod in O(namespace)
     mounts it any more, so a running plugin pod never loses a volume it may remount. With O(wait=rollout) or
@@ -65,11 +70,14 @@ options:
   preset:
     description:
       - Which device plugin to deploy. Each preset supplies image, resource names, arguments, mounts,
-        security context, tolerations, priority class and node affinity; see the preset table in
-        C(docs/device_plugin_deploy.md) for the upstream project each default comes from.
-      - V(nvidia) is NVIDIA/k8s-device-plugin (C(nvidia.com/gpu)), V(amd) is ROCm/k8s-device-plugin
-        (C(amd.com/gpu)), V(intel_gpu) is the Intel GPU plugin (C(gpu.intel.com/i915)), V(generic) is
-        squat/generic-device-plugin (resources from O(devices)), V(custom) is your own O(image) serving O(resource_names).
+        security context, tolerations, priority class, runtime class and node affinity; see the preset table in
+        C(docs/device_plugin_deploy.md) for the upstream file and release each default comes from.
+      - V(nvidia) is NVIDIA/k8s-device-plugin v0.20.0 (C(nvidia.com/gpu)), V(amd) is ROCm/k8s-device-plugin 1.31.0.10
+        (C(amd.com/gpu)), V(intel_gpu) is the Intel GPU plugin 0.36.0 (C(gpu.intel.com/i915) and C(gpu.intel.com/xe),
+        one per kernel driver), V(generic) is squat/generic-device-plugin 0.1.0 (resources from O(devices)),
+        V(custom) is your own O(image) serving O(resource_names).
+      - The default node affinity accepts any of the vendor's labels as alternatives (Node Feature Discovery's
+        vendor-only and class+vendor PCI labels, and for NVIDIA GPU Feature Discovery's and Tegra's labels).
       - Required with O(state=present).
     type: str
     choices: [nvidia, amd, intel_gpu, generic, custom]
@@ -79,9 +87,14 @@ options:
         C(intel-gpu-plugin), C(generic-device-plugin)); required for O(preset=custom).
     type: str
   namespace:
-    description: Namespace of the DaemonSet.
+    description:
+      - Namespace of the DaemonSet. It must exist; the task fails naming it when it does not.
+      - The default is a namespace of its own, not C(kube-system), so the identity that deploys device plugins
+        needs no write access where kube-proxy, the CNI or CoreDNS run. The collection's C(playbooks/rbac.yml)
+        creates it with the RBAC the deployment needs. Priority class C(system-node-critical) is allowed outside
+        C(kube-system) since Kubernetes 1.17.
     type: str
-    default: kube-system
+    default: kubehw-device-plugins
   image:
     description: Container image, replacing the preset's.
     type: str
@@ -96,8 +109,8 @@ options:
   image_registry:
     description:
       - Registry host (and optional path) that replaces the registry of the image, for air-gapped mirrors.
-        For example V(mirror.local:5000) turns C(nvcr.io/nvidia/k8s-device-plugin:v0.17.1) into
-        C(mirror.local:5000/nvidia/k8s-device-plugin:v0.17.1); Docker Hub images keep their path.
+        For example V(mirror.local:5000) turns C(nvcr.io/nvidia/k8s-device-plugin:v0.20.0) into
+        C(mirror.local:5000/nvidia/k8s-device-plugin:v0.20.0); Docker Hub images keep their path.
     type: str
   args:
     description:
@@ -148,15 +161,22 @@ options:
     type: dict
   tolerations:
     description:
-      - Tolerations, replacing the preset's (which tolerate each served resource's own taint,
-        for example C(nvidia.com/gpu:NoSchedule)). An empty list removes them.
+      - Tolerations, replacing the preset's. Those tolerate the vendor's base taint (for example
+        C(nvidia.com/gpu:NoSchedule), also when time-slicing or MIG serve other names), each served resource's own
+        taint, and C(CriticalAddonsOnly) where upstream does (NVIDIA, AMD). An empty list removes them.
     type: list
     elements: dict
   priority_class_name:
     description: Priority class of the plugin pods. Defaults to C(system-node-critical); an empty string sets none.
     type: str
   runtime_class_name:
-    description: Runtime class of the plugin pods, for example C(nvidia).
+    description:
+      - Runtime class of the plugin pods (C(runtimeClassName)).
+      - Left out, the preset's default applies. For V(nvidia) that is V(nvidia), the RuntimeClass the
+        C(kubehw.devices.nvidia_container_toolkit) role creates, because the plugin loads NVML, which only the NVIDIA
+        runtime injects; under runc it cannot start. Other presets set none.
+      - An empty string sets none, for nodes whose default runtime is the NVIDIA runtime.
+      - The RuntimeClass must exist, or the apiserver refuses the pods and the rollout times out.
     type: str
   service_account:
     description: Service account of the plugin pods.
@@ -173,7 +193,9 @@ options:
         choices: [RollingUpdate, OnDelete]
         default: RollingUpdate
       max_unavailable:
-        description: How many nodes may be without a ready plugin during a rolling update (a number or a percentage).
+        description:
+          - How many nodes may be without a ready plugin during a rolling update (a number or a percentage).
+          - With V(OnDelete), the batch size of O(delete_old_pods) (which it needs).
         type: raw
       max_surge:
         description: How many nodes may run an old and a new pod at the same time (a number or a percentage).
@@ -182,6 +204,28 @@ options:
     description:
       - With O(update_strategy.type=OnDelete), delete the pods of the old template after a change and wait
         for their replacements.
+      - They are deleted in batches of O(update_strategy.max_unavailable) (default 1; a percentage is of the
+        scheduled pods, rounded up), in node name order; the next batch is deleted only once every node of the
+        previous one runs a ready pod of the new template, so at most that many nodes are without a working
+        plugin at a time. With C(OnDelete), O(update_strategy.max_unavailable) is only this batch size; it is not
+        written to the DaemonSet.
+    type: bool
+    default: false
+  adopt_configmap:
+    description:
+      - Let the V(nvidia) preset take over a ConfigMap C(<name>-config) that this module did not create (one neither
+        owned by the DaemonSet nor labelled C(app.kubernetes.io/managed-by=kubehw.devices) with
+        C(app.kubernetes.io/name) of the DaemonSet): its data is replaced, the module's labels and an ownerReference
+        are added, and O(state=absent) deletes it later.
+      - When false, such a ConfigMap makes the task fail before any write, naming the ConfigMap and its owner.
+    type: bool
+    default: false
+  allow_empty_rollout:
+    description:
+      - With O(wait=rollout) or O(wait=resource), a DaemonSet that selects no node (C(desiredNumberScheduled) 0)
+        fails the task, naming the node selector and each node-affinity alternative with how many nodes match it,
+        because the plugin then runs nowhere (no node carries the label, Node Feature Discovery is not deployed).
+      - Set true when that is expected (nodes not there yet); the task then succeeds with a warning.
     type: bool
     default: false
   labels:
@@ -242,6 +286,9 @@ options:
     description:
       - Generic only. Device specs of squat/generic-device-plugin, one per resource, each with C(name) and
         C(groups) (C(paths) or C(usb) entries, optional C(count)). Each becomes a C(--device) argument.
+      - As the plugin requires, a C(name) is lowercase letters, digits and C(-), at least two characters, starting and
+        ending with a letter or digit, and a group holds C(paths) or C(usb), not both; anything else is refused before
+        the write (the plugin would crash-loop on it).
     type: list
     elements: dict
   device_domain:
@@ -251,9 +298,10 @@ options:
     description:
       - V(none) returns after the write.
       - V(rollout) waits until the DaemonSet controller has observed the new generation and every scheduled
-        pod is updated and available (zero scheduled pods is done at once).
+        pod is updated and available. Zero scheduled pods fails the task unless O(allow_empty_rollout=true).
       - V(resource) also waits until every node running a plugin pod has each resource in C(status.capacity)
-        with at least O(min_count). The result reports C(allocatable) too, which the scheduler uses.
+        with at least O(min_count) (for V(intel_gpu) without O(resource_names): one of C(gpu.intel.com/i915) and
+        C(gpu.intel.com/xe)). The result reports C(allocatable) too, which the scheduler uses.
       - On timeout the task fails naming the nodes without a ready plugin pod, their containers' waiting
         reasons (such as C(ImagePullBackOff)), and the nodes lacking the resource.
     type: str
@@ -425,16 +473,21 @@ from ansible_collections.kubehw.devices.plugins.module_utils._client import (
     KubeClient,
     KubeHwError,
 )
-from ansible_collections.kubehw.devices.plugins.module_utils import _daemonset as ds_utils
-from ansible_collections.kubehw.devices.plugins.module_utils._daemonset import DaemonSetSpecError
+from ansible_collections.kubehw.devices.plugins.module_utils import _daemonset_compare as compare
+from ansible_collections.kubehw.devices.plugins.module_utils import _daemonset_manifest as manifest
+from ansible_collections.kubehw.devices.plugins.module_utils import _daemonset_rollout as ds_rollout
+from ansible_collections.kubehw.devices.plugins.module_utils import _device_plugin_presets as presets
+from ansible_collections.kubehw.devices.plugins.module_utils import _k8s_objects as objects
+from ansible_collections.kubehw.devices.plugins.module_utils._daemonset_manifest import DaemonSetSpecError
+from ansible_collections.kubehw.devices.plugins.module_utils._k8s_objects import TaskFailed
 
 
 def argument_spec():
     spec = dict(
         state=dict(type="str", default="present", choices=["present", "absent"]),
-        preset=dict(type="str", choices=list(ds_utils.PRESET_NAMES)),
+        preset=dict(type="str", choices=list(presets.PRESET_NAMES)),
         name=dict(type="str"),
-        namespace=dict(type="str", default="kube-system"),
+        namespace=dict(type="str", default=manifest.DEFAULT_NAMESPACE),
         image=dict(type="str"),
         image_pull_policy=dict(type="str", choices=["Always", "IfNotPresent", "Never"]),
         image_pull_secrets=dict(type="list", elements="str", no_log=False),
@@ -463,33 +516,29 @@ def argument_spec():
             max_surge=dict(type="raw"),
         )),
         delete_old_pods=dict(type="bool", default=False),
+        adopt_configmap=dict(type="bool", default=False),
+        allow_empty_rollout=dict(type="bool", default=False),
         labels=dict(type="dict"),
         annotations=dict(type="dict"),
         definition=dict(type="dict"),
         resource_names=dict(type="list", elements="str"),
-        mig_strategy=dict(type="str", choices=list(ds_utils.MIG_STRATEGIES)),
-        device_list_strategy=dict(type="list", elements="str", choices=list(ds_utils.DEVICE_LIST_STRATEGIES)),
-        device_id_strategy=dict(type="str", choices=list(ds_utils.DEVICE_ID_STRATEGIES)),
+        mig_strategy=dict(type="str", choices=list(presets.MIG_STRATEGIES)),
+        device_list_strategy=dict(type="list", elements="str", choices=list(presets.DEVICE_LIST_STRATEGIES)),
+        device_id_strategy=dict(type="str", choices=list(presets.DEVICE_ID_STRATEGIES)),
         time_slicing=dict(type="dict", options=dict(
             replicas=dict(type="dict", required=True),
             rename_by_default=dict(type="bool", default=False),
             fail_requests_greater_than_one=dict(type="bool", default=False),
         )),
-        resource_naming_strategy=dict(type="str", choices=list(ds_utils.AMD_NAMING_STRATEGIES)),
+        resource_naming_strategy=dict(type="str", choices=list(presets.AMD_NAMING_STRATEGIES)),
         devices=dict(type="list", elements="dict"),
         device_domain=dict(type="str"),
-        wait=dict(type="str", default="rollout", choices=list(ds_utils.WAIT_MODES)),
+        wait=dict(type="str", default="rollout", choices=list(manifest.WAIT_MODES)),
         wait_timeout=dict(type="int", default=300),
         min_count=dict(type="int", default=1),
     )
     spec.update(AUTH_ARG_SPEC)
     return spec
-
-
-class TaskFailed(Exception):
-    def __init__(self, msg):
-        super(TaskFailed, self).__init__(msg)
-        self.msg = msg
 
 
 class DevicePluginDeploy(object):
@@ -500,7 +549,7 @@ class DevicePluginDeploy(object):
         self.client = client
         self.params = module.params
         self.check_mode = module.check_mode
-        self.name = self.params.get("name") or ds_utils.default_name(self.params.get("preset"))
+        self.name = self.params.get("name") or manifest.default_name(self.params.get("preset"))
         self.namespace = self.params["namespace"]
         self.result = dict(changed=False, daemonset=None, configmap=None,
                            generation=dict(before=None, after=None), waited_for="none")
@@ -508,6 +557,9 @@ class DevicePluginDeploy(object):
         self.warnings = []
         self.deadline = None
         self.old_pods = None
+        # a node serving any one of the resources is enough (the Intel GPU plugin: i915 or xe)
+        self.any_of = self.params.get("state") == "present" and self.params.get("preset") in presets.PRESETS \
+            and manifest.serves_any(self.params)
 
     # -- reads ---------------------------------------------------------------------------------
     def _read(self, fn, name, what):
@@ -523,15 +575,19 @@ class DevicePluginDeploy(object):
                           'read DaemonSet "%s/%s"' % (self.namespace, self.name))
 
     def read_configmap(self):
-        cm_name = ds_utils.configmap_name(self.name)
+        cm_name = manifest.configmap_name(self.name)
         return self._read(self.client.core.read_namespaced_config_map, cm_name,
                           'read ConfigMap "%s/%s"' % (self.namespace, cm_name))
 
+    @staticmethod
+    def _pod_selector(daemonset):
+        return ",".join("%s=%s" % kv for kv in sorted(daemonset["spec"]["selector"]["matchLabels"].items()))
+
     def list_pods(self, daemonset):
-        selector = ",".join("%s=%s" % kv for kv in sorted(daemonset["spec"]["selector"]["matchLabels"].items()))
+        selector = self._pod_selector(daemonset)
         listing = self.client.call_json(self.client.core.list_namespaced_pod, self.namespace, label_selector=selector,
                                         what='list pods of DaemonSet "%s/%s"' % (self.namespace, self.name))
-        return [p for p in listing.get("items") or [] if ds_utils.owned_by(p, daemonset)]
+        return [p for p in listing.get("items") or [] if ds_rollout.owned_by(p, daemonset)]
 
     def list_nodes(self):
         listing = self.client.call_json(self.client.core.list_node, what="list nodes")
@@ -544,25 +600,32 @@ class DevicePluginDeploy(object):
     def present(self, desired, configmap, resources):
         self.result["resources"] = resources
         live = self.read_daemonset()
-        conflict = ds_utils.selector_conflict(desired, live)
+        conflict = compare.selector_conflict(desired, live)
         if conflict:
             raise TaskFailed(conflict)
-        if live is not None and (live["metadata"].get("labels") or {}).get(ds_utils.MANAGED_BY_LABEL) != ds_utils.MANAGED_BY:
+        if live is not None and (live["metadata"].get("labels") or {}).get(objects.MANAGED_BY_LABEL) != objects.MANAGED_BY:
             self.warnings.append("DaemonSet %s/%s was not created by this module; it is now managed by it"
                                  % (self.namespace, self.name))
         live_cm = self.read_configmap()
         stale_cm = None
         if configmap is None:
             # A ConfigMap this module wrote for an earlier preset (nvidia) that the new template does not read.
-            if live_cm is not None and self._created_here(live_cm, live) and not ds_utils.uses_configmap(
+            if live_cm is not None and self._created_here(live_cm, live) and not ds_rollout.uses_configmap(
                     desired["spec"]["template"]["spec"], live_cm["metadata"]["name"]):
                 stale_cm = live_cm
             live_cm = None
+        if live_cm is not None and not self._created_here(live_cm, live) and not self.params["adopt_configmap"]:
+            raise TaskFailed(
+                "ConfigMap %s/%s exists and was not created by this module (%s); the %s preset would replace its "
+                "data and delete it with the DaemonSet. Choose another name for the DaemonSet, remove the ConfigMap, "
+                "or set adopt_configmap: true to let this module take it over."
+                % (self.namespace, live_cm["metadata"]["name"], objects.owner_description(live_cm),
+                   self.params["preset"]))
         before_gen = (live or {}).get("metadata", {}).get("generation")
         self.result["generation"]["before"] = before_gen
 
-        cm_diffs = ds_utils.configmap_differences(configmap, live_cm) if configmap is not None else []
-        ds_diffs = ds_utils.differences(desired, live)
+        cm_diffs = compare.configmap_differences(configmap, live_cm) if configmap is not None else []
+        ds_diffs = compare.differences(desired, live)
         cm_owner_missing = configmap is not None and live is not None and live_cm is not None and \
             not self._owned_by_ds(live_cm, live)
         # In check mode this is the prediction; otherwise each successful write sets it.
@@ -570,22 +633,22 @@ class DevicePluginDeploy(object):
 
         if configmap is not None and (cm_diffs or cm_owner_missing):
             after_cm = self._configmap_body(configmap, live_cm, live)
-            self._add_diff("ConfigMap", ds_utils.configmap_name(self.name), live_cm, after_cm)
+            self._add_diff("ConfigMap", manifest.configmap_name(self.name), live_cm, after_cm)
         if ds_diffs:
-            after_ds = desired if live is None else ds_utils.update_body(desired, live)
+            after_ds = desired if live is None else objects.update_body(desired, live)
             self._add_diff("DaemonSet", self.name, live, after_ds)
             self.result["changed_paths"] = ds_diffs if live is not None else []
         if stale_cm is not None and self.check_mode:
             self._predict_configmap_deletion(stale_cm, desired)
 
         if self.check_mode:
-            predicted = live if not ds_diffs else (desired if live is None else ds_utils.update_body(desired, live))
+            predicted = live if not ds_diffs else (desired if live is None else objects.update_body(desired, live))
             self.result["daemonset"] = predicted
             self.result["configmap"] = configmap if (cm_diffs or live_cm is None) else live_cm
             spec_changes = [p for p in ds_diffs if p.startswith("/spec")]
             self.result["generation"]["after"] = (before_gen + 1 if spec_changes else before_gen) if live else None
             if live is not None:
-                self.result["rollout"] = ds_utils.rollout_status(live)
+                self.result["rollout"] = ds_rollout.rollout_status(live)
                 if self.params["delete_old_pods"] and self.result["rollout"]["old_pods_pending"]:
                     # the real run would delete the old pods
                     self.result["changed"] = True
@@ -619,7 +682,7 @@ class DevicePluginDeploy(object):
 
     def _created_here(self, cm, daemonset):
         uid = ((daemonset or {}).get("metadata") or {}).get("uid")
-        return ds_utils.configmap_created_for(cm, self.name, uid)
+        return ds_rollout.configmap_created_for(cm, self.name, uid)
 
     def _configmap_users(self, cm_name):
         """Pods in the namespace that read the ConfigMap and may still (re)start a container."""
@@ -628,7 +691,7 @@ class DevicePluginDeploy(object):
         return sorted(p["metadata"]["name"] for p in listing.get("items") or []
                       if not p["metadata"].get("deletionTimestamp")
                       and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
-                      and ds_utils.uses_configmap(p.get("spec"), cm_name))
+                      and ds_rollout.uses_configmap(p.get("spec"), cm_name))
 
     def _configmap_kept(self, cm_name, users):
         self.warnings.append(
@@ -673,42 +736,58 @@ class DevicePluginDeploy(object):
         self._add_diff("ConfigMap", cm_name, cm, None)
 
     def _owned_by_ds(self, cm, daemonset):
-        return daemonset is not None and ds_utils.has_owner_uid(cm, daemonset["metadata"].get("uid"))
+        return daemonset is not None and objects.has_owner_uid(cm, daemonset["metadata"].get("uid"))
 
     def _configmap_body(self, configmap, live_cm, daemonset):
         body = dict(configmap, metadata=dict(configmap["metadata"]))
         if live_cm is not None:
             body["metadata"]["resourceVersion"] = live_cm["metadata"].get("resourceVersion")
             body["metadata"]["labels"] = dict(live_cm["metadata"].get("labels") or {}, **configmap["metadata"]["labels"])
-        if daemonset is not None and daemonset["metadata"].get("uid"):
-            # Garbage collection removes the ConfigMap with the DaemonSet, whoever deletes it.
-            body["metadata"]["ownerReferences"] = [{
-                "apiVersion": "apps/v1", "kind": "DaemonSet", "name": daemonset["metadata"]["name"],
-                "uid": daemonset["metadata"]["uid"], "controller": False, "blockOwnerDeletion": False}]
+        refs = [dict(r) for r in ((live_cm or {}).get("metadata") or {}).get("ownerReferences") or []]
+        uid = (daemonset or {}).get("metadata", {}).get("uid")
+        if uid and not any(r.get("uid") == uid for r in refs):
+            # Garbage collection removes the ConfigMap with the DaemonSet, whoever deletes it. Other owners
+            # stay: the ConfigMap then outlives the DaemonSet until they are gone too.
+            refs.append({"apiVersion": "apps/v1", "kind": "DaemonSet", "name": daemonset["metadata"]["name"],
+                         "uid": uid, "controller": False, "blockOwnerDeletion": False})
+        if refs:
+            body["metadata"]["ownerReferences"] = refs
         return body
 
     def _write_configmap(self, configmap, live_cm, daemonset):
         body = self._configmap_body(configmap, live_cm, daemonset)
         name = configmap["metadata"]["name"]
         if live_cm is None:
-            written = self.client.call_json(self.client.core.create_namespaced_config_map, self.namespace, body,
-                                            what='create ConfigMap "%s/%s"' % (self.namespace, name))
+            written = self._create(self.client.core.create_namespaced_config_map, body,
+                                   'create ConfigMap "%s/%s"' % (self.namespace, name))
         else:
             written = self.client.call_json(self.client.core.replace_namespaced_config_map, name, self.namespace,
                                             body, what='replace ConfigMap "%s/%s"' % (self.namespace, name))
         self.result["changed"] = True
         return written
 
+    def _create(self, fn, body, what):
+        try:
+            return self.client.call_json(fn, self.namespace, body, what=what)
+        except KubeHwError as err:
+            details = (err.body or {}).get("details") or {}
+            if err.status == 404 and (details.get("kind") == "namespaces" or 'namespaces "' in (err.msg or "")):
+                hint = (" (playbooks/rbac.yml creates it, with the RBAC the plugin deployment needs)"
+                        if self.namespace == manifest.DEFAULT_NAMESPACE else "")
+                raise TaskFailed('Namespace "%s" does not exist: create it first%s, or set namespace to an existing '
+                                 'one. Nothing was written.' % (self.namespace, hint))
+            raise
+
     def _write_daemonset(self, desired, live):
         what = 'write DaemonSet "%s/%s"' % (self.namespace, self.name)
         for _attempt in range(3):
             try:
                 if live is None:
-                    written = self.client.call_json(self.client.apps.create_namespaced_daemon_set, self.namespace,
-                                                    desired, what=what.replace("write", "create"))
+                    written = self._create(self.client.apps.create_namespaced_daemon_set, desired,
+                                           what.replace("write", "create"))
                 else:
                     written = self.client.call_json(self.client.apps.replace_namespaced_daemon_set, self.name,
-                                                    self.namespace, ds_utils.update_body(desired, live),
+                                                    self.namespace, objects.update_body(desired, live),
                                                     what=what.replace("write", "replace"))
                 self.result["changed"] = True
                 return written
@@ -717,7 +796,7 @@ class DevicePluginDeploy(object):
                 if err.status != 409:
                     raise
                 live = self.read_daemonset()
-                if live is not None and not ds_utils.differences(desired, live):
+                if live is not None and not compare.differences(desired, live):
                     return live
         raise KubeHwError("Failed to write DaemonSet %s/%s: it kept changing under us (409 Conflict three times)"
                           % (self.namespace, self.name), status=409, reason="Conflict")
@@ -731,7 +810,7 @@ class DevicePluginDeploy(object):
         return objects[key]
 
     def _wait_rollout(self, current, resources):
-        on_delete = ds_utils.rollout_status(current)["strategy"] == "OnDelete"
+        on_delete = ds_rollout.rollout_status(current)["strategy"] == "OnDelete"
         generation = current["metadata"].get("generation")
         try:
             if on_delete and self.params["delete_old_pods"]:
@@ -740,16 +819,17 @@ class DevicePluginDeploy(object):
                     "observe generation %s of DaemonSet %s/%s" % (generation, self.namespace, self.name))
                 self._delete_old_pods(current)
             current = self._watch_daemonset(
-                lambda ds: ds_utils.rollout_done(ds) or (
-                    on_delete and not self.params["delete_old_pods"] and ds_utils.rollout_status(ds)["old_pods_pending"]),
+                lambda ds: ds_rollout.rollout_done(ds) or (
+                    on_delete and not self.params["delete_old_pods"] and ds_rollout.rollout_status(ds)["old_pods_pending"]),
                 "finish the rollout of DaemonSet %s/%s" % (self.namespace, self.name))
         except KubeHwError as err:
             if err.reason != "Timeout":
                 raise
             self._fail_timeout("the rollout", resources, check_resources=False)
+        self._check_selects_nodes(current)
         state = self._report(current, resources)
         if state["old_pods_pending"]:
-            old = [p["metadata"]["name"] for p in self.list_pods(current) if ds_utils.is_old_pod(p, generation)]
+            old = [p["metadata"]["name"] for p in self.list_pods(current) if ds_rollout.is_old_pod(p, generation)]
             self.old_pods = sorted(old)
             self.result["rollout"]["old_pods"] = self.old_pods
             self.warnings.append(
@@ -758,35 +838,87 @@ class DevicePluginDeploy(object):
                 % (self.namespace, self.name, len(old), ", ".join(sorted(old)) or "none listed"))
         return current
 
+    def _check_selects_nodes(self, current):
+        """A rollout over zero nodes is no success: the plugin runs nowhere (wrong label, NFD not deployed)."""
+        state = ds_rollout.rollout_status(current)
+        if not state["done"] or state["desired"] > 0:
+            return
+        selection = ds_rollout.node_selection_report(current["spec"]["template"].get("spec"),
+                                                   list(self.list_nodes().values()))
+        if self.params["allow_empty_rollout"]:
+            self.warnings.append("DaemonSet %s/%s selects no node (allow_empty_rollout): %s"
+                                 % (self.namespace, self.name, selection))
+            return
+        self._report(current, self.result.get("resources") or [])
+        raise TaskFailed(
+            "DaemonSet %s/%s selects no node (desiredNumberScheduled is 0), so the plugin runs nowhere: %s. Label the "
+            "nodes (or deploy Node Feature Discovery), set node_selector or affinity, or set allow_empty_rollout: true "
+            "if no such node exists yet." % (self.namespace, self.name, selection))
+
+    def _batch_size(self, desired):
+        """How many old pods one batch deletes: update_strategy.max_unavailable (a number or a percentage of
+        the scheduled pods, rounded up as the DaemonSet controller does), at least 1; 1 when not given."""
+        value = (self.params.get("update_strategy") or {}).get("max_unavailable")
+        if value is None:
+            return 1
+        text = "%s" % value
+        if text.endswith("%"):
+            return max(1, -(-desired * int(text[:-1]) // 100))
+        return max(1, int(text))
+
     def _delete_old_pods(self, daemonset):
+        """Delete the old template's pods in batches of max_unavailable, each batch once the previous one's
+        replacements are ready, so at most that many nodes are without a working plugin at a time."""
         generation = daemonset["metadata"].get("generation")
+        old = sorted((p for p in self.list_pods(daemonset)
+                      if ds_rollout.is_old_pod(p, generation) and not p["metadata"].get("deletionTimestamp")),
+                     key=lambda p: (ds_rollout.pod_node(p) or "", p["metadata"]["name"]))
+        batch = self._batch_size(ds_rollout.rollout_status(daemonset)["desired"])
         deleted = []
-        for pod in self.list_pods(daemonset):
-            meta = pod["metadata"]
-            if ds_utils.is_old_pod(pod, generation) and not meta.get("deletionTimestamp"):
+        self.result["deleted_pods"] = deleted
+        for start in range(0, len(old), batch):
+            if start:
+                self._wait_replacements(daemonset, old[start - batch:start])
+            for pod in old[start:start + batch]:
+                name = pod["metadata"]["name"]
                 try:
-                    self.client.call_json(self.client.core.delete_namespaced_pod, meta["name"], self.namespace,
-                                          what='delete old pod "%s/%s"' % (self.namespace, meta["name"]))
+                    self.client.call_json(self.client.core.delete_namespaced_pod, name, self.namespace,
+                                          what='delete old pod "%s/%s"' % (self.namespace, name))
                 except KubeHwError as err:
                     if err.status != 404:
                         raise
-                deleted.append(meta["name"])
+                deleted.append(name)
+                self.result["changed"] = True
         self.result["deleted_pods"] = sorted(deleted)
-        if deleted:
-            self.result["changed"] = True
+
+    def _wait_replacements(self, daemonset, deleted_pods):
+        """Wait until each node of ``deleted_pods`` runs a ready pod of the current template."""
+        generation = daemonset["metadata"].get("generation")
+        nodes = sorted(set(ds_rollout.pod_node(p) for p in deleted_pods if ds_rollout.pod_node(p)))
+
+        def replaced(objects):
+            ready = set(ds_rollout.pod_node(p) for p in objects.values()
+                        if ds_rollout.owned_by(p, daemonset) and not ds_rollout.is_old_pod(p, generation)
+                        and not p["metadata"].get("deletionTimestamp") and ds_rollout.pod_ready(p))
+            return all(n in ready for n in nodes)
+
+        self.client.watch(self.client.core.list_namespaced_pod, replaced, timeout=self.remaining(),
+                          what="see ready replacements on %s before deleting more old pods of DaemonSet %s/%s"
+                          % (", ".join(nodes), self.namespace, self.name),
+                          namespace=self.namespace, label_selector=self._pod_selector(daemonset))
 
     def _wait_resource(self, current, resources):
         min_count = self.params["min_count"]
         pods = self.list_pods(current)
-        node_names = sorted(set(ds_utils.pod_node(p) for p in pods
-                                if ds_utils.pod_node(p) and not p["metadata"].get("deletionTimestamp")))
+        node_names = sorted(set(ds_rollout.pod_node(p) for p in pods
+                                if ds_rollout.pod_node(p) and not p["metadata"].get("deletionTimestamp")))
         if not node_names:
             self.warnings.append("No node runs a pod of DaemonSet %s/%s, so no node advertises %s"
                                  % (self.namespace, self.name, ", ".join(resources)))
         try:
             self.client.watch(
                 self.client.core.list_node,
-                lambda nodes: ds_utils.nodes_with_resource(nodes, node_names, resources, min_count),
+                lambda nodes: ds_rollout.nodes_with_resource(nodes, node_names, resources, min_count, self.any_of),
                 timeout=self.remaining(),
                 what="see %s on the nodes running DaemonSet %s/%s" % (", ".join(resources), self.namespace, self.name))
         except KubeHwError as err:
@@ -796,14 +928,14 @@ class DevicePluginDeploy(object):
         self._report(current, resources)
 
     def _report(self, current, resources, pods=None, nodes=None):
-        state = ds_utils.rollout_status(current)
+        state = ds_rollout.rollout_status(current)
         if self.old_pods is not None and state["old_pods_pending"]:
             state["old_pods"] = self.old_pods
         self.result["rollout"] = state
         pods = self.list_pods(current) if pods is None else pods
         nodes = self.list_nodes() if nodes is None else nodes
-        self.result["nodes"] = ds_utils.node_report(pods, nodes, resources, self.params["min_count"],
-                                                    current["metadata"].get("generation"))
+        self.result["nodes"] = ds_rollout.node_report(pods, nodes, resources, self.params["min_count"],
+                                                      current["metadata"].get("generation"), any_of=self.any_of)
         return state
 
     def _fail_timeout(self, what, resources, check_resources):
@@ -812,14 +944,14 @@ class DevicePluginDeploy(object):
         pods = self.list_pods(current)
         nodes = self.list_nodes()
         state = self._report(current, resources, pods, nodes)
-        msg = ds_utils.timeout_message(what, self.params["wait_timeout"], current, state, self.result["nodes"],
-                                       resources, self.params["min_count"], check_resources)
+        msg = ds_rollout.timeout_message(what, self.params["wait_timeout"], current, state, self.result["nodes"],
+                                       resources, self.params["min_count"], check_resources, self.any_of)
         raise TaskFailed(msg)
 
     def _add_diff(self, kind, name, before, after):
         header = "%s %s/%s" % (kind, self.namespace, name)
         self.diffs.append(dict(before_header=header, after_header=header,
-                               before=ds_utils.clean(before) or {}, after=ds_utils.clean(after) or {}))
+                               before=objects.clean(before) or {}, after=objects.clean(after) or {}))
 
     # -- absent --------------------------------------------------------------------------------
     def absent(self):
@@ -881,8 +1013,8 @@ def main():
     problem = None
     built = None
     try:
-        ds_utils.validate(params)
-        built = ds_utils.build(params) if params["state"] == "present" else None
+        manifest.validate(params)
+        built = manifest.build(params) if params["state"] == "present" else None
     except DaemonSetSpecError as err:
         problem = "Invalid input: %s" % err
     if problem is None and params["wait_timeout"] < 0:

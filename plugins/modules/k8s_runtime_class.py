@@ -204,12 +204,12 @@ from ansible_collections.kubehw.devices.plugins.module_utils._client import (
     KubeClient,
     KubeHwError,
 )
-# clean (diffs without server fields) and update_body (a PUT over the live metadata, keeping what others added,
-# guarded by resourceVersion) work on any object, not only DaemonSets.
-from ansible_collections.kubehw.devices.plugins.module_utils._daemonset import (
+from ansible_collections.kubehw.devices.plugins.module_utils._k8s_objects import (
     MANAGED_BY,
     MANAGED_BY_LABEL,
+    TaskFailed,
     clean,
+    to_text as _to_text,
     update_body,
 )
 from ansible_collections.kubehw.devices.plugins.module_utils._k8s_names import (
@@ -236,19 +236,7 @@ class RuntimeClassSpecError(ValueError):
     """Invalid input: the message names the offending value and the rule it breaks."""
 
 
-class TaskFailed(Exception):
-    def __init__(self, msg):
-        super(TaskFailed, self).__init__(msg)
-        self.msg = msg
-
-
 # -- validation ------------------------------------------------------------------------------------
-
-def _to_text(value):
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return "%s" % (value,)
-
 
 def _check_label_map(mapping, what):
     """Validate a label map and return it with string values (YAML may give booleans or numbers)."""

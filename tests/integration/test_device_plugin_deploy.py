@@ -17,7 +17,7 @@ import uuid
 
 import pytest
 
-from tests.integration.conftest import grant_plugin_namespace
+from tests.integration.conftest import grant_plugin_namespace, least_privilege
 
 MODULE = "kubehw.devices.device_plugin_deploy"
 GPU_LABEL = "feature.node.kubernetes.io/pci-10de.present=true"
@@ -199,7 +199,7 @@ def test_check_mode_makes_no_write_and_shows_diff(cluster, ansible, namespace):
     assert res["changed"] is True
     assert res["generation"] == {"before": 1, "after": 2}
     diff = res["diff"][0]
-    assert diff["before"]["spec"]["template"]["spec"]["containers"][0]["image"].endswith(":v0.17.1")
+    assert diff["before"]["spec"]["template"]["spec"]["containers"][0]["image"].endswith(":v0.20.0")
     assert diff["after"]["spec"]["template"]["spec"]["containers"][0]["image"].endswith(":v0.17.0")
     assert read_ds(cluster, namespace)["metadata"]["generation"] == 1
     if cluster.simulated:
@@ -335,3 +335,158 @@ def test_switch_leaves_a_configmap_the_module_did_not_create(cluster, ansible, n
     assert after["data"] == {"settings": "someone else's"}
     if cluster.simulated:
         assert not [p for m, p in ds_writes(cluster, mark) if "/configmaps" in p]
+
+
+# -- objects the module did not make, nodes it does not select, keys it set earlier, old pods in batches ---------------
+
+def test_foreign_configmap_is_refused_unless_adopted_and_its_owners_are_kept(cluster, ansible, namespace):
+    owner = json.loads(cluster.core.create_namespaced_config_map(namespace, {
+        "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "team-settings"}},
+        _preload_content=False).data)
+    cluster.core.create_namespaced_config_map(namespace, {
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "nvidia-device-plugin-config", "labels": {"app.kubernetes.io/managed-by": "Helm"},
+                     "ownerReferences": [{"apiVersion": "v1", "kind": "ConfigMap", "name": "team-settings",
+                                          "uid": owner["metadata"]["uid"]}]},
+        "data": {"config.yaml": "someone else's"}})
+    before = read_cm(cluster, namespace, "nvidia-device-plugin-config")
+    mark = cluster.mark()
+    run = ansible([dict(task(namespace, name="Check"), check_mode=True, ignore_errors=True),
+                   dict(task(namespace), ignore_errors=True)])
+    for name in ("Check", "Deploy"):
+        res = run.result(name)
+        assert res["failed"] and res["changed"] is False, res
+        assert ("ConfigMap %s/nvidia-device-plugin-config exists and was not created by this module "
+                "(owned by ConfigMap team-settings)" % namespace) in res["msg"], res["msg"]
+        assert "adopt_configmap: true" in res["msg"]
+    assert read_cm(cluster, namespace, "nvidia-device-plugin-config") == before
+    assert not exists(cluster.apps.read_namespaced_daemon_set, "nvidia-device-plugin", namespace)
+    if cluster.simulated:
+        assert ds_writes(cluster, mark) == []
+
+    run = ansible([task(namespace, name="Adopt", adopt_configmap=True)])
+    assert run.rc == 0, run.output()
+    cm = read_cm(cluster, namespace, "nvidia-device-plugin-config")
+    ds = read_ds(cluster, namespace)
+    assert json.loads(cm["data"]["config.yaml"])["version"] == "v1"
+    # merged, not replaced: the earlier owner stays next to the DaemonSet
+    assert [(r["kind"], r["name"]) for r in cm["metadata"]["ownerReferences"]] == [
+        ("ConfigMap", "team-settings"), ("DaemonSet", "nvidia-device-plugin")]
+    assert cm["metadata"]["ownerReferences"][1]["uid"] == ds["metadata"]["uid"]
+
+
+@pytest.mark.simcluster_config({"sync_interval": 0.5, "pod_start_delay": 0.2, "nodes": [
+    {"name": "gpu-1", "labels": {"feature.node.kubernetes.io/pci-10de.present": "true"},
+     "inventory": {"nvidia.com/gpu": 4}},
+    {"name": "cpu-1", "labels": {"example.com/pool": "cpu"}},
+    {"name": "cpu-2", "labels": {"example.com/pool": "cpu"}},
+]})
+def test_rollout_over_zero_nodes_fails_naming_the_selection(cluster, ansible, namespace):
+    cluster.require_simulated("needs nodes with known labels")
+    run = ansible([
+        dict(task(namespace, name="Nowhere", node_selector={"example.com/pool": "gpu"}), ignore_errors=True),
+        dict(task(namespace, name="Nowhere by resource", wait="resource", node_selector={"example.com/pool": "gpu"}),
+             ignore_errors=True),
+        task(namespace, name="Allowed", node_selector={"example.com/pool": "gpu"}, allow_empty_rollout=True),
+    ])
+    for name in ("Nowhere", "Nowhere by resource"):
+        res = run.result(name)
+        assert res["failed"], res
+        assert "DaemonSet %s/nvidia-device-plugin selects no node (desiredNumberScheduled is 0)" % namespace \
+            in res["msg"], res["msg"]
+        assert "nodeSelector example.com/pool=gpu (0 of 3 nodes)" in res["msg"], res["msg"]
+        assert "allow_empty_rollout: true" in res["msg"]
+    res = run.result("Allowed")
+    assert not res["failed"] and res["rollout"]["desired"] == 0
+    assert any("selects no node" in w for w in res.get("warnings") or []), res
+
+
+def test_dropped_labels_and_annotations_are_removed_and_others_kept(cluster, ansible, namespace):
+    run = ansible([task(namespace, wait="none", labels={"team": "gpu", "tier": "gold"}, annotations={"note": "a"})])
+    assert run.rc == 0, run.output()
+    cluster.apps.patch_namespaced_daemon_set("nvidia-device-plugin", namespace, {
+        "metadata": {"labels": {"someone": "else"}, "annotations": {"other.example.com/keep": "yes"}}})
+    run = ansible([task(namespace, name="Drop", wait="none", labels={"team": "gpu"}),
+                   task(namespace, name="Again", wait="none", labels={"team": "gpu"})])
+    assert run.rc == 0, run.output()
+    res = run.result("Drop")
+    assert res["changed"] is True
+    assert "/metadata/labels/tier" in res["changed_paths"] and "/metadata/annotations/note" in res["changed_paths"]
+    meta = read_ds(cluster, namespace)["metadata"]
+    assert meta["labels"].get("team") == "gpu" and "tier" not in meta["labels"], meta["labels"]
+    assert "note" not in meta["annotations"], meta["annotations"]
+    assert meta["labels"]["someone"] == "else" and meta["annotations"]["other.example.com/keep"] == "yes"
+    assert run.result("Again")["changed"] is False
+
+
+@pytest.mark.simcluster_config({"sync_interval": 0.5, "pod_start_delay": 0.2, "nodes": [
+    {"name": "gpu-1", "labels": {"feature.node.kubernetes.io/pci-10de.present": "true"},
+     "inventory": {"nvidia.com/gpu": 4}},
+    {"name": "gpu-2", "labels": {"feature.node.kubernetes.io/pci-10de.present": "true"},
+     "inventory": {"nvidia.com/gpu": 8}},
+    {"name": "gpu-3", "labels": {"feature.node.kubernetes.io/pci-10de.present": "true"},
+     "inventory": {"nvidia.com/gpu": 8}},
+]})
+def test_delete_old_pods_goes_in_batches_of_max_unavailable(cluster, ansible, namespace):
+    cluster.require_simulated("injects a pod start failure and reads the request log")
+    strategy = {"type": "OnDelete"}
+    run = ansible([task(namespace, update_strategy=strategy)])
+    assert run.rc == 0, run.output()
+    # gpu-1's replacement never becomes ready: a batch of one must stop there
+    cluster.sim.fail_pod_start("gpu-1")
+    mark = cluster.mark()
+    run = ansible([dict(task(namespace, name="One at a time", update_strategy=strategy, device_id_strategy="index",
+                             delete_old_pods=True, wait_timeout=5), ignore_errors=True)])
+    res = run.result("One at a time")
+    assert res["failed"] and "Timed out after 5s" in res["msg"], res
+    deleted = [p for m, p in ds_writes(cluster, mark) if m == "DELETE" and "/pods/" in p]
+    assert len(deleted) == 1, deleted
+    pods = json.loads(cluster.core.list_namespaced_pod(namespace, _preload_content=False).data)["items"]
+    old = [p["spec"]["nodeName"] for p in pods if p["metadata"]["labels"]["pod-template-generation"] == "1"
+           and not p["metadata"].get("deletionTimestamp")]
+    assert sorted(old) == ["gpu-2", "gpu-3"], old
+
+    cluster.sim.controllers.allow_pod_start("gpu-1")
+    mark = cluster.mark()
+    run = ansible([task(namespace, name="Two at a time", update_strategy=dict(strategy, max_unavailable=2),
+                        device_id_strategy="index", delete_old_pods=True)])
+    assert run.rc == 0, run.output()
+    res = run.result("Two at a time")
+    assert len(res["deleted_pods"]) == 2 and res["rollout"]["done"], res
+    deletes = [w for w in cluster.writes(mark) if w["method"] == "DELETE" and "/pods/" in w["path"]]
+    # one batch of two: sent back to back, before any replacement could start (pod_start_delay 0.2 s)
+    assert len(deletes) == 2 and deletes[1]["time"] - deletes[0]["time"] < 0.2, deletes
+
+
+def test_missing_namespace_is_named(cluster, ansible):
+    missing = "dp-missing-%s" % uuid.uuid4().hex[:6]
+    mark = cluster.mark()
+    run = ansible([dict(task(missing), ignore_errors=True)])
+    res = run.result("Deploy")
+    assert res["failed"] and res["changed"] is False
+    if least_privilege():
+        # RBAC answers first: the identity has no grant in a namespace that does not exist
+        assert res["status"] == 403, res
+        return
+    assert res["msg"].startswith('Namespace "%s" does not exist: create it first, or set namespace' % missing), res
+    if cluster.simulated:
+        assert [w["method"] for w in cluster.writes(mark)] == ["POST"]
+
+
+@pytest.mark.simcluster_config({"sync_interval": 0.5, "pod_start_delay": 0.2, "nodes": [
+    {"name": "arc-1", "labels": {"kubernetes.io/arch": "amd64", "intel.feature.node.kubernetes.io/gpu": "true"},
+     "inventory": {"gpu.intel.com/xe": 1}},
+    {"name": "flex-1", "labels": {"kubernetes.io/arch": "amd64", "feature.node.kubernetes.io/pci-0380_8086.present": "true"},
+     "inventory": {"gpu.intel.com/i915": 2}},
+    {"name": "cpu-1", "labels": {"kubernetes.io/arch": "amd64"}},
+]})
+def test_intel_gpu_waits_for_i915_or_xe_on_stock_nfd_labels(cluster, ansible, namespace):
+    cluster.require_simulated("needs nodes with Intel GPU inventory")
+    run = ansible([task(namespace, preset="intel_gpu", wait="resource", wait_timeout=30)])
+    assert run.rc == 0, run.output()
+    res = run.result("Deploy")
+    assert res["resources"] == ["gpu.intel.com/i915", "gpu.intel.com/xe"]
+    # the xe node selected by Intel's NFD rule label, the i915 one by stock NFD's class 0380 label
+    assert sorted(res["nodes"]) == ["arc-1", "flex-1"]
+    assert res["nodes"]["arc-1"]["capacity"]["gpu.intel.com/xe"] == 1 and res["nodes"]["arc-1"]["resource_ready"]
+    assert res["nodes"]["flex-1"]["capacity"]["gpu.intel.com/i915"] == 2 and res["nodes"]["flex-1"]["resource_ready"]

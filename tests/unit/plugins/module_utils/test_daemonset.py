@@ -10,13 +10,23 @@ import json
 
 import pytest
 
-from ansible_collections.kubehw.devices.plugins.module_utils import _daemonset as d
-from ansible_collections.kubehw.devices.plugins.module_utils._daemonset import DaemonSetSpecError
+from ansible_collections.kubehw.devices.plugins.module_utils import _daemonset_compare as compare
+from ansible_collections.kubehw.devices.plugins.module_utils import _daemonset_manifest as manifest
+from ansible_collections.kubehw.devices.plugins.module_utils import _daemonset_rollout as ds_rollout
+from ansible_collections.kubehw.devices.plugins.module_utils import _device_plugin_presets as presets
+from ansible_collections.kubehw.devices.plugins.module_utils import _k8s_objects as objects
+from ansible_collections.kubehw.devices.plugins.module_utils._daemonset_manifest import DaemonSetSpecError
 
 
 def build(**params):
     params.setdefault("preset", "nvidia")
-    return d.build(params)
+    return checked_build(params)
+
+
+def checked_build(params):
+    """What the module does: validate once, then build."""
+    manifest.validate(params)
+    return manifest.build(params)
 
 
 def pod_spec(ds):
@@ -46,7 +56,7 @@ def affinity_keys(ds):
 
 def server_stored(ds, generation=1):
     """What a v1.32 apiserver hands back for a DaemonSet we sent: defaults, metadata, status, canonical quantities."""
-    live = d.apply_defaults(ds)
+    live = compare.apply_defaults(ds)
     meta = live["metadata"]
     meta.update(uid="0b6f", resourceVersion="812", generation=generation, creationTimestamp="2025-01-01T00:00:00Z",
                 managedFields=[{"manager": "ansible", "operation": "Update"}])
@@ -69,37 +79,191 @@ def server_stored(ds, generation=1):
 
 # -- presets --------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("preset,image,resource,node_label", [
-    ("nvidia", "nvcr.io/nvidia/k8s-device-plugin:v0.17.1", "nvidia.com/gpu", "feature.node.kubernetes.io/pci-10de.present"),
-    ("amd", "docker.io/rocm/k8s-device-plugin:1.31.0.10", "amd.com/gpu", "feature.node.kubernetes.io/pci-1002.present"),
-    ("intel_gpu", "docker.io/intel/intel-gpu-plugin:0.32.0", "gpu.intel.com/i915", "intel.feature.node.kubernetes.io/gpu"),
+def affinity_terms(ds):
+    """The required node-affinity alternatives as sets of (key, operator, values) requirements."""
+    terms = pod_spec(ds)["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    return [sorted((e["key"], e["operator"], tuple(e["values"])) for e in t["matchExpressions"]) for t in terms]
+
+
+def volume_sources(ds):
+    """mountPath -> (hostPath path, type or None, readOnly) for every hostPath mount of the container."""
+    volumes = dict((v["name"], v) for v in pod_spec(ds)["volumes"])
+    out = {}
+    for m in container(ds)["volumeMounts"]:
+        host = volumes[m["name"]].get("hostPath")
+        if host:
+            out[m["mountPath"]] = (host["path"], host.get("type"), bool(m.get("readOnly")))
+    return out
+
+
+NFD = "feature.node.kubernetes.io/"
+
+
+def test_every_preset_shares_ownership_labels_annotations_and_priority():
+    for preset in ("nvidia", "amd", "intel_gpu"):
+        ds, _cm, resources = build(preset=preset)
+        assert ds["kind"] == "DaemonSet" and ds["apiVersion"] == "apps/v1"
+        assert ds["metadata"]["namespace"] == "kubehw-device-plugins"
+        # on the DaemonSet and on its pods: the kubelet simulation and other modules read either
+        assert ds["metadata"]["annotations"][manifest.RESOURCES_ANNOTATION] == ",".join(resources)
+        assert ds["spec"]["template"]["metadata"]["annotations"][manifest.RESOURCES_ANNOTATION] == ",".join(resources)
+        assert ds["metadata"]["labels"][objects.MANAGED_BY_LABEL] == "kubehw.devices"
+        selector = ds["spec"]["selector"]["matchLabels"]
+        assert all(ds["spec"]["template"]["metadata"]["labels"][k] == v for k, v in selector.items())
+        assert pod_spec(ds)["priorityClassName"] == "system-node-critical"
+
+
+def test_nvidia_default_matches_upstream():
+    ds, _cm, resources = build(preset="nvidia")
+    # NVIDIA/k8s-device-plugin v0.20.0 deployments/static/nvidia-device-plugin.yml: image, the kubelet socket mount
+    # (type Directory), no privilege escalation, all capabilities dropped, priority system-node-critical
+    assert container(ds)["image"] == "nvcr.io/nvidia/k8s-device-plugin:v0.20.0"
+    assert resources == ["nvidia.com/gpu"]
+    assert "args" not in container(ds)
+    assert volume_sources(ds)["/var/lib/kubelet/device-plugins"] == ("/var/lib/kubelet/device-plugins", "Directory", False)
+    assert container(ds)["securityContext"] == {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+    # no MIG: no MIG monitoring variable (templates/daemonset-device-plugin.yml adds it only with MIG)
+    assert "NVIDIA_MIG_MONITOR_DEVICES" not in env_of(ds)
+    # deployments/helm/nvidia-device-plugin/values.yaml v0.20.0 tolerations: nvidia.com/gpu NoSchedule, CriticalAddonsOnly
+    assert pod_spec(ds)["tolerations"] == [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
+                                           {"key": "CriticalAddonsOnly", "operator": "Exists"}]
+    # values.yaml v0.20.0 affinity: ORed terms over the vendor-only NFD label, Tegra's cpu vendor and GFD's label;
+    # plus stock NFD's class+vendor labels (pci-0300_10de VGA, pci-0302_10de 3D controller)
+    assert affinity_terms(ds) == [
+        [(NFD + "pci-10de.present", "In", ("true",))],
+        [(NFD + "pci-0300_10de.present", "In", ("true",))],
+        [(NFD + "pci-0302_10de.present", "In", ("true",))],
+        [(NFD + "cpu-model.vendor_id", "In", ("NVIDIA",))],
+        [("nvidia.com/gpu.present", "In", ("true",))],
+    ]
+    # the plugin loads NVML, which the NVIDIA runtime injects: RuntimeClass nvidia (nvidia_container_toolkit makes it)
+    assert pod_spec(ds)["runtimeClassName"] == "nvidia"
+
+
+@pytest.mark.parametrize("params", [
+    dict(mig_strategy="single"), dict(mig_strategy="mixed", resource_names=["nvidia.com/mig-1g.5gb"]),
+    dict(device_list_strategy=["volume-mounts"]),
 ])
-def test_vendor_presets_common_structure(preset, image, resource, node_label):
-    ds, _cm, resources = build(preset=preset)
-    assert resources == [resource]
-    assert ds["kind"] == "DaemonSet" and ds["apiVersion"] == "apps/v1"
-    assert ds["metadata"]["namespace"] == "kube-system"
-    assert container(ds)["image"] == image
-    # The annotation is on the DaemonSet and on its pods: the kubelet simulation and other modules read either.
-    assert ds["metadata"]["annotations"][d.RESOURCES_ANNOTATION] == resource
-    assert ds["spec"]["template"]["metadata"]["annotations"][d.RESOURCES_ANNOTATION] == resource
-    assert ds["metadata"]["labels"][d.MANAGED_BY_LABEL] == "kubehw.devices"
-    assert ds["spec"]["template"]["metadata"]["labels"][d.MANAGED_BY_LABEL] == "kubehw.devices"
-    selector = ds["spec"]["selector"]["matchLabels"]
-    assert all(ds["spec"]["template"]["metadata"]["labels"][k] == v for k, v in selector.items())
-    assert mount_paths(ds)[d.DEVICE_PLUGIN_DIR]["name"] == host_paths(ds)[d.DEVICE_PLUGIN_DIR]["name"]
-    assert pod_spec(ds)["priorityClassName"] == "system-node-critical"
-    assert {"key": resource, "operator": "Exists", "effect": "NoSchedule"} in pod_spec(ds)["tolerations"]
-    assert affinity_keys(ds) == [(node_label, "In", ["true"])]
-    # No privilege for vendor plugins: they only need the kubelet socket and read access to devices.
-    assert not container(ds)["securityContext"].get("privileged")
-    assert container(ds)["securityContext"]["allowPrivilegeEscalation"] is False
+def test_nvidia_mig_and_volume_mounts_get_sys_admin_like_upstream(params):
+    ds, _cm, _res = build(preset="nvidia", **params)
+    # templates/_helpers.tpl v0.20.0 (requiresCapSysAdmin): a MIG strategy other than none or volume-mounts
+    # -> capabilities add SYS_ADMIN (and nothing else)
+    assert container(ds)["securityContext"] == {"capabilities": {"add": ["SYS_ADMIN"]}}
+    # templates/daemonset-device-plugin.yml v0.20.0: NVIDIA_MIG_MONITOR_DEVICES=all with MIG (addMigMonitorDevices)
+    expected = "all" if params.get("mig_strategy") else None
+    assert (env_of(ds).get("NVIDIA_MIG_MONITOR_DEVICES") or {}).get("value") == expected
+
+
+@pytest.mark.parametrize("params,resources", [
+    (dict(time_slicing={"replicas": {"nvidia.com/gpu": 2}, "rename_by_default": True}), ["nvidia.com/gpu.shared"]),
+    (dict(mig_strategy="mixed", resource_names=["nvidia.com/mig-1g.5gb"]), ["nvidia.com/mig-1g.5gb"]),
+])
+def test_nvidia_always_tolerates_the_base_gpu_taint(params, resources):
+    ds, _cm, served = build(preset="nvidia", **params)
+    assert served == resources
+    keys = [t["key"] for t in pod_spec(ds)["tolerations"]]
+    # GPU node pools are tainted nvidia.com/gpu whatever the plugin serves
+    assert keys == ["nvidia.com/gpu"] + resources + ["CriticalAddonsOnly"]
+
+
+def test_runtime_class_can_be_emptied_or_changed():
+    assert "runtimeClassName" not in pod_spec(build(preset="nvidia", runtime_class_name="")[0])
+    assert pod_spec(build(preset="nvidia", runtime_class_name="nvidia-cdi")[0])["runtimeClassName"] == "nvidia-cdi"
+    assert "runtimeClassName" not in pod_spec(build(preset="amd")[0])
+    with pytest.raises(DaemonSetSpecError, match="runtime_class_name 'Nvidia' must be a RuntimeClass name"):
+        build(preset="nvidia", runtime_class_name="Nvidia")
+
+
+def test_amd_default_matches_upstream():
+    ds, cm, resources = build(preset="amd")
+    assert cm is None
+    # ROCm/k8s-device-plugin v1.31.0.10 (newest tag): k8s-ds-amdgpu-dp.yaml and helm/amd-gpu/values.yaml
+    assert container(ds)["image"] == "docker.io/rocm/k8s-device-plugin:1.31.0.10"
+    assert resources == ["amd.com/gpu"]
+    assert container(ds)["args"] == ["-resource_naming_strategy=single"]
+    # k8s-ds-amdgpu-dp.yaml mounts: the kubelet socket directory and /sys
+    assert volume_sources(ds) == {"/var/lib/kubelet/device-plugins": ("/var/lib/kubelet/device-plugins", "Directory", False),
+                                  "/sys": ("/sys", None, False)}
+    # helm/amd-gpu/values.yaml securityContext
+    assert container(ds)["securityContext"] == {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+    # k8s-ds-amdgpu-dp.yaml tolerations: CriticalAddonsOnly (ours adds the resource's own taint first)
+    assert pod_spec(ds)["tolerations"] == [{"key": "amd.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
+                                           {"key": "CriticalAddonsOnly", "operator": "Exists"}]
+    # nodeSelector kubernetes.io/arch amd64 (k8s-ds-amdgpu-dp.yaml) in every term; values.yaml node_selector
+    # pci-0300_1002; stock NFD's display class 0380 and the vendor-only label as alternatives
+    arch = ("kubernetes.io/arch", "In", ("amd64",))
+    assert affinity_terms(ds) == [sorted([(NFD + "pci-1002.present", "In", ("true",)), arch]),
+                                  sorted([(NFD + "pci-0300_1002.present", "In", ("true",)), arch]),
+                                  sorted([(NFD + "pci-0380_1002.present", "In", ("true",)), arch])]
+
+
+def test_intel_gpu_default_matches_upstream():
+    ds, _cm, resources = build(preset="intel_gpu")
+    # intel/intel-device-plugins-for-kubernetes v0.36.0: deployments/gpu_plugin/base/intel-gpu-plugin.yaml
+    assert container(ds)["image"] == "docker.io/intel/intel-gpu-plugin:0.36.0"
+    # cmd/gpu_plugin/gpu_plugin.go: resource namespace gpu.intel.com, device types i915 and xe
+    assert resources == ["gpu.intel.com/i915", "gpu.intel.com/xe"]
+    assert ds["metadata"]["annotations"][manifest.RESOURCES_ANNOTATION] == "gpu.intel.com/i915,gpu.intel.com/xe"
+    assert env_of(ds)["NODE_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "spec.nodeName"
+    assert env_of(ds)["HOST_IP"]["valueFrom"]["fieldRef"]["fieldPath"] == "status.hostIP"
+    assert volume_sources(ds) == {
+        "/dev/dri": ("/dev/dri", None, True),
+        "/sys/class/drm": ("/sys/class/drm", None, True),
+        "/var/lib/kubelet/device-plugins": ("/var/lib/kubelet/device-plugins", "Directory", False),
+        "/var/run/cdi": ("/var/run/cdi", "DirectoryOrCreate", False),
+    }
+    assert container(ds)["securityContext"] == {
+        "seLinuxOptions": {"type": "container_device_plugin_t"}, "readOnlyRootFilesystem": True,
+        "allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}, "seccompProfile": {"type": "RuntimeDefault"}}
+    keys = [t["key"] for t in pod_spec(ds)["tolerations"]]
+    assert keys == ["gpu.intel.com/i915", "gpu.intel.com/xe"]
+    # base nodeSelector kubernetes.io/arch amd64; overlays/nfd_labeled_nodes: intel.feature.node.kubernetes.io/gpu
+    # (deployments/nfd/overlays/node-feature-rules: vendor 8086, class 0300 or 0380); stock NFD labels as alternatives
+    arch = ("kubernetes.io/arch", "In", ("amd64",))
+    assert affinity_terms(ds) == [sorted([("intel.feature.node.kubernetes.io/gpu", "In", ("true",)), arch]),
+                                  sorted([(NFD + "pci-0300_8086.present", "In", ("true",)), arch]),
+                                  sorted([(NFD + "pci-0380_8086.present", "In", ("true",)), arch])]
+
+
+def test_generic_default_matches_upstream():
+    devices = [{"name": "serial", "groups": [{"paths": [{"path": "/dev/ttyUSB*"}]}]}]
+    ds, _cm, resources = build(preset="generic", devices=devices)
+    # squat/generic-device-plugin 0.1.0: manifests/generic-device-plugin.yaml
+    assert container(ds)["image"] == "docker.io/squat/generic-device-plugin:0.1.0"
+    assert container(ds)["args"] == ["--device", json.dumps(devices[0], sort_keys=True, separators=(",", ":"))]
+    assert resources == ["squat.ai/serial"]            # config.go: default domain squat.ai
+    assert volume_sources(ds) == {"/var/lib/kubelet/device-plugins": ("/var/lib/kubelet/device-plugins", "Directory", False),
+                                  "/dev": ("/dev", None, False)}
+    assert container(ds)["securityContext"] == {"privileged": True}
+    assert "affinity" not in pod_spec(ds)              # upstream runs on every node
+
+
+@pytest.mark.parametrize("device,message", [
+    # main.go 0.1.0: device names must match [a-z0-9][-a-z0-9]*[a-z0-9]; a group holds paths or usb, not both
+    ({"name": "my_dev", "groups": [{"paths": [{"path": "/dev/x"}]}]}, "devices[0] name 'my_dev' must match"),
+    ({"name": "Serial", "groups": [{"paths": [{"path": "/dev/x"}]}]}, "devices[0] name 'Serial' must match"),
+    ({"name": "x.y", "groups": [{"paths": [{"path": "/dev/x"}]}]}, "devices[0] name 'x.y' must match"),
+    ({"name": "-ab", "groups": [{"paths": [{"path": "/dev/x"}]}]}, "devices[0] name '-ab' must match"),
+    ({"name": "a", "groups": [{"paths": [{"path": "/dev/x"}]}]}, "devices[0] name 'a' must match"),
+    ({"name": "serial\n", "groups": [{"paths": [{"path": "/dev/x"}]}]}, "devices[0] name 'serial\\n' must match"),
+    ({"name": "ch340", "groups": [{"paths": [{"path": "/dev/x"}], "usb": [{"vendor": "1a86", "product": "7523"}]}]},
+     "devices[0].groups[0] (ch340) has both paths and usb"),
+])
+def test_generic_device_rules_of_the_plugin(device, message):
+    with pytest.raises(DaemonSetSpecError) as err:
+        build(preset="generic", devices=[device])
+    assert message in str(err.value)
+
+
+def test_generic_valid_names_pass():
+    for name in ("ab", "serial-2", "0x", "video0"):
+        build(preset="generic", devices=[{"name": name, "groups": [{"usb": [{"vendor": "1209", "product": "000f"}]}]}])
 
 
 def test_nvidia_config_map_mounted_and_pointed_to():
     ds, cm, _res = build(mig_strategy="single", device_list_strategy=["volume-mounts"], device_id_strategy="index")
     assert cm["metadata"]["name"] == "nvidia-device-plugin-config"
-    assert cm["metadata"]["labels"][d.MANAGED_BY_LABEL] == "kubehw.devices"
+    assert cm["metadata"]["labels"][objects.MANAGED_BY_LABEL] == "kubehw.devices"
     config = json.loads(cm["data"]["config.yaml"])
     assert config["version"] == "v1"
     assert config["flags"]["migStrategy"] == "single"
@@ -118,17 +282,17 @@ def test_nvidia_time_slicing_config_and_renamed_resource():
     assert sharing == {"renameByDefault": True, "failRequestsGreaterThanOne": True,
                        "resources": [{"name": "nvidia.com/gpu", "replicas": 4}]}
     assert resources == ["nvidia.com/gpu.shared"]
-    assert ds["metadata"]["annotations"][d.RESOURCES_ANNOTATION] == "nvidia.com/gpu.shared"
+    assert ds["metadata"]["annotations"][manifest.RESOURCES_ANNOTATION] == "nvidia.com/gpu.shared"
 
 
 def test_nvidia_config_change_changes_pod_template():
-    ds1, _cm, _res = build(mig_strategy="none")
-    ds2, _cm, _res = build(mig_strategy="mixed")
-    h1 = ds1["spec"]["template"]["metadata"]["annotations"][d.CONFIG_HASH_ANNOTATION]
-    h2 = ds2["spec"]["template"]["metadata"]["annotations"][d.CONFIG_HASH_ANNOTATION]
+    ds1, _cm, _res = build(device_id_strategy="uuid")
+    ds2, _cm, _res = build(device_id_strategy="index")
+    h1 = ds1["spec"]["template"]["metadata"]["annotations"][manifest.CONFIG_HASH_ANNOTATION]
+    h2 = ds2["spec"]["template"]["metadata"]["annotations"][manifest.CONFIG_HASH_ANNOTATION]
     assert h1 != h2
     # The template differs, so the apiserver bumps generation and the controller rolls the pods.
-    assert d.differences(ds2, server_stored(ds1)) == ["/spec/template/metadata/annotations/devices.kubehw.io~1config-hash",
+    assert compare.differences(ds2, server_stored(ds1)) == ["/spec/template/metadata/annotations/devices.kubehw.io~1config-hash",
                                                       "/metadata/annotations/devices.kubehw.io~1applied-hash"]
 
 
@@ -143,15 +307,8 @@ def test_amd_naming_strategy_and_sys_mount():
     assert cm is None
     assert container(ds)["args"] == ["-resource_naming_strategy=mixed"]
     assert "/sys" in mount_paths(ds)
-    assert ds["metadata"]["annotations"][d.RESOURCES_ANNOTATION] == "amd.com/cpx_nps4"
+    assert ds["metadata"]["annotations"][manifest.RESOURCES_ANNOTATION] == "amd.com/cpx_nps4"
     assert build(preset="amd")[0]["spec"]["template"]["spec"]["containers"][0]["args"] == ["-resource_naming_strategy=single"]
-
-
-def test_intel_env_and_read_only_mounts():
-    ds, _cm, _res = build(preset="intel_gpu")
-    assert env_of(ds)["NODE_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "spec.nodeName"
-    assert mount_paths(ds)["/dev/dri"]["readOnly"] is True
-    assert container(ds)["securityContext"]["readOnlyRootFilesystem"] is True
 
 
 def test_generic_devices_become_args_and_resources():
@@ -174,7 +331,7 @@ def test_custom_preset():
                               resource_names=["example.com/dongle"], args=["--verbose"])
     assert cm is None and resources == ["example.com/dongle"]
     assert container(ds)["args"] == ["--verbose"]
-    assert d.DEVICE_PLUGIN_DIR in mount_paths(ds)
+    assert presets.DEVICE_PLUGIN_DIR in mount_paths(ds)
     assert pod_spec(ds)["tolerations"] == [{"key": "example.com/dongle", "operator": "Exists", "effect": "NoSchedule"}]
 
 
@@ -188,7 +345,7 @@ def test_custom_preset():
     ("nvcr.io/a:1", None, "nvcr.io/a:1"),
 ])
 def test_registry_rewrite(image, registry, expected):
-    assert d.rewrite_registry(image, registry) == expected
+    assert manifest.rewrite_registry(image, registry) == expected
 
 
 @pytest.mark.parametrize("image,policy", [
@@ -196,7 +353,7 @@ def test_registry_rewrite(image, registry, expected):
     ("reg:5000/a/b", "Always"), ("reg:5000/a/b:2", "IfNotPresent"), ("a/b@sha256:abc", "IfNotPresent"),
 ])
 def test_default_pull_policy(image, policy):
-    assert d.default_pull_policy(image) == policy
+    assert manifest.default_pull_policy(image) == policy
 
 
 def test_node_selector_replaces_preset_affinity_and_affinity_overrides():
@@ -264,13 +421,14 @@ def test_definition_patch_merges_by_name_and_deletes_with_null():
     (dict(preset="nvidia", device_list_strategy=["bogus"]), "device_list_strategy 'bogus'"),
     (dict(preset="nvidia", time_slicing={"replicas": {"nvidia.com/gpu": 0}}), "replicas[nvidia.com/gpu] 0 must be"),
     (dict(preset="nvidia", time_slicing={"rename_by_default": True}), "need time_slicing.replicas"),
-    (dict(preset="nvidia", update_strategy={"type": "OnDelete", "max_unavailable": 1}), "conflict with type=OnDelete"),
+    (dict(preset="nvidia", update_strategy={"type": "OnDelete", "max_unavailable": 1}), "needs delete_old_pods=true"),
+    (dict(preset="nvidia", update_strategy={"type": "OnDelete", "max_surge": 1}), "conflicts with type=OnDelete"),
     (dict(preset="nvidia", update_strategy={"max_unavailable": "a lot"}), "max_unavailable 'a lot'"),
     (dict(preset="nvidia", update_strategy={"max_unavailable": 0}), "cannot both be 0"),
     (dict(preset="nvidia", delete_old_pods=True), "delete_old_pods applies only"),
-    (dict(preset="nvidia", labels={d.MANAGED_BY_LABEL: "me"}), "module owns it"),
+    (dict(preset="nvidia", labels={objects.MANAGED_BY_LABEL: "me"}), "module owns it"),
     (dict(preset="nvidia", labels={"team": "has space"}), "labels value 'has space'"),
-    (dict(preset="nvidia", annotations={d.RESOURCES_ANNOTATION: "x/y"}), "module computes it"),
+    (dict(preset="nvidia", annotations={manifest.RESOURCES_ANNOTATION: "x/y"}), "module computes it"),
     (dict(preset="nvidia", name="Bad_Name"), "name 'Bad_Name' must be a lowercase RFC 1123 DNS label"),
     (dict(preset="nvidia", min_count=-1), "min_count -1"),
     (dict(preset="nvidia", env={"1BAD": "x"}), "env name '1BAD'"),
@@ -278,8 +436,8 @@ def test_definition_patch_merges_by_name_and_deletes_with_null():
     (dict(preset="custom", name="x", image="a:1"), "needs resource_names"),
     (dict(preset="custom"), "preset=custom needs name"),
     (dict(preset="generic"), "needs devices"),
-    (dict(preset="generic", devices=[{"name": "Bad Name", "groups": [{"paths": [{"path": "/dev/x"}]}]}]), "devices[0] resource"),
-    (dict(preset="generic", devices=[{"name": "x", "groups": []}]), "non-empty groups"),
+    (dict(preset="generic", devices=[{"name": "Bad Name", "groups": [{"paths": [{"path": "/dev/x"}]}]}]), "devices[0] name"),
+    (dict(preset="generic", devices=[{"name": "xy", "groups": []}]), "non-empty groups"),
     (dict(preset="amd", args=["-x"], resource_naming_strategy="single"), "conflict"),
     (dict(preset="nvidia", mig_strategy="mixed", wait="resource"), "give resource_names"),
     (dict(preset="gpu"), "preset 'gpu' must be one of"),
@@ -287,13 +445,13 @@ def test_definition_patch_merges_by_name_and_deletes_with_null():
 ])
 def test_validation_errors_name_value_and_rule(params, message):
     with pytest.raises(DaemonSetSpecError) as err:
-        d.build(params)
+        checked_build(params)
     assert message in str(err.value)
 
 
 def test_absent_needs_only_a_name():
-    d.validate(dict(state="absent", preset="nvidia"))
-    d.validate(dict(state="absent", name="anything"))
+    manifest.validate(dict(state="absent", preset="nvidia"))
+    manifest.validate(dict(state="absent", name="anything"))
 
 
 # -- defaults and semantic comparison -------------------------------------------------------------
@@ -302,7 +460,7 @@ def test_server_defaults_applied():
     ds, _cm, _res = build(definition={"spec": {"template": {"spec": {"containers": [
         {"name": "nvidia-device-plugin", "ports": [{"containerPort": 8080}],
          "livenessProbe": {"httpGet": {"path": "/health", "port": 8080}}}]}}}})
-    live = d.apply_defaults(ds)
+    live = compare.apply_defaults(ds)
     spec = live["spec"]
     assert spec["revisionHistoryLimit"] == 10
     assert spec["updateStrategy"] == {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 0}}
@@ -315,7 +473,7 @@ def test_server_defaults_applied():
     assert c["ports"][0]["protocol"] == "TCP"
     assert c["livenessProbe"]["periodSeconds"] == 10 and c["livenessProbe"]["httpGet"]["scheme"] == "HTTP"
     assert [v for v in pod["volumes"] if "configMap" in v][0]["configMap"]["defaultMode"] == 420
-    assert d.apply_defaults(build(update_strategy={"type": "OnDelete"})[0])["spec"]["updateStrategy"] == {"type": "OnDelete"}
+    assert compare.apply_defaults(build(update_strategy={"type": "OnDelete"})[0])["spec"]["updateStrategy"] == {"type": "OnDelete"}
     # The input is left alone.
     assert "revisionHistoryLimit" not in ds["spec"]
 
@@ -327,8 +485,8 @@ def test_server_defaults_applied():
     dict(preset="generic", devices=[{"name": "serial", "groups": [{"paths": [{"path": "/dev/ttyUSB*"}]}]}]),
 ])
 def test_live_object_as_the_server_stores_it_is_no_change(preset_params):
-    ds, _cm, _res = d.build(preset_params)
-    assert d.differences(ds, server_stored(ds)) == []
+    ds, _cm, _res = checked_build(preset_params)
+    assert compare.differences(ds, server_stored(ds)) == []
 
 
 def test_live_without_defaults_is_no_change():
@@ -336,7 +494,7 @@ def test_live_without_defaults_is_no_change():
     ds, _cm, _res = build()
     live = copy.deepcopy(ds)
     live["status"] = {}
-    assert d.differences(ds, live) == []
+    assert compare.differences(ds, live) == []
 
 
 def test_fields_only_others_set_are_not_ours_to_judge():
@@ -345,37 +503,37 @@ def test_fields_only_others_set_are_not_ours_to_judge():
     live["metadata"]["labels"]["owner"] = "someone"
     live["spec"]["template"]["spec"]["hostNetwork"] = False
     live["spec"]["template"]["spec"]["enableServiceLinks"] = True
-    assert d.differences(ds, live) == []
+    assert compare.differences(ds, live) == []
 
 
 def test_changed_image_is_a_difference():
     ds, _cm, _res = build()
     live = server_stored(build(image="nvcr.io/nvidia/k8s-device-plugin:v0.17.0")[0])
-    assert "/spec/template/spec/containers/0/image" in d.differences(ds, live)
+    assert "/spec/template/spec/containers/0/image" in compare.differences(ds, live)
 
 
 def test_extra_env_in_live_is_a_difference():
     ds, _cm, _res = build()
     live = server_stored(ds)
     live["spec"]["template"]["spec"]["containers"][0]["env"].append({"name": "DEBUG", "value": "1"})
-    assert d.differences(ds, live) == ["/spec/template/spec/containers/0/env"]
+    assert compare.differences(ds, live) == ["/spec/template/spec/containers/0/env"]
 
 
 def test_removed_option_is_noticed_through_applied_hash():
-    with_class = build(runtime_class_name="nvidia")[0]
+    with_class = build(service_account="plugin")[0]
     without = build()[0]
     live = server_stored(with_class)
-    diffs = d.differences(without, live)
+    diffs = compare.differences(without, live)
     assert diffs == ["/metadata/annotations/devices.kubehw.io~1applied-hash"]
 
 
 def test_changed_update_strategy_and_quantity_value():
     ds, _cm, _res = build(update_strategy={"max_unavailable": 2}, resources={"limits": {"cpu": "0.5"}})
     live = server_stored(ds)
-    assert d.differences(ds, live) == []
+    assert compare.differences(ds, live) == []
     live["spec"]["updateStrategy"]["rollingUpdate"]["maxUnavailable"] = 1
     live["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]["cpu"] = "600m"
-    assert sorted(d.differences(ds, live)) == ["/spec/template/spec/containers/0/resources/limits/cpu",
+    assert sorted(compare.differences(ds, live)) == ["/spec/template/spec/containers/0/resources/limits/cpu",
                                                "/spec/updateStrategy/rollingUpdate/maxUnavailable"]
 
 
@@ -383,21 +541,21 @@ def test_configmap_differences():
     _ds, cm, _res = build()
     live = copy.deepcopy(cm)
     live["metadata"].update(uid="u", resourceVersion="3")
-    assert d.configmap_differences(cm, live) == []
+    assert compare.configmap_differences(cm, live) == []
     live["data"]["config.yaml"] = "{}"
-    assert d.configmap_differences(cm, live) == ["/data"]
-    assert d.configmap_differences(cm, None) == ["/"]
+    assert compare.configmap_differences(cm, live) == ["/data"]
+    assert compare.configmap_differences(cm, None) == ["/"]
 
 
 def test_selector_conflict_and_update_body():
     ds, _cm, _res = build()
     live = server_stored(ds)
-    assert d.selector_conflict(ds, live) is None
+    assert compare.selector_conflict(ds, live) is None
     live["spec"]["selector"] = {"matchLabels": {"name": "nvidia-device-plugin-ds"}}
-    assert "immutable" in d.selector_conflict(ds, live)
+    assert "immutable" in compare.selector_conflict(ds, live)
     live = server_stored(ds)
     live["metadata"]["labels"]["owner"] = "someone"
-    body = d.update_body(ds, live)
+    body = objects.update_body(ds, live)
     assert body["metadata"]["resourceVersion"] == "812"
     assert body["metadata"]["labels"]["owner"] == "someone"
     assert body["metadata"]["annotations"]["deprecated.daemonset.template.generation"] == "1"
@@ -406,10 +564,10 @@ def test_selector_conflict_and_update_body():
 
 def test_clean_strips_server_fields():
     ds, _cm, _res = build()
-    cleaned = d.clean(server_stored(ds))
+    cleaned = objects.clean(server_stored(ds))
     assert "status" not in cleaned and "uid" not in cleaned["metadata"] and "managedFields" not in cleaned["metadata"]
     assert "creationTimestamp" not in cleaned["spec"]["template"]["metadata"]
-    assert d.clean(None) is None
+    assert objects.clean(None) is None
 
 
 # -- rollout readiness ----------------------------------------------------------------------------
@@ -419,7 +577,7 @@ def ds_with(status, generation=1, strategy="RollingUpdate"):
 
 
 def test_rollout_no_status_yet_is_not_done():
-    state = d.rollout_status(ds_with(None))
+    state = ds_rollout.rollout_status(ds_with(None))
     assert not state["done"] and "observe generation 1" in state["reason"]
 
 
@@ -427,47 +585,47 @@ def test_rollout_pod_never_starts_is_not_done():
     # The facts file's measurement: one Ready node whose pod never starts.
     status = {"desiredNumberScheduled": 1, "currentNumberScheduled": 1, "numberReady": 0, "numberUnavailable": 1,
               "updatedNumberScheduled": 1, "observedGeneration": 1}
-    state = d.rollout_status(ds_with(status))
+    state = ds_rollout.rollout_status(ds_with(status))
     assert not state["done"] and state["unavailable"] == 1 and state["available"] == 0
 
 
 def test_rollout_running_is_done():
     status = {"desiredNumberScheduled": 1, "currentNumberScheduled": 1, "numberReady": 1, "numberAvailable": 1,
               "updatedNumberScheduled": 1, "observedGeneration": 1}
-    assert d.rollout_status(ds_with(status))["done"]
+    assert ds_rollout.rollout_status(ds_with(status))["done"]
 
 
 def test_rollout_observed_generation_ahead_of_counts_is_not_done():
     status = {"desiredNumberScheduled": 2, "numberAvailable": 2, "updatedNumberScheduled": 1, "observedGeneration": 2}
-    assert not d.rollout_status(ds_with(status, generation=2))["done"]
+    assert not ds_rollout.rollout_status(ds_with(status, generation=2))["done"]
     status["observedGeneration"] = 1
     status["updatedNumberScheduled"] = 2
-    assert not d.rollout_status(ds_with(status, generation=2))["done"]
+    assert not ds_rollout.rollout_status(ds_with(status, generation=2))["done"]
 
 
 def test_rollout_absent_updated_count_is_zero():
     status = {"desiredNumberScheduled": 1, "numberAvailable": 1, "observedGeneration": 1}
-    state = d.rollout_status(ds_with(status))
+    state = ds_rollout.rollout_status(ds_with(status))
     assert state["updated"] == 0 and not state["done"]
 
 
 def test_rollout_zero_desired_is_done_at_once():
     # The unreachable-node shape: desired 0, one misscheduled pod, updatedNumberScheduled gone.
     status = {"desiredNumberScheduled": 0, "numberMisscheduled": 1, "observedGeneration": 3}
-    state = d.rollout_status(ds_with(status, generation=3))
+    state = ds_rollout.rollout_status(ds_with(status, generation=3))
     assert state["done"] and state["misscheduled"] == 1
-    assert not d.rollout_status(ds_with({"desiredNumberScheduled": 0, "observedGeneration": 2}, generation=3))["done"]
+    assert not ds_rollout.rollout_status(ds_with({"desiredNumberScheduled": 0, "observedGeneration": 2}, generation=3))["done"]
 
 
 def test_rollout_on_delete_reports_old_pods_pending():
     status = {"desiredNumberScheduled": 2, "numberAvailable": 2, "updatedNumberScheduled": 0, "observedGeneration": 2}
-    state = d.rollout_status(ds_with(status, generation=2, strategy="OnDelete"))
+    state = ds_rollout.rollout_status(ds_with(status, generation=2, strategy="OnDelete"))
     assert not state["done"] and state["old_pods_pending"]
     status["updatedNumberScheduled"] = 2
-    state = d.rollout_status(ds_with(status, generation=2, strategy="OnDelete"))
+    state = ds_rollout.rollout_status(ds_with(status, generation=2, strategy="OnDelete"))
     assert state["done"] and not state["old_pods_pending"]
     status["updatedNumberScheduled"] = 0
-    assert not d.rollout_status(ds_with(status, generation=2))["old_pods_pending"]
+    assert not ds_rollout.rollout_status(ds_with(status, generation=2))["old_pods_pending"]
 
 
 # -- pods and nodes -------------------------------------------------------------------------------
@@ -475,7 +633,7 @@ def test_rollout_on_delete_reports_old_pods_pending():
 def pod(name, node=None, pinned=None, ready=False, waiting=None, generation="1", created="2025-01-01T00:00:00Z",
         terminating=False):
     p = {"metadata": {"name": name, "creationTimestamp": created,
-                      "labels": {d.POD_TEMPLATE_GENERATION_LABEL: generation}},
+                      "labels": {ds_rollout.POD_TEMPLATE_GENERATION_LABEL: generation}},
          "spec": {}, "status": {"phase": "Running" if ready else "Pending",
                                 "conditions": [{"type": "Ready", "status": "True" if ready else "False"}]}}
     if node:
@@ -500,7 +658,7 @@ def test_node_report_readiness_reasons_and_resources():
             pod("p3", pinned="gpu-3"), pod("p4")]
     nodes = {"gpu-1": node("gpu-1", {"nvidia.com/gpu": "4"}, {"nvidia.com/gpu": "3"}),
              "gpu-2": node("gpu-2", {"nvidia.com/gpu": "1Ki"}), "gpu-3": node("gpu-3")}
-    report = d.node_report(pods, nodes, ["nvidia.com/gpu"], 1, generation=1)
+    report = ds_rollout.node_report(pods, nodes, ["nvidia.com/gpu"], 1, generation=1)
     assert sorted(report) == ["gpu-1", "gpu-2", "gpu-3"]
     assert report["gpu-1"]["pod_ready"] and report["gpu-1"]["resource_ready"]
     assert report["gpu-1"]["capacity"] == {"nvidia.com/gpu": 4} and report["gpu-1"]["allocatable"] == {"nvidia.com/gpu": 3}
@@ -508,30 +666,30 @@ def test_node_report_readiness_reasons_and_resources():
     assert report["gpu-2"]["capacity"] == {"nvidia.com/gpu": 1024}
     assert report["gpu-3"]["pod"] == "p3" and report["gpu-3"]["capacity"] == {"nvidia.com/gpu": None}
     assert not report["gpu-3"]["resource_ready"]
-    assert d.nodes_with_resource(nodes, ["gpu-1", "gpu-2"], ["nvidia.com/gpu"], 4)
-    assert not d.nodes_with_resource(nodes, ["gpu-1", "gpu-3"], ["nvidia.com/gpu"], 1)
-    assert not d.nodes_with_resource(nodes, ["gpu-1"], ["nvidia.com/gpu"], 5)
-    assert not d.nodes_with_resource(nodes, ["gone"], ["nvidia.com/gpu"], 0)
+    assert ds_rollout.nodes_with_resource(nodes, ["gpu-1", "gpu-2"], ["nvidia.com/gpu"], 4)
+    assert not ds_rollout.nodes_with_resource(nodes, ["gpu-1", "gpu-3"], ["nvidia.com/gpu"], 1)
+    assert not ds_rollout.nodes_with_resource(nodes, ["gpu-1"], ["nvidia.com/gpu"], 5)
+    assert not ds_rollout.nodes_with_resource(nodes, ["gone"], ["nvidia.com/gpu"], 0)
 
 
 def test_node_report_prefers_replacement_over_terminating_pod():
     pods = [pod("old", node="gpu-1", ready=True, generation="1", created="2025-01-01T00:00:00Z", terminating=True),
             pod("new", node="gpu-1", ready=False, generation="2", created="2025-01-01T00:02:00Z")]
-    report = d.node_report(list(reversed(pods)), {}, ["nvidia.com/gpu"], 1, generation=2)
+    report = ds_rollout.node_report(list(reversed(pods)), {}, ["nvidia.com/gpu"], 1, generation=2)
     assert report["gpu-1"]["pod"] == "new" and report["gpu-1"]["updated"] is True
     assert not report["gpu-1"]["resource_ready"]
-    assert d.is_old_pod(pods[0], 2) and not d.is_old_pod(pods[1], 2)
+    assert ds_rollout.is_old_pod(pods[0], 2) and not ds_rollout.is_old_pod(pods[1], 2)
 
 
 def test_timeout_message_names_nodes_reasons_and_missing_resources():
     ds, _cm, _res = build()
     status = {"desiredNumberScheduled": 3, "updatedNumberScheduled": 2, "numberAvailable": 1, "observedGeneration": 1}
-    rollout = d.rollout_status(ds_with(status))
+    rollout = ds_rollout.rollout_status(ds_with(status))
     nodes = {"gpu-1": node("gpu-1", {"nvidia.com/gpu": "4"}), "gpu-2": node("gpu-2")}
-    report = d.node_report([pod("p1", node="gpu-1", ready=True), pod("p2", node="gpu-2", waiting="CrashLoopBackOff")],
+    report = ds_rollout.node_report([pod("p1", node="gpu-1", ready=True), pod("p2", node="gpu-2", waiting="CrashLoopBackOff")],
                            nodes, ["nvidia.com/gpu"], 1)
-    msg = d.timeout_message("rollout", 30, ds, rollout, report, ["nvidia.com/gpu"], 1, True)
-    assert "kube-system/nvidia-device-plugin" in msg
+    msg = ds_rollout.timeout_message("rollout", 30, ds, rollout, report, ["nvidia.com/gpu"], 1, True)
+    assert "kubehw-device-plugins/nvidia-device-plugin" in msg
     assert "nodes without a ready plugin pod: gpu-2 (pod p2: plugin: CrashLoopBackOff (back-off))" in msg
     assert "1 selected node(s) have no plugin pod yet" in msg
     assert "nodes lacking nvidia.com/gpu >= 1 in capacity: gpu-2 (nvidia.com/gpu=None)" in msg
@@ -554,25 +712,50 @@ def test_timeout_message_names_nodes_reasons_and_missing_resources():
     (None, False),
 ])
 def test_uses_configmap(spec, used):
-    assert d.uses_configmap(spec, "p-config") is used
+    assert ds_rollout.uses_configmap(spec, "p-config") is used
 
 
 def test_nvidia_template_uses_its_configmap_and_generic_does_not():
-    nvidia, _cm, _res = d.build({"preset": "nvidia", "name": "p"})
-    generic, _cm, _res = d.build({"preset": "generic", "name": "p", "devices": [
+    nvidia, _cm, _res = checked_build({"preset": "nvidia", "name": "p"})
+    generic, _cm, _res = checked_build({"preset": "generic", "name": "p", "devices": [
         {"name": "serial", "groups": [{"paths": [{"path": "/dev/ttyUSB0"}]}]}]})
-    assert d.uses_configmap(nvidia["spec"]["template"]["spec"], "p-config")
-    assert not d.uses_configmap(generic["spec"]["template"]["spec"], "p-config")
+    assert ds_rollout.uses_configmap(nvidia["spec"]["template"]["spec"], "p-config")
+    assert not ds_rollout.uses_configmap(generic["spec"]["template"]["spec"], "p-config")
 
 
 def test_configmap_created_for_needs_our_owner_reference_or_both_labels():
-    _ds, cm, _res = d.build({"preset": "nvidia", "name": "p"})
-    assert d.configmap_created_for(cm, "p")
-    assert not d.configmap_created_for(cm, "other")
-    only_managed_by = {"metadata": {"labels": {d.MANAGED_BY_LABEL: d.MANAGED_BY}}}
-    assert not d.configmap_created_for(only_managed_by, "p")
+    _ds, cm, _res = checked_build({"preset": "nvidia", "name": "p"})
+    assert ds_rollout.configmap_created_for(cm, "p")
+    assert not ds_rollout.configmap_created_for(cm, "other")
+    only_managed_by = {"metadata": {"labels": {objects.MANAGED_BY_LABEL: objects.MANAGED_BY}}}
+    assert not ds_rollout.configmap_created_for(only_managed_by, "p")
     owned = {"metadata": {"ownerReferences": [{"kind": "DaemonSet", "name": "p", "uid": "u1"}]}}
-    assert d.configmap_created_for(owned, "p", "u1")
-    assert not d.configmap_created_for(owned, "p", "u2")
-    assert not d.configmap_created_for(owned, "p")
-    assert not d.configmap_created_for({"metadata": {}}, "p", "u1")
+    assert ds_rollout.configmap_created_for(owned, "p", "u1")
+    assert not ds_rollout.configmap_created_for(owned, "p", "u2")
+    assert not ds_rollout.configmap_created_for(owned, "p")
+    assert not ds_rollout.configmap_created_for({"metadata": {}}, "p", "u1")
+
+
+def test_intel_nodes_need_one_of_i915_or_xe():
+    nodes = {"xe-node": node("xe-node", {"gpu.intel.com/xe": "1"}),
+             "i915-node": node("i915-node", {"gpu.intel.com/i915": "2"}),
+             "bare": node("bare")}
+    served = ["gpu.intel.com/i915", "gpu.intel.com/xe"]
+    assert ds_rollout.nodes_with_resource(nodes, ["xe-node", "i915-node"], served, 1, any_of=True)
+    assert not ds_rollout.nodes_with_resource(nodes, ["xe-node", "i915-node"], served, 1)
+    assert not ds_rollout.nodes_with_resource(nodes, ["xe-node", "bare"], served, 1, any_of=True)
+    assert manifest.serves_any({"preset": "intel_gpu"})
+    assert not manifest.serves_any({"preset": "intel_gpu", "resource_names": ["gpu.intel.com/xe"]})
+    assert not manifest.serves_any({"preset": "nvidia"})
+
+
+def test_node_selection_report_counts_nodes_per_term():
+    ds, _cm, _res = build(preset="nvidia")
+    nodes = [node("a"), node("b"), node("c")]
+    nodes[0]["metadata"]["labels"] = {"nvidia.com/gpu.present": "true"}
+    nodes[1]["metadata"]["labels"] = {"feature.node.kubernetes.io/pci-10de.present": "false"}
+    text = ds_rollout.node_selection_report(pod_spec(ds), nodes)
+    assert text.startswith("node affinity, any of: feature.node.kubernetes.io/pci-10de.present in (true) (0 of 3 nodes); ")
+    assert "nvidia.com/gpu.present in (true) (1 of 3 nodes)" in text
+    text = ds_rollout.node_selection_report({"nodeSelector": {"pool": "gpu"}}, nodes)
+    assert text == "nodeSelector pool=gpu (0 of 3 nodes)"

@@ -18,13 +18,16 @@ import json
 
 import pytest
 
-from ansible.module_utils.testing import patch_module_args
-
-from ansible_collections.kubehw.devices.plugins.module_utils import _daemonset as d
+from ansible_collections.kubehw.devices.plugins.module_utils import _daemonset_compare as compare
+from ansible_collections.kubehw.devices.plugins.module_utils import _daemonset_manifest as manifest
+from ansible_collections.kubehw.devices.plugins.module_utils import _daemonset_rollout as ds_rollout
+from ansible_collections.kubehw.devices.plugins.module_utils import _device_plugin_presets as presets
+from ansible_collections.kubehw.devices.plugins.module_utils import _k8s_objects as objects
 from ansible_collections.kubehw.devices.plugins.module_utils._client import KubeHwError
 from ansible_collections.kubehw.devices.plugins.modules import device_plugin_deploy as mod
+from tests.unit.plugins.modules import module_harness
 
-NS = "kube-system"
+NS = "kubehw-device-plugins"
 
 
 def not_found(kind, name):
@@ -50,7 +53,7 @@ class FakeApi(object):
     def _store(self, kind, body, old=None):
         obj = copy.deepcopy(body)
         if kind == "DaemonSet":
-            obj = d.apply_defaults(obj)
+            obj = compare.apply_defaults(obj)
         meta = obj["metadata"]
         self.rv += 1
         meta["resourceVersion"] = str(self.rv)
@@ -88,8 +91,10 @@ class FakeApi(object):
         name = body["metadata"]["name"]
         self.calls.append(("POST", kind, name, copy.deepcopy(body)))
         if self.missing_namespace:
-            raise KubeHwError('Failed to create %s: 404 Not Found: namespaces "kube-system" not found' % kind,
-                              status=404, reason="NotFound")
+            raise KubeHwError('Failed to create %s: 404 Not Found: namespaces "%s" not found' % (kind, NS),
+                              status=404, reason="NotFound",
+                              body={"kind": "Status", "reason": "NotFound", "code": 404,
+                                    "details": {"name": NS, "kind": "namespaces"}})
         if (kind, name) in self.objects:
             raise KubeHwError("already exists", status=409, reason="AlreadyExists")
         return self._store(kind, body)
@@ -163,27 +168,8 @@ class FakeApi(object):
         return {"items": copy.deepcopy(list(self.nodes.values()))}
 
 
-class FakeClient(object):
-    api = None
-    constructed = 0
-
-    def __init__(self, module):
-        FakeClient.constructed += 1
-        self.core = self.apps = FakeClient.api
-
-    def call_json(self, fn, *args, **kwargs):
-        kwargs.pop("what", None)
-        return fn(*args, **kwargs)
-
-    def watch(self, list_fn, predicate, timeout, what="watch", **kw):
-        items = list_fn(**kw)["items"]
-        objects = dict((("%s/%s" % (o["metadata"]["namespace"], o["metadata"]["name"]))
-                        if o["metadata"].get("namespace") else o["metadata"]["name"], o) for o in items)
-        if predicate(objects):
-            return objects
-        err = KubeHwError("Timed out after %ss waiting to %s" % (timeout, what), reason="Timeout")
-        err.objects = objects
-        raise err
+class FakeClient(module_harness.FakeClient):
+    pass
 
 
 @pytest.fixture
@@ -195,15 +181,7 @@ def api(monkeypatch):
 
 
 def run(capsys, args, check=False, diff=False):
-    args = dict(args)
-    if check:
-        args["_ansible_check_mode"] = True
-    if diff:
-        args["_ansible_diff"] = True
-    with patch_module_args(args):
-        with pytest.raises(SystemExit):
-            mod.main()
-    return json.loads(capsys.readouterr().out)
+    return module_harness.run_module(mod, capsys, args, check=check, diff=diff)
 
 
 def plugin_pod(name, node, generation, ready=True, waiting=None):
@@ -270,8 +248,8 @@ def test_check_mode_sends_no_write_and_predicts(api, capsys):
     result = run(capsys, {"preset": "nvidia"}, check=True, diff=True)
     assert result["changed"] is True and api.writes() == []
     assert result["waited_for"] == "none"
-    assert [x["after_header"] for x in result["diff"]] == ["ConfigMap kube-system/nvidia-device-plugin-config",
-                                                           "DaemonSet kube-system/nvidia-device-plugin"]
+    assert [x["after_header"] for x in result["diff"]] == ["ConfigMap kubehw-device-plugins/nvidia-device-plugin-config",
+                                                           "DaemonSet kubehw-device-plugins/nvidia-device-plugin"]
     run(capsys, {"preset": "nvidia", "wait": "none"})
     api.calls = []
     result = run(capsys, {"preset": "nvidia", "mig_strategy": "single"}, check=True, diff=True)
@@ -282,12 +260,15 @@ def test_check_mode_sends_no_write_and_predicts(api, capsys):
     assert json.loads(cm_diff["after"]["data"]["config.yaml"])["flags"]["migStrategy"] == "single"
 
 
-def test_failed_first_write_reports_no_change(api, capsys):
+def test_missing_namespace_is_named_with_the_playbook_that_creates_it(api, capsys):
+    # the default namespace is the dedicated one, not kube-system
     api.missing_namespace = True
     result = run(capsys, {"preset": "nvidia"})
     assert result["failed"] and result["changed"] is False
-    assert result["status"] == 404 and 'namespaces "kube-system" not found' in result["msg"]
+    assert result["msg"].startswith('Namespace "kubehw-device-plugins" does not exist: create it first '
+                                    '(playbooks/rbac.yml creates it'), result["msg"]
     assert result.get("exception") is None
+    assert [w[0] for w in api.writes()] == ["POST"]
 
 
 def test_invalid_input_fails_before_connecting(api, capsys):
@@ -297,7 +278,7 @@ def test_invalid_input_fails_before_connecting(api, capsys):
 
 
 def test_selector_conflict_fails_without_write(api, capsys):
-    ds, _cm, _res = d.build({"preset": "custom", "name": "dp", "image": "a:1", "resource_names": ["a.com/b"]})
+    ds, _cm, _res = manifest.build({"preset": "custom", "namespace": NS, "name": "dp", "image": "a:1", "resource_names": ["a.com/b"]})
     ds["spec"]["selector"] = {"matchLabels": {"name": "vendor-ds"}}
     api.objects[("DaemonSet", "dp")] = dict(ds, metadata=dict(ds["metadata"], uid="u", generation=1,
                                                               resourceVersion="5", labels={}))
@@ -311,7 +292,7 @@ def test_rollout_timeout_names_node_and_reason(api, capsys):
     api.pods = [plugin_pod("p1", "gpu-1", 1, ready=False, waiting="CrashLoopBackOff")]
     result = run(capsys, {"preset": "nvidia", "wait_timeout": 5})
     assert result["failed"] and result["changed"] is True
-    assert "Timed out after 5s waiting for the rollout of DaemonSet kube-system/nvidia-device-plugin" in result["msg"]
+    assert "Timed out after 5s waiting for the rollout of DaemonSet kubehw-device-plugins/nvidia-device-plugin" in result["msg"]
     assert "gpu-1 (pod p1: nvidia-device-plugin: CrashLoopBackOff)" in result["msg"]
     assert result["nodes"]["gpu-1"]["pod_ready"] is False
 
@@ -431,8 +412,8 @@ def test_check_mode_predicts_the_configmap_deletion_without_writing(api, capsys)
     result = run(capsys, GENERIC, check=True, diff=True)
     assert result["changed"] is True and api.writes() == []
     assert result["deleted_configmap"] == "gpu-plugin-config"
-    assert [x["after_header"] for x in result["diff"]] == ["DaemonSet kube-system/gpu-plugin",
-                                                           "ConfigMap kube-system/gpu-plugin-config"]
+    assert [x["after_header"] for x in result["diff"]] == ["DaemonSet kubehw-device-plugins/gpu-plugin",
+                                                           "ConfigMap kubehw-device-plugins/gpu-plugin-config"]
     cm_diff = result["diff"][1]
     assert "config.yaml" in cm_diff["before"]["data"] and cm_diff["after"] == {}
     assert CM in api.objects
@@ -440,7 +421,7 @@ def test_check_mode_predicts_the_configmap_deletion_without_writing(api, capsys)
     # without a rollout to replace the pod that mounts it, the real run would keep it: so does the prediction
     result = run(capsys, dict(GENERIC, wait="none"), check=True, diff=True)
     assert "deleted_configmap" not in result
-    assert [x["after_header"] for x in result["diff"]] == ["DaemonSet kube-system/gpu-plugin"]
+    assert [x["after_header"] for x in result["diff"]] == ["DaemonSet kubehw-device-plugins/gpu-plugin"]
     assert warned(result, "pods still mount it")
     assert api.writes() == []
 
@@ -485,3 +466,36 @@ def test_configmap_replaced_since_read_is_left_alone(api, capsys):
     assert CM in api.objects and "deleted_configmap" not in result
     assert [w[:3] for w in api.writes()][-1] == ("DELETE", "ConfigMap", "gpu-plugin-config")
     assert warned(result, "was replaced since it was read; left alone")
+
+
+def test_configmap_owner_references_are_merged_not_replaced(api, capsys):
+    other = {"apiVersion": "v1", "kind": "ConfigMap", "name": "team-settings", "uid": "uid-other"}
+    api._store("ConfigMap", {"metadata": {"name": "nvidia-device-plugin-config", "ownerReferences": [other],
+                                          "labels": {"app.kubernetes.io/name": "nvidia-device-plugin",
+                                                     "app.kubernetes.io/managed-by": "kubehw.devices"}},
+                             "data": {}})
+    result = run(capsys, {"preset": "nvidia"})
+    assert not result.get("failed"), result
+    refs = api.objects[("ConfigMap", "nvidia-device-plugin-config")]["metadata"]["ownerReferences"]
+    ds_uid = api.objects[("DaemonSet", "nvidia-device-plugin")]["metadata"]["uid"]
+    assert [(r["kind"], r["uid"]) for r in refs] == [("ConfigMap", "uid-other"), ("DaemonSet", ds_uid)]
+
+
+def test_foreign_configmap_is_refused_before_any_write(api, capsys):
+    api._store("ConfigMap", {"metadata": {"name": "nvidia-device-plugin-config",
+                                          "managedFields": [{"manager": "kubectl-create", "operation": "Update"}]},
+                             "data": {"config.yaml": "theirs"}})
+    result = run(capsys, {"preset": "nvidia"})
+    assert result["failed"] and api.writes() == []
+    assert "(written by field manager 'kubectl-create')" in result["msg"], result["msg"]
+    result = run(capsys, {"preset": "nvidia", "adopt_configmap": True})
+    assert not result.get("failed"), result
+    assert "theirs" not in api.objects[("ConfigMap", "nvidia-device-plugin-config")]["data"]["config.yaml"]
+
+
+def test_validate_runs_once_per_call(api, capsys, monkeypatch):
+    calls = []
+    real = manifest.validate
+    monkeypatch.setattr(manifest, "validate", lambda params: calls.append(1) or real(params))
+    run(capsys, {"preset": "nvidia"})
+    assert calls == [1]

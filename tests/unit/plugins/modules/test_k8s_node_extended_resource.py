@@ -18,10 +18,9 @@ import json
 import jsonpatch
 import pytest
 
-from ansible.module_utils.testing import patch_module_args
-
 from ansible_collections.kubehw.devices.plugins.module_utils._client import KubeHwError
 from ansible_collections.kubehw.devices.plugins.modules import k8s_node_extended_resource as mod
+from tests.unit.plugins.modules import module_harness
 
 GENERIC_422 = {"kind": "Status", "status": "Failure", "reason": "Invalid", "code": 422, "details": {},
                "message": "the server rejected our request due to an error in our request"}
@@ -94,25 +93,8 @@ class FakeCore(object):
         return [c for c in self.calls if c[0] == "PATCH"]
 
 
-class FakeClient(object):
-    core = None
-    constructed = 0
-
-    def __init__(self, module):
-        FakeClient.constructed += 1
-        self.api_client = None
-
-    def call_json(self, fn, *args, **kwargs):
-        kwargs.pop("what", None)
-        return fn(*args, **kwargs)
-
-    def watch(self, list_fn, predicate, timeout, what="watch", **kw):
-        objects = dict((n["metadata"]["name"], n) for n in list_fn(**kw)["items"])
-        if predicate(objects):
-            return objects
-        err = KubeHwError("Timed out after %ss waiting to %s" % (timeout, what), reason="Timeout")
-        err.objects = objects
-        raise err
+class FakeClient(module_harness.FakeClient):
+    pass
 
 
 @pytest.fixture
@@ -123,23 +105,14 @@ def core(monkeypatch):
                   labels={"dongle": "yes"}),
         make_node("bare"),
     ])
-    FakeClient.core = fake
+    FakeClient.api = fake
     FakeClient.constructed = 0
     monkeypatch.setattr(mod, "KubeClient", FakeClient)
     return fake
 
 
 def run(capsys, args, check=False, diff=False):
-    args = dict(args)
-    if check:
-        args["_ansible_check_mode"] = True
-    if diff:
-        args["_ansible_diff"] = True
-    with patch_module_args(args):
-        with pytest.raises(SystemExit):
-            mod.main()
-    out = capsys.readouterr().out
-    return json.loads(out)
+    return module_harness.run_module(mod, capsys, args, check=check, diff=diff)
 
 
 def test_adds_resource_with_one_key_level_op(core, capsys):

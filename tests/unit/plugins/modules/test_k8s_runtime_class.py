@@ -18,10 +18,9 @@ import json
 
 import pytest
 
-from ansible.module_utils.testing import patch_module_args
-
 from ansible_collections.kubehw.devices.plugins.module_utils._client import KubeHwError
 from ansible_collections.kubehw.devices.plugins.modules import k8s_runtime_class as mod
+from tests.unit.plugins.modules import module_harness
 
 MANAGED = {"app.kubernetes.io/managed-by": "kubehw.devices"}
 CANONICAL = {"0.25": "250m", "0.5Gi": "512Mi", "100m": "100m", "64Mi": "64Mi", "1": "1"}
@@ -101,21 +100,8 @@ class FakeNodeApi(object):
         return {}
 
 
-class FakeClient(object):
-    api = None
-    constructed = 0
-
-    def __init__(self, module):
-        FakeClient.constructed += 1
-        self.node_api = FakeClient.api
-
-    def call_json(self, fn, *args, **kwargs):
-        # as KubeClient words it: what the module was doing, then the API's status and message
-        what = kwargs.pop("what")
-        try:
-            return fn(*args, **kwargs)
-        except KubeHwError as err:
-            raise KubeHwError("Failed to %s: %s %s" % (what, err.status, err.msg), status=err.status, reason=err.reason)
+class FakeClient(module_harness.FakeClient):
+    word_errors = True
 
 
 @pytest.fixture
@@ -127,15 +113,7 @@ def api(monkeypatch):
 
 
 def run(capsys, args, check=False, diff=False):
-    args = dict(args)
-    if check:
-        args["_ansible_check_mode"] = True
-    if diff:
-        args["_ansible_diff"] = True
-    with patch_module_args(args):
-        with pytest.raises(SystemExit):
-            mod.main()
-    return json.loads(capsys.readouterr().out)
+    return module_harness.run_module(mod, capsys, args, check=check, diff=diff)
 
 
 def warned(result, text):

@@ -1,0 +1,307 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) kubehw.devices contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Device-plugin DaemonSets: rollout readiness, the pods and nodes report, and the messages naming what is missing.
+
+Private to the collection. Pure functions over the JSON the apiserver sends."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible_collections.kubehw.devices.plugins.module_utils._extended_resources import quantity_value
+from ansible_collections.kubehw.devices.plugins.module_utils._daemonset_manifest import NAME_LABEL
+from ansible_collections.kubehw.devices.plugins.module_utils._k8s_objects import (
+    MANAGED_BY,
+    MANAGED_BY_LABEL,
+    has_owner_uid,
+)
+
+# Set by the DaemonSet controller on every pod it creates.
+POD_TEMPLATE_GENERATION_LABEL = "pod-template-generation"
+
+
+# -- rollout readiness ----------------------------------------------------------------------------
+
+def rollout_status(daemonset):
+    """Rollout state of a DaemonSet as the DaemonSet controller reports it.
+
+    Done when observedGeneration >= generation and updated == available == desired; absent counts
+    are 0 (the controller drops them, e.g. updatedNumberScheduled on an unreachable node); zero
+    desired is done at once. OnDelete rollouts never finish on their own: ``old_pods_pending``.
+    """
+    meta = daemonset.get("metadata") or {}
+    status = daemonset.get("status") or {}
+    strategy = (((daemonset.get("spec") or {}).get("updateStrategy")) or {}).get("type") or "RollingUpdate"
+    generation = meta.get("generation") or 0
+    observed = status.get("observedGeneration") or 0
+    counts = dict(
+        desired=status.get("desiredNumberScheduled") or 0,
+        current=status.get("currentNumberScheduled") or 0,
+        updated=status.get("updatedNumberScheduled") or 0,
+        ready=status.get("numberReady") or 0,
+        available=status.get("numberAvailable") or 0,
+        unavailable=status.get("numberUnavailable") or 0,
+        misscheduled=status.get("numberMisscheduled") or 0,
+    )
+    observed_ok = observed >= generation and generation > 0
+    if not observed_ok:
+        done, reason = False, "waiting for the DaemonSet controller to observe generation %d (observed %d)" % (
+            generation, observed)
+    elif counts["desired"] == 0:
+        done, reason = True, "no node is selected for the plugin (desiredNumberScheduled is 0)"
+    elif counts["updated"] == counts["desired"] and counts["available"] == counts["desired"]:
+        done, reason = True, "all %d pods are updated and available" % counts["desired"]
+    else:
+        done = False
+        reason = "%d of %d pods updated, %d available" % (counts["updated"], counts["desired"], counts["available"])
+    old_pending = bool(observed_ok and not done and strategy == "OnDelete" and counts["updated"] < counts["desired"])
+    result = dict(counts, done=done, reason=reason, generation=generation, observed_generation=observed,
+                  strategy=strategy, old_pods_pending=old_pending)
+    return result
+
+
+def rollout_done(daemonset):
+    return rollout_status(daemonset)["done"]
+
+
+# -- pods and nodes -------------------------------------------------------------------------------
+
+def pod_node(pod):
+    """Node a DaemonSet pod runs on, or is pinned to before it is bound (matchFields metadata.name)."""
+    spec = pod.get("spec") or {}
+    if spec.get("nodeName"):
+        return spec["nodeName"]
+    terms = (((spec.get("affinity") or {}).get("nodeAffinity") or {})
+             .get("requiredDuringSchedulingIgnoredDuringExecution") or {}).get("nodeSelectorTerms") or []
+    for term in terms:
+        for field in term.get("matchFields") or []:
+            if field.get("key") == "metadata.name" and field.get("values"):
+                return field["values"][0]
+    return None
+
+
+def pod_ready(pod):
+    for cond in (pod.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == "Ready":
+            return cond.get("status") == "True"
+    return False
+
+
+def pod_waiting_reasons(pod):
+    """Why the pod's containers are not running, e.g. ['nvidia-device-plugin: ImagePullBackOff']."""
+    status = pod.get("status") or {}
+    reasons = []
+    for key in ("initContainerStatuses", "containerStatuses"):
+        for cs in status.get(key) or []:
+            state = cs.get("state") or {}
+            if state.get("waiting"):
+                reason = state["waiting"].get("reason") or "Waiting"
+                message = state["waiting"].get("message")
+                reasons.append("%s: %s%s" % (cs.get("name"), reason, " (%s)" % message if message else ""))
+            elif state.get("terminated") and not cs.get("ready"):
+                reasons.append("%s: %s" % (cs.get("name"), state["terminated"].get("reason") or "Terminated"))
+    if not reasons and status.get("phase") == "Pending":
+        for cond in status.get("conditions") or []:
+            if cond.get("type") == "PodScheduled" and cond.get("status") == "False":
+                reasons.append("unschedulable: %s" % (cond.get("message") or cond.get("reason")))
+    return reasons
+
+
+def uses_configmap(pod_spec, name):
+    """True when a pod spec reads ConfigMap ``name``: a volume, a projected source, env or envFrom."""
+    spec = pod_spec or {}
+    for volume in spec.get("volumes") or []:
+        if (volume.get("configMap") or {}).get("name") == name:
+            return True
+        for source in (volume.get("projected") or {}).get("sources") or []:
+            if (source.get("configMap") or {}).get("name") == name:
+                return True
+    for container in (spec.get("containers") or []) + (spec.get("initContainers") or []):
+        for env_from in container.get("envFrom") or []:
+            if (env_from.get("configMapRef") or {}).get("name") == name:
+                return True
+        for env in container.get("env") or []:
+            if ((env.get("valueFrom") or {}).get("configMapKeyRef") or {}).get("name") == name:
+                return True
+    return False
+
+
+def configmap_created_for(cm, daemonset_name, daemonset_uid=None):
+    """True when the module created ConfigMap ``cm`` for this DaemonSet.
+
+    Either it is owned by the DaemonSet (ownerReference with its uid), or it carries both labels the
+    module writes on it: managed-by kubehw.devices and app.kubernetes.io/name of the DaemonSet.
+    Anything else is someone else's ConfigMap, whatever its name.
+    """
+    if has_owner_uid(cm, daemonset_uid):
+        return True
+    labels = ((cm or {}).get("metadata") or {}).get("labels") or {}
+    return labels.get(MANAGED_BY_LABEL) == MANAGED_BY and labels.get(NAME_LABEL) == daemonset_name
+
+
+def owned_by(pod, daemonset):
+    uid = (daemonset.get("metadata") or {}).get("uid")
+    for ref in (pod.get("metadata") or {}).get("ownerReferences") or []:
+        if ref.get("kind") == "DaemonSet" and (uid is None or ref.get("uid") == uid):
+            return True
+    return False
+
+
+def is_old_pod(pod, generation):
+    label = ((pod.get("metadata") or {}).get("labels") or {}).get(POD_TEMPLATE_GENERATION_LABEL)
+    return label is not None and label != str(generation)
+
+
+def _resource_count(node, where, resource):
+    value = ((node.get("status") or {}).get(where) or {}).get(resource)
+    if value is None:
+        return None
+    number = quantity_value(value)
+    return int(number) if number is not None else None
+
+
+def _enough(counts, resource_names, min_count, any_of):
+    """Each resource (or, with any_of, at least one of them) counts at least min_count."""
+    ok = [counts.get(r) is not None and counts[r] >= min_count for r in resource_names]
+    return any(ok) if any_of else all(ok)
+
+
+def node_report(pods, nodes, resource_names, min_count, generation=None, any_of=False):
+    """Per node running (or due to run) a plugin pod: pod readiness and the resources it advertises."""
+    report = {}
+    for pod in sorted(pods, key=lambda p: (p.get("metadata") or {}).get("creationTimestamp") or ""):
+        node = pod_node(pod)
+        if not node:
+            continue
+        meta = pod.get("metadata") or {}
+        terminating = bool(meta.get("deletionTimestamp"))
+        entry = report.get(node)
+        # A terminating old pod loses to its replacement; otherwise the newest pod speaks for the node.
+        if entry is not None and terminating and not entry["terminating"]:
+            continue
+        report[node] = {
+            "pod": meta.get("name"),
+            "pod_ready": pod_ready(pod),
+            "phase": (pod.get("status") or {}).get("phase"),
+            "waiting_reasons": pod_waiting_reasons(pod),
+            "terminating": terminating,
+            "updated": None if generation is None else not is_old_pod(pod, generation),
+        }
+    for node, entry in report.items():
+        node_obj = nodes.get(node) or {}
+        capacity = {}
+        allocatable = {}
+        for res in resource_names:
+            capacity[res] = _resource_count(node_obj, "capacity", res)
+            allocatable[res] = _resource_count(node_obj, "allocatable", res)
+        entry["capacity"] = capacity
+        entry["allocatable"] = allocatable
+        entry["resource_ready"] = bool(node_obj) and _enough(capacity, resource_names, min_count, any_of)
+    return report
+
+
+def nodes_with_resource(nodes, node_names, resource_names, min_count, any_of=False):
+    """True when every named node has every resource (with any_of: one of them) in capacity with at least min_count.
+
+    any_of is for plugins whose resources are alternatives per node: the Intel GPU plugin serves
+    gpu.intel.com/i915 on nodes driven by i915 and gpu.intel.com/xe on those driven by xe.
+    """
+    for name in node_names:
+        node = nodes.get(name)
+        if node is None:
+            return False
+        counts = dict((res, _resource_count(node, "capacity", res)) for res in resource_names)
+        if not _enough(counts, resource_names, min_count, any_of):
+            return False
+    return True
+
+
+def timeout_message(what, timeout, daemonset, rollout, report, resource_names, min_count, check_resources,
+                    any_of=False):
+    meta = daemonset.get("metadata") or {}
+    parts = ["Timed out after %ss waiting for %s of DaemonSet %s/%s: %s" % (
+        timeout, what, meta.get("namespace"), meta.get("name"), rollout["reason"])]
+    not_ready = []
+    for node in sorted(report):
+        entry = report[node]
+        if not entry["pod_ready"]:
+            detail = "; ".join(entry["waiting_reasons"]) or entry.get("phase") or "not ready"
+            not_ready.append("%s (pod %s: %s)" % (node, entry["pod"], detail))
+    if not_ready:
+        parts.append("nodes without a ready plugin pod: %s" % ", ".join(not_ready))
+    missing_pods = rollout["desired"] - len(report)
+    if missing_pods > 0:
+        runtime_class = ((daemonset.get("spec") or {}).get("template") or {}).get("spec", {}).get("runtimeClassName")
+        hint = ""
+        if runtime_class:
+            hint = (" (pods naming runtimeClassName %s are refused while RuntimeClass %s does not exist; the "
+                    "nvidia_container_toolkit role creates nvidia)" % (runtime_class, runtime_class))
+        parts.append("%d selected node(s) have no plugin pod yet%s" % (missing_pods, hint))
+    if check_resources:
+        lacking = []
+        for node in sorted(report):
+            entry = report[node]
+            if _enough(entry["capacity"], resource_names, min_count, any_of):
+                continue
+            short = ["%s=%s" % (r, entry["capacity"].get(r)) for r in resource_names
+                     if entry["capacity"].get(r) is None or entry["capacity"][r] < min_count]
+            lacking.append("%s (%s)" % (node, ", ".join(short)))
+        if lacking:
+            parts.append("nodes lacking %s >= %d in capacity: %s" % (
+                (" or " if any_of else ", ").join(resource_names), min_count, ", ".join(lacking)))
+    return "; ".join(parts)
+
+
+def _requirement_text(req):
+    key, op, values = req.get("key"), req.get("operator"), req.get("values") or []
+    if op == "In":
+        return "%s in (%s)" % (key, ", ".join(values))
+    if op == "NotIn":
+        return "%s notin (%s)" % (key, ", ".join(values))
+    if op == "Exists":
+        return key
+    if op == "DoesNotExist":
+        return "!%s" % key
+    return "%s %s %s" % (key, op, ",".join(values))
+
+
+def _requirement_matches(req, labels):
+    key, op, values = req.get("key"), req.get("operator"), req.get("values") or []
+    present = key in labels
+    if op == "In":
+        return present and labels[key] in values
+    if op == "NotIn":
+        return not present or labels[key] not in values
+    if op == "Exists":
+        return present
+    if op == "DoesNotExist":
+        return not present
+    return False
+
+
+def node_selection_report(pod_spec, nodes):
+    """Why a pod spec selects the nodes it does: each nodeSelector label and affinity requirement with
+    the number of nodes that satisfy it, e.g. 'nodeSelector gpu=yes (0 of 5 nodes)'."""
+    spec = pod_spec or {}
+    labels_of = [((n.get("metadata") or {}).get("labels") or {}) for n in nodes]
+    parts = []
+    for key, value in sorted((spec.get("nodeSelector") or {}).items()):
+        count = sum(1 for labels in labels_of if labels.get(key) == value)
+        parts.append("nodeSelector %s=%s (%d of %d nodes)" % (key, value, count, len(nodes)))
+    terms = ((((spec.get("affinity") or {}).get("nodeAffinity") or {})
+              .get("requiredDuringSchedulingIgnoredDuringExecution") or {}).get("nodeSelectorTerms") or [])
+    alternatives = []
+    for term in terms:
+        exprs = term.get("matchExpressions") or []
+        if not exprs:
+            continue
+        count = sum(1 for labels in labels_of if all(_requirement_matches(e, labels) for e in exprs))
+        alternatives.append("%s (%d of %d nodes)" % (" and ".join(_requirement_text(e) for e in exprs), count,
+                                                     len(nodes)))
+    if alternatives:
+        parts.append("node affinity, any of: %s" % "; ".join(alternatives))
+    if not parts:
+        parts.append("no node selector or affinity (%d nodes; taints the pods do not tolerate exclude them)"
+                     % len(nodes))
+    return ", ".join(parts)

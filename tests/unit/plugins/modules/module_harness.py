@@ -1,0 +1,73 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) kubehw.devices contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""What the module unit tests share: running a module's main() in-process, and a KubeClient stand-in.
+
+The fake client calls the fake API's methods directly (the `what` label dropped), so each test file only
+writes the API it needs. Timing and real watches are the integration tests' business.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+
+import pytest
+
+from ansible.module_utils.testing import patch_module_args
+
+from ansible_collections.kubehw.devices.plugins.module_utils._client import KubeHwError
+
+
+def run_module(module, capsys, args, check=False, diff=False):
+    """Run ``module.main()`` with ``args`` (check/diff mode as asked) and return its JSON result."""
+    args = dict(args)
+    if check:
+        args["_ansible_check_mode"] = True
+    if diff:
+        args["_ansible_diff"] = True
+    with patch_module_args(args):
+        with pytest.raises(SystemExit):
+            module.main()
+    return json.loads(capsys.readouterr().out)
+
+
+class FakeClient(object):
+    """KubeClient's calling conventions over a fake API object; subclass and set ``api``."""
+
+    api = None
+    constructed = 0
+
+    def __init__(self, module):
+        type(self).constructed += 1
+        self.core = self.apps = self.node_api = self.rbac = type(self).api
+        self.api_client = None
+
+    # True: errors are worded as KubeClient words them ("Failed to <what>: <status> <message>")
+    word_errors = False
+
+    def call_json(self, fn, *args, **kwargs):
+        what = kwargs.pop("what", None)
+        try:
+            return fn(*args, **kwargs)
+        except KubeHwError as err:
+            if not self.word_errors or what is None:
+                raise
+            raise KubeHwError("Failed to %s: %s %s" % (what, err.status, err.msg), status=err.status,
+                              reason=err.reason, body=err.body)
+
+    # one request each on the fake: no answers get lost, no pages
+    create_json = call_json
+    list_all = call_json
+
+    def watch(self, list_fn, predicate, timeout, what="watch", **kw):
+        """One list, judged once: the predicate holds now or the wait 'times out' like KubeClient.watch."""
+        items = list_fn(**kw)["items"]
+        objects = dict((("%s/%s" % (o["metadata"]["namespace"], o["metadata"]["name"]))
+                        if o["metadata"].get("namespace") else o["metadata"]["name"], o) for o in items)
+        if predicate(objects):
+            return objects
+        err = KubeHwError("Timed out after %ss waiting to %s" % (timeout, what), reason="Timeout")
+        err.objects = objects
+        raise err
