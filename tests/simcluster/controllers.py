@@ -45,6 +45,7 @@ import threading
 import time
 
 from .config import load_config
+from . import dra  # DRA claims in the scheduler (DynamicResources filter, allocation before binding)
 from .store import StoreError, now_rfc3339
 
 
@@ -58,6 +59,7 @@ SCHEDULER_NAME = "default-scheduler"
 
 TAINT_UNREACHABLE = "node.kubernetes.io/unreachable"
 TAINT_NOT_READY = "node.kubernetes.io/not-ready"
+TAINT_UNSCHEDULABLE = "node.kubernetes.io/unschedulable"
 
 # Tolerations the DaemonSet controller adds to every daemon pod (util.AddOrUpdateDaemonPodTolerations).
 DAEMON_TOLERATIONS = [
@@ -503,6 +505,8 @@ class Controllers:
             self._cond.notify_all()
         if resource == "nodes" and event_type == "ADDED" and self.taint_new_nodes:
             self._taint_new_node(obj)
+        if resource == "nodes" and event_type != "DELETED":
+            self._taint_unschedulable(obj)
 
     def _intake_nodes(self, event_type, key, old, obj):
         name = key[1]
@@ -567,6 +571,28 @@ class Controllers:
 
         try:
             self.store.mutate("nodes", None, name, fn)
+        except Exception as err:  # pylint: disable=broad-except
+            self._record_error(err)
+
+    def _taint_unschedulable(self, node):
+        """Node lifecycle (TaintNodesByCondition): spec.unschedulable <-> node.kubernetes.io/unschedulable:NoSchedule."""
+        spec = node.get("spec") or {}
+        wanted = bool(spec.get("unschedulable"))
+        if wanted == any(t.get("key") == TAINT_UNSCHEDULABLE for t in spec.get("taints") or []):
+            return
+
+        def fn(obj):
+            ospec = obj.setdefault("spec", {})
+            taints = [t for t in ospec.get("taints") or [] if t.get("key") != TAINT_UNSCHEDULABLE]
+            if ospec.get("unschedulable"):
+                taints.append({"key": TAINT_UNSCHEDULABLE, "effect": "NoSchedule", "timeAdded": now_rfc3339()})
+            if taints:
+                ospec["taints"] = taints
+            else:
+                ospec.pop("taints", None)
+
+        try:
+            self.store.mutate("nodes", None, _meta(node).get("name"), fn)
         except Exception as err:  # pylint: disable=broad-except
             self._record_error(err)
 
@@ -1315,7 +1341,7 @@ class Controllers:
         usage = self._node_usage(pods)
         for _prio, _order, key, pod in pending:
             uid = _meta(pod).get("uid")
-            spec_sig = json.dumps(pod.get("spec"), sort_keys=True)
+            spec_sig = json.dumps(pod.get("spec"), sort_keys=True) + dra.claims_signature(self.store, pod)
             last = self._unschedulable.get(uid)
             if last and last[0] == self._cluster_gen and last[1] == spec_sig:
                 continue
@@ -1324,6 +1350,8 @@ class Controllers:
             for node in nodes:
                 name = _meta(node).get("name")
                 reasons, resolvable = self._filter(pod, requests, node, usage.get(name))
+                if not reasons:
+                    reasons = dra.claim_filter_reasons(self.store, pod, name)
                 if reasons:
                     statuses[name] = (reasons, resolvable)
                 else:
@@ -1331,7 +1359,8 @@ class Controllers:
             if feasible:
                 chosen = min(feasible, key=lambda n: (self._score(n, usage.get(_meta(n).get("name"))),
                                                       _meta(n).get("name")))
-                if self._bind(key, uid, _meta(chosen).get("name")):
+                if dra.allocate_claims(self.store, pod, _meta(chosen).get("name")) and \
+                        self._bind(key, uid, _meta(chosen).get("name")):
                     used = usage.setdefault(_meta(chosen).get("name"), {"pods": 0, "requests": {}})
                     used["pods"] += 1
                     for k, v in requests.items():

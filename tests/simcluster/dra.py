@@ -573,6 +573,8 @@ class KubeletPlugins:
     """The kubelet side of DRA drivers: once a driver's plugin pod runs and is ready on a node, the node's
     inventory is published as one ResourceSlice (pool = node name, devices gpu-0..N-1, owned by the Node);
     when the pod is gone, the slice is deleted (the kubelet wipes the slices of a plugin that unregistered).
+    The same loop runs the resource claim controller (sync_claims); the scheduler calls
+    claim_filter_reasons and allocate_claims.
     """
 
     def __init__(self, store, config):
@@ -600,6 +602,7 @@ class KubeletPlugins:
         while not self._stop.wait(min(self.interval, 0.5)):
             try:
                 self.sync()
+                sync_claims(self.store)
             except Exception:  # pylint: disable=broad-except
                 # test equipment: a bad object must not stop the plugins of every node
                 pass
@@ -654,3 +657,297 @@ class KubeletPlugins:
         for name in mine:
             if name not in names:
                 self.store.delete("resourceslices", None, name)
+
+
+# ---------------------------------------------------------------- claims: the claim controller and the scheduler
+
+POD_CLAIM_ANNOTATION = "resource.kubernetes.io/pod-claim-name"
+NO_ALLOCATION = "cannot allocate all claims"
+
+
+class _Unsupported(Exception):
+    pass
+
+
+class _Evaluator:
+    """Evaluates the selector subset the collection uses against one device: device.driver,
+    device.attributes["<domain>"].<name> (or ["<name>"]), literals, == != < <= > >=, && || !, parentheses."""
+
+    def __init__(self, text, device):
+        self.tokens = _tokenize(text)
+        self.i = 0
+        self.device = device
+
+    def peek(self):
+        return self.tokens[self.i]
+
+    def take(self, value=None):
+        tok = self.tokens[self.i]
+        if value is not None and tok[1] != value:
+            raise _Unsupported(tok[1])
+        self.i += 1
+        return tok
+
+    def run(self):
+        value = self.disjunction()
+        if self.peek()[0] != "eof":
+            raise _Unsupported(self.peek()[1])
+        return value is True
+
+    def disjunction(self):
+        value = self.conjunction()
+        while self.peek()[1] == "||":
+            self.take()
+            right = self.conjunction()
+            value = value is True or right is True
+        return value
+
+    def conjunction(self):
+        value = self.comparison()
+        while self.peek()[1] == "&&":
+            self.take()
+            right = self.comparison()
+            value = value is True and right is True
+        return value
+
+    def comparison(self):
+        left = self.unary()
+        op = self.peek()[1]
+        if self.peek()[0] == "op" and op in ("==", "!=", "<", "<=", ">", ">="):
+            self.take()
+            right = self.unary()
+            if op == "==":
+                return left == right
+            if op == "!=":
+                return left != right
+            if left is None or right is None or type(left) is not type(right):
+                return False
+            return {"<": left < right, "<=": left <= right, ">": left > right, ">=": left >= right}[op]
+        return left
+
+    def unary(self):
+        if self.peek()[1] == "!":
+            self.take()
+            return self.unary() is not True
+        if self.peek()[1] == "(":
+            self.take()
+            value = self.disjunction()
+            self.take(")")
+            return value
+        return self.operand()
+
+    def operand(self):
+        kind, value, _pos = self.take()
+        if kind == "str":
+            return json.loads(value) if value.startswith('"') else value[1:-1]
+        if kind == "num":
+            return float(value) if "." in value else int(value.rstrip("uU"), 0)
+        if kind == "lit":
+            return {"true": True, "false": False, "null": None}[value]
+        if kind != "id" or value != "device":
+            raise _Unsupported(value)
+        self.take(".")
+        field = self.take()[1]
+        if field == "driver":
+            return self.device["driver"]
+        if field not in ("attributes", "capacity"):
+            raise _Unsupported(field)
+        self.take("[")
+        domain = json.loads(self.take()[1])
+        self.take("]")
+        if self.peek()[1] == ".":
+            self.take()
+            name = self.take()[1]
+        else:
+            self.take("[")
+            name = json.loads(self.take()[1])
+            self.take("]")
+        entries = self.device.get(field) or {}
+        entry = entries.get("%s/%s" % (domain, name))
+        if entry is None and domain == self.device["driver"]:
+            entry = entries.get(name)
+        if not isinstance(entry, dict):
+            return None
+        for key in ("string", "int", "bool", "version", "value"):
+            if key in entry:
+                return entry[key]
+        return None
+
+
+def selector_matches(expression, device):
+    """Whether a device (with its driver) satisfies a selector; expressions beyond the subset match nothing."""
+    try:
+        return _Evaluator(expression, device).run()
+    except (_Unsupported, CelError, ValueError, IndexError, KeyError, TypeError):
+        return False
+
+
+def _pod_claims(pod):
+    """(pod claim name, ResourceClaim name or None while its template's claim is not created) per pod claim."""
+    statuses = dict((s.get("name"), s.get("resourceClaimName"))
+                    for s in (pod.get("status") or {}).get("resourceClaimStatuses") or [])
+    out = []
+    for entry in (pod.get("spec") or {}).get("resourceClaims") or []:
+        out.append((entry.get("name"), entry.get("resourceClaimName") or statuses.get(entry.get("name"))))
+    return out
+
+
+def _node_devices(store, node):
+    slices, _rv = store.list("resourceslices")
+    newest = {}
+    for item in slices:
+        spec = item.get("spec") or {}
+        key = (spec.get("driver"), (spec.get("pool") or {}).get("name"))
+        newest[key] = max(newest.get(key, 0), (spec.get("pool") or {}).get("generation") or 0)
+    devices = []
+    for item in slices:
+        spec = item.get("spec") or {}
+        pool = spec.get("pool") or {}
+        if spec.get("nodeName") != node or pool.get("generation", 0) != newest[(spec.get("driver"), pool.get("name"))]:
+            continue
+        for dev in spec.get("devices") or []:
+            devices.append(dict(dev, driver=spec.get("driver"), pool=pool.get("name")))
+    return devices
+
+
+def _taken(store):
+    claims, _rv = store.list("resourceclaims")
+    return set((r.get("driver"), r.get("pool"), r.get("device")) for c in claims
+               for r in (((c.get("status") or {}).get("allocation") or {}).get("devices") or {}).get("results") or [])
+
+
+def _allocated_node(claim):
+    for term in ((((claim.get("status") or {}).get("allocation") or {}).get("nodeSelector") or {})
+                 .get("nodeSelectorTerms") or []):
+        for field in term.get("matchFields") or []:
+            if field.get("key") == "metadata.name" and field.get("values"):
+                return field["values"][0]
+    return None
+
+
+def plan_allocation(store, pod, node):
+    """{claim name: results} for the pod's unallocated claims on ``node``, or None when they cannot all be
+    allocated there (a claim missing, allocated to another node, or too few matching free devices)."""
+    namespace = pod["metadata"].get("namespace")
+    devices = _node_devices(store, node)
+    taken = _taken(store)
+    plan = {}
+    for _pod_claim, claim_name in _pod_claims(pod):
+        claim = store.get("resourceclaims", namespace, claim_name) if claim_name else None
+        if claim is None:
+            return None
+        if (claim.get("status") or {}).get("allocation"):
+            if _allocated_node(claim) not in (None, node):
+                return None
+            continue
+        results = []
+        for request in ((claim.get("spec") or {}).get("devices") or {}).get("requests") or []:
+            exact = request.get("exactly") or {}
+            device_class = store.get("deviceclasses", None, exact.get("deviceClassName") or "")
+            if device_class is None:
+                return None
+            selectors = [s["cel"]["expression"] for s in ((device_class.get("spec") or {}).get("selectors") or []) +
+                         (exact.get("selectors") or []) if isinstance(s, dict) and s.get("cel")]
+            free = [d for d in devices if (d["driver"], d["pool"], d["name"]) not in taken
+                    and all(selector_matches(s, d) for s in selectors)]
+            want = len(free) if exact.get("allocationMode") == "All" else int(exact.get("count") or 1)
+            if not free or len(free) < want:
+                return None
+            for dev in free[:want]:
+                taken.add((dev["driver"], dev["pool"], dev["name"]))
+                results.append({"request": request.get("name"), "driver": dev["driver"], "pool": dev["pool"],
+                                "device": dev["name"]})
+        plan[claim_name] = results
+    return plan
+
+
+def claim_filter_reasons(store, pod, node):
+    """The scheduler's DynamicResources filter: [] when the pod's claims can be allocated on the node."""
+    if not (pod.get("spec") or {}).get("resourceClaims"):
+        return []
+    return [] if plan_allocation(store, pod, node) is not None else [NO_ALLOCATION]
+
+
+def allocate_claims(store, pod, node):
+    """Write the allocation (devices, node selector) and reserve every claim of the pod for it, as the
+    scheduler does before binding. Returns False when the claims could not be allocated after all."""
+    if not (pod.get("spec") or {}).get("resourceClaims"):
+        return True
+    plan = plan_allocation(store, pod, node)
+    if plan is None:
+        return False
+    namespace, meta = pod["metadata"].get("namespace"), pod["metadata"]
+    consumer = {"resource": "pods", "name": meta.get("name"), "uid": meta.get("uid")}
+    for _pod_claim, claim_name in _pod_claims(pod):
+        def fn(claim, results=plan.get(claim_name)):
+            status = claim.setdefault("status", {})
+            if results is not None and not status.get("allocation"):
+                status["allocation"] = {"devices": {"results": results}, "nodeSelector": {"nodeSelectorTerms": [
+                    {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}]}}
+            reserved = status.setdefault("reservedFor", [])
+            if consumer not in reserved:
+                reserved.append(consumer)
+        store.mutate("resourceclaims", namespace, claim_name, fn)
+    return True
+
+
+def sync_claims(store):
+    """The resource claim controller: claims from templates for pods (named <pod>-<claim>-<random>, owned by
+    the pod, listed in its status.resourceClaimStatuses), reservations of pods that are gone dropped, an
+    unreserved claim deallocated, generated claims deleted with their pod."""
+    import random
+    import string
+
+    pods, _rv = store.list("pods")
+    live = set(p["metadata"].get("uid") for p in pods if not p["metadata"].get("deletionTimestamp"))
+    for pod in pods:
+        meta = pod["metadata"]
+        if meta.get("deletionTimestamp") or (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+            continue
+        have = dict(_pod_claims(pod))
+        for entry in (pod.get("spec") or {}).get("resourceClaims") or []:
+            template_name = entry.get("resourceClaimTemplateName")
+            if not template_name or have.get(entry.get("name")):
+                continue
+            template = store.get("resourceclaimtemplates", meta.get("namespace"), template_name)
+            if template is None:
+                continue
+            tspec = template.get("spec") or {}
+            name = "%s-%s-%s" % (meta["name"], entry.get("name"),
+                                 "".join(random.choice(string.ascii_lowercase + string.digits) for _ in range(5)))
+            claim_meta = copy.deepcopy(tspec.get("metadata") or {})
+            claim_meta.update({"name": name, "namespace": meta.get("namespace")})
+            claim_meta.setdefault("annotations", {})[POD_CLAIM_ANNOTATION] = entry.get("name")
+            claim_meta["ownerReferences"] = [{"apiVersion": "v1", "kind": "Pod", "name": meta["name"],
+                                              "uid": meta.get("uid"), "controller": True, "blockOwnerDeletion": True}]
+            store.create("resourceclaims", {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+                                            "metadata": claim_meta, "spec": copy.deepcopy(tspec.get("spec") or {})})
+
+            def record(obj, pod_claim=entry.get("name"), claim_name=name):
+                statuses = obj.setdefault("status", {}).setdefault("resourceClaimStatuses", [])
+                statuses.append({"name": pod_claim, "resourceClaimName": claim_name})
+            store.mutate("pods", meta.get("namespace"), meta["name"], record)
+    claims, _rv = store.list("resourceclaims")
+    for claim in claims:
+        cmeta = claim["metadata"]
+        owner = [r for r in cmeta.get("ownerReferences") or [] if r.get("kind") == "Pod" and r.get("controller")]
+        if owner and owner[0].get("uid") not in live:
+            store.delete("resourceclaims", cmeta.get("namespace"), cmeta["name"])
+            continue
+        reserved = (claim.get("status") or {}).get("reservedFor") or []
+        if any(r.get("uid") not in live for r in reserved):
+            def drop(obj):
+                status = obj.setdefault("status", {})
+                status["reservedFor"] = [r for r in status.get("reservedFor") or [] if r.get("uid") in live]
+                if not status["reservedFor"]:
+                    status.pop("reservedFor")
+                    status.pop("allocation", None)
+            store.mutate("resourceclaims", cmeta.get("namespace"), cmeta["name"], drop)
+
+
+def claims_signature(store, pod):
+    """Part of the scheduler's memo key: a pod with claims is tried again after any write (slices, claims and
+    classes change without a pod or node event); others keep their memo."""
+    if not (pod.get("spec") or {}).get("resourceClaims"):
+        return ""
+    return "|dra:%s" % store.resource_version

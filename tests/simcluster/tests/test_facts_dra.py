@@ -190,3 +190,76 @@ def test_driver_pod_publishes_the_nodes_inventory_and_takes_it_back(simcluster_f
     assert published[0]["metadata"]["ownerReferences"][0]["kind"] == "Node"
     raw.request("DELETE", "/api/v1/namespaces/kube-system/pods/plugin-gpu-1?gracePeriodSeconds=0")
     assert _wait(lambda: raw.request("GET", slices)[1]["items"] == [])
+
+
+def test_claims_from_templates_are_allocated_by_the_scheduler_and_go_with_their_pod(simcluster_factory):
+    sim = simcluster_factory({"sync_interval": 0.2, "pod_start_delay": 0.1, "nodes": [
+        {"name": "gpu-1", "inventory": {"example.com/gpu": 2}}, {"name": "cpu-1"}]})
+    raw = Raw(sim)
+    pods = "/api/v1/namespaces/default/pods"
+    claims = "/apis/resource.k8s.io/v1/namespaces/default/resourceclaims"
+    plugin = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "plugin", "namespace": "kube-system"},
+              "spec": {"nodeName": "gpu-1", "containers": [
+                  {"name": "plugin", "image": "registry.k8s.io/dra-example-driver/dra-example-driver:v0.2.0"}]}}
+    assert raw.request("POST", "/api/v1/namespaces/kube-system/pods", plugin)[0] == 201
+    assert raw.request("POST", DC, device_class())[0] == 201
+    template = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+                "metadata": {"name": "one-gpu", "namespace": "default"},
+                "spec": {"spec": {"devices": {"requests": [
+                    {"name": "gpu", "exactly": {"deviceClassName": "gpu.example.com", "count": 1}}]}}}}
+    assert raw.request("POST", "/apis/resource.k8s.io/v1/namespaces/default/resourceclaimtemplates",
+                       template)[0] == 201
+    assert _wait(lambda: raw.request("GET", "/apis/resource.k8s.io/v1/resourceslices")[1]["items"])
+
+    def pod(name):
+        return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default"},
+                "spec": {"resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}],
+                         "containers": [{"name": "c", "image": "busybox", "resources": {"claims": [{"name": "gpu"}]}}]}}
+
+    for name in ("a", "b", "c"):
+        assert raw.request("POST", pods, pod(name))[0] == 201
+
+    def bound():
+        items = dict((p["metadata"]["name"], p) for p in raw.request("GET", pods)[1]["items"])
+        done = [n for n in ("a", "b") if items[n]["spec"].get("nodeName")]
+        return items if len(done) == 2 else None
+
+    items = _wait(bound)
+    assert items and items["a"]["spec"]["nodeName"] == items["b"]["spec"]["nodeName"] == "gpu-1"
+    by_pod = {}
+    for claim in raw.request("GET", claims)[1]["items"]:
+        assert claim["metadata"]["annotations"]["resource.kubernetes.io/pod-claim-name"] == "gpu"
+        by_pod[claim["metadata"]["ownerReferences"][0]["name"]] = claim
+    assert by_pod["a"]["metadata"]["name"].startswith("a-gpu-")
+    assert items["a"]["status"]["resourceClaimStatuses"] == [{"name": "gpu",
+                                                              "resourceClaimName": by_pod["a"]["metadata"]["name"]}]
+    devices = sorted(by_pod[n]["status"]["allocation"]["devices"]["results"][0]["device"] for n in ("a", "b"))
+    assert devices == ["gpu-0", "gpu-1"]
+    assert by_pod["a"]["status"]["reservedFor"] == [{"resource": "pods", "name": "a",
+                                                     "uid": items["a"]["metadata"]["uid"]}]
+    assert by_pod["a"]["status"]["allocation"]["nodeSelector"]["nodeSelectorTerms"][0]["matchFields"][0][
+        "values"] == ["gpu-1"]
+    # no device left for c: unschedulable, with the scheduler's DynamicResources reason
+    waiting = _wait(lambda: [c for c in (raw.request("GET", pods + "/c")[1]["status"].get("conditions") or [])
+                             if c.get("reason") == "Unschedulable"])
+    assert "cannot allocate all claims" in waiting[0]["message"]
+    # deleting a pod deletes its generated claim, and c gets the freed device
+    raw.request("DELETE", pods + "/a?gracePeriodSeconds=0")
+    assert _wait(lambda: by_pod["a"]["metadata"]["name"] not in
+                 [c["metadata"]["name"] for c in raw.request("GET", claims)[1]["items"]])
+    assert _wait(lambda: raw.request("GET", pods + "/c")[1]["spec"].get("nodeName") == "gpu-1")
+
+
+@pytest.mark.parametrize("expression, matches", [
+    ('device.driver == "gpu.example.com"', True),
+    ('device.driver == "other.example.com"', False),
+    ('device.attributes["gpu.example.com"].model == "a100" && device.attributes["gpu.example.com"].index >= 1', True),
+    ('device.attributes["gpu.example.com"]["index"] < 1 || !(device.driver == "gpu.example.com")', False),
+    ('device.capacity["gpu.example.com"].memory.compareTo(quantity("1Gi")) > 0', False),   # beyond the subset
+])
+def test_selector_subset_evaluates_against_a_device(expression, matches):
+    from tests.simcluster.dra import selector_matches
+
+    device = {"driver": "gpu.example.com", "name": "gpu-1",
+              "attributes": {"model": {"string": "a100"}, "index": {"int": 1}}}
+    assert selector_matches(expression, device) is matches
