@@ -59,7 +59,6 @@ SCHEDULER_NAME = "default-scheduler"
 
 TAINT_UNREACHABLE = "node.kubernetes.io/unreachable"
 TAINT_NOT_READY = "node.kubernetes.io/not-ready"
-TAINT_UNSCHEDULABLE = "node.kubernetes.io/unschedulable"
 
 # Tolerations the DaemonSet controller adds to every daemon pod (util.AddOrUpdateDaemonPodTolerations).
 DAEMON_TOLERATIONS = [
@@ -505,8 +504,6 @@ class Controllers:
             self._cond.notify_all()
         if resource == "nodes" and event_type == "ADDED" and self.taint_new_nodes:
             self._taint_new_node(obj)
-        if resource == "nodes" and event_type != "DELETED":
-            self._taint_unschedulable(obj)
 
     def _intake_nodes(self, event_type, key, old, obj):
         name = key[1]
@@ -571,28 +568,6 @@ class Controllers:
 
         try:
             self.store.mutate("nodes", None, name, fn)
-        except Exception as err:  # pylint: disable=broad-except
-            self._record_error(err)
-
-    def _taint_unschedulable(self, node):
-        """Node lifecycle (TaintNodesByCondition): spec.unschedulable <-> node.kubernetes.io/unschedulable:NoSchedule."""
-        spec = node.get("spec") or {}
-        wanted = bool(spec.get("unschedulable"))
-        if wanted == any(t.get("key") == TAINT_UNSCHEDULABLE for t in spec.get("taints") or []):
-            return
-
-        def fn(obj):
-            ospec = obj.setdefault("spec", {})
-            taints = [t for t in ospec.get("taints") or [] if t.get("key") != TAINT_UNSCHEDULABLE]
-            if ospec.get("unschedulable"):
-                taints.append({"key": TAINT_UNSCHEDULABLE, "effect": "NoSchedule", "timeAdded": now_rfc3339()})
-            if taints:
-                ospec["taints"] = taints
-            else:
-                ospec.pop("taints", None)
-
-        try:
-            self.store.mutate("nodes", None, _meta(node).get("name"), fn)
         except Exception as err:  # pylint: disable=broad-except
             self._record_error(err)
 
