@@ -59,6 +59,7 @@ class FakeClient(object):
 
     # one request each on the fake: no answers get lost, no pages
     create_json = call_json
+    replace_json = call_json
     list_all = call_json
 
     def watch(self, list_fn, predicate, timeout, what="watch", **kw):
