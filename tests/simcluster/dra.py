@@ -10,9 +10,13 @@ Allocation"):
 - DeviceClasses, ResourceSlices, ResourceClaims and ResourceClaimTemplates stored in the v1 shape, converted
   to and from v1beta1 for requests in that version (devices' ``basic`` wrapper, requests' ``exactly``);
 - the apiserver's validation of the DeviceClass fields the collection sends, with a faithful subset of the
-  CEL compiler (syntax errors and the type errors of operators on known types, with cel-go's message shape).
+  CEL compiler (syntax errors and the type errors of operators on known types, with cel-go's message shape);
+- kubelet plugins of known DRA driver images publishing ResourceSlices from the node's inventory;
+- the resource claim controller (claims from templates) and the scheduler's allocation of simple claims.
 
-server.py calls ``discovery``, ``version_served``, ``around`` and ``validate``; store.py lists the resources.
+server.py calls ``discovery``, ``version_served``, ``around`` and ``validate``; store.py lists the resources;
+SimCluster starts ``KubeletPlugins``; the scheduler in controllers.py calls ``claim_filter_reasons``,
+``allocate_claims`` and ``claims_signature``.
 """
 
 from __future__ import absolute_import, division, print_function
