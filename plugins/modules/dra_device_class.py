@@ -208,12 +208,12 @@ from ansible_collections.kubehw.devices.plugins.module_utils._client import (
     KubeClient,
     KubeHwError,
 )
-# clean (diffs without server fields) and update_body (a PUT over the live metadata, keeping what others added,
-# guarded by resourceVersion) work on any object, not only DaemonSets.
-from ansible_collections.kubehw.devices.plugins.module_utils._daemonset import (
+from ansible_collections.kubehw.devices.plugins.module_utils._k8s_objects import (
     MANAGED_BY,
     MANAGED_BY_LABEL,
+    TaskFailed,
     clean,
+    to_text,
     update_body,
 )
 from ansible_collections.kubehw.devices.plugins.module_utils._dra import (
@@ -246,12 +246,6 @@ class DeviceClassSpecError(ValueError):
     """Invalid input: the message names the offending value and the rule it breaks."""
 
 
-class TaskFailed(Exception):
-    def __init__(self, msg):
-        super(TaskFailed, self).__init__(msg)
-        self.msg = msg
-
-
 # -- validation ------------------------------------------------------------------------------------
 
 def _labels(mapping):
@@ -260,7 +254,7 @@ def _labels(mapping):
         problem = label_key_problem(key)
         if problem:
             raise DeviceClassSpecError("labels key %r: %s" % (key, problem))
-        text = ("true" if value else "false") if isinstance(value, bool) else "%s" % (value,)
+        text = to_text(value)
         if len(text) > 63 or not LABEL_VALUE_RE.match(text):
             raise DeviceClassSpecError(
                 "labels value %r of %r must be empty or at most 63 characters of letters, digits, '-', '_' or '.', "
