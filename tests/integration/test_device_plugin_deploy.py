@@ -490,3 +490,24 @@ def test_intel_gpu_waits_for_i915_or_xe_on_stock_nfd_labels(cluster, ansible, na
     assert sorted(res["nodes"]) == ["arc-1", "flex-1"]
     assert res["nodes"]["arc-1"]["capacity"]["gpu.intel.com/xe"] == 1 and res["nodes"]["arc-1"]["resource_ready"]
     assert res["nodes"]["flex-1"]["capacity"]["gpu.intel.com/i915"] == 2 and res["nodes"]["flex-1"]["resource_ready"]
+
+
+def test_device_plugin_role_passes_the_runtime_class(cluster, ansible, namespace):
+    """The role's device_plugin_runtime_class_name: unset takes the nvidia preset's nvidia, "" sets none."""
+    def role(name, **variables):
+        variables = dict(variables, device_plugin_namespace=namespace, device_plugin_wait="none")
+        return {"name": name, "ansible.builtin.include_role": {"name": "kubehw.devices.device_plugin"},
+                "vars": variables}
+
+    mark = cluster.mark()
+    run = ansible([role("Default"), {"name": "Show default", "ansible.builtin.debug": {"var": "device_plugin_result"}},
+                   role("Emptied", device_plugin_runtime_class_name=""),
+                   {"name": "Show emptied", "ansible.builtin.debug": {"var": "device_plugin_result"}}],
+                  check=True)
+    assert run.rc == 0, run.output()
+    default = run.result("Show default")["device_plugin_result"]["daemonset"]
+    emptied = run.result("Show emptied")["device_plugin_result"]["daemonset"]
+    assert default["spec"]["template"]["spec"]["runtimeClassName"] == "nvidia"
+    assert "runtimeClassName" not in emptied["spec"]["template"]["spec"]
+    if cluster.simulated:
+        assert cluster.writes(mark) == []
