@@ -192,8 +192,8 @@ def around(api, req, resource, call):
         if isinstance(data, dict) and req.method in ("POST", "PUT"):
             body = json.dumps(convert(resource, data, version, True)).encode("utf-8")
     path = req.path.replace("/apis/%s/%s/" % (GROUP, version), "/apis/%s/v1/" % GROUP, 1)
-    result = _dry_run_create(resource, req, call(Request(req.method, path, req.query, req.headers, body,
-                                                        peer_cert=req.peer_cert)))
+    converted = Request(req.method, path, req.query, req.headers, body, peer_cert=req.peer_cert)
+    result = _dry_run_create(resource, req, call(converted))
     if not isinstance(result, tuple):
         # watches stream the stored v1 shape: not converted (the collection does not watch v1beta1)
         return result

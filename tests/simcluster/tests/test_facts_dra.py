@@ -183,8 +183,8 @@ def test_driver_pod_publishes_the_nodes_inventory_and_takes_it_back(simcluster_f
     published = _wait(lambda: raw.request("GET", slices)[1]["items"])
     assert [s["spec"]["nodeName"] for s in published] == ["gpu-1"]
     spec = published[0]["spec"]
-    assert spec["driver"] == "gpu.example.com" and spec["pool"] == {"name": "gpu-1", "generation": 1,
-                                                                      "resourceSliceCount": 1}
+    assert spec["driver"] == "gpu.example.com"
+    assert spec["pool"] == {"name": "gpu-1", "generation": 1, "resourceSliceCount": 1}
     assert [d["name"] for d in spec["devices"]] == ["gpu-0", "gpu-1"]
     assert spec["devices"][1]["attributes"]["index"] == {"int": 1}
     assert published[0]["metadata"]["ownerReferences"][0]["kind"] == "Node"
