@@ -215,7 +215,7 @@ options:
     description:
       - Let the V(nvidia) preset take over a ConfigMap C(<name>-config) that this module did not create (one neither
         owned by the DaemonSet nor labelled C(app.kubernetes.io/managed-by=kubehw.devices) with
-        C(app.kubernetes.io/name) of the DaemonSet): its data is replaced, the module's labels and an ownerReference
+        C(app.kubernetes.io/name) of the DaemonSet). Its data is replaced, the module's labels and an ownerReference
         are added, and O(state=absent) deletes it later.
       - When false, such a ConfigMap makes the task fail before any write, naming the ConfigMap and its owner.
     type: bool
@@ -300,7 +300,7 @@ options:
       - V(rollout) waits until the DaemonSet controller has observed the new generation and every scheduled
         pod is updated and available. Zero scheduled pods fails the task unless O(allow_empty_rollout=true).
       - V(resource) also waits until every node running a plugin pod has each resource in C(status.capacity)
-        with at least O(min_count) (for V(intel_gpu) without O(resource_names): one of C(gpu.intel.com/i915) and
+        with at least O(min_count) (for V(intel_gpu) without O(resource_names), one of C(gpu.intel.com/i915) and
         C(gpu.intel.com/xe)). The result reports C(allocatable) too, which the scheduler uses.
       - On timeout the task fails naming the nodes without a ready plugin pod, their containers' waiting
         reasons (such as C(ImagePullBackOff)), and the nodes lacking the resource.
