@@ -8,8 +8,10 @@ Private to the collection: the interface may change without notice.
 
 One option set (``AUTH_ARG_SPEC``) with kubernetes.core's names and environment
 variables, one client factory (``KubeClient``), one exception type
-(``KubeHwError``), bounded retries with backoff for 429/5xx/connection resets,
-and a watch helper that lists once and then follows a watch.
+(``KubeHwError``), bounded retries with backoff for 429/5xx/connection resets
+(creates only when the request certainly did not reach the server), paginated
+lists (``list_all``), and a watch helper that lists once and then follows a
+watch stream it reads itself, relisting on ERROR events.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -32,6 +34,11 @@ try:
     import urllib3
     from kubernetes.client.rest import ApiException
     from kubernetes.config.config_exception import ConfigException
+
+    try:
+        from urllib3 import HTTPHeaderDict  # urllib3 2.x exports it here
+    except ImportError:
+        from urllib3._collections import HTTPHeaderDict  # urllib3 1.26 only has it here
 
     HAS_KUBERNETES = True
 except ImportError:
@@ -90,6 +97,8 @@ RETRY_STATUSES = frozenset([429, 500, 502, 503, 504])
 RETRY_DEADLINE = 45.0
 RETRY_BASE_DELAY = 0.2
 RETRY_MAX_DELAY = 5.0
+# Page size of every list, as kubectl and client-go's pager use.
+PAGE_SIZE = 500
 
 HTTP_REASONS = {
     400: "Bad Request",
@@ -117,8 +126,14 @@ class KubeHwError(Exception):
     ``status`` is the HTTP status code (None when no answer came back),
     ``reason`` the Kubernetes Status reason (``NotFound``, ``Invalid``,
     ``Conflict``...) or a short word for client-side failures, ``body`` the
-    decoded Status object when the server sent one.
+    decoded Status object when the server sent one, ``ambiguous`` whether a
+    create may have been stored although it failed.
     """
+
+    # True when a create failed in a way that leaves unknown whether the object was stored.
+    ambiguous = False
+    # True when an earlier attempt of the same request may have been applied (its answer was lost).
+    after_lost_answer = False
 
     def __init__(self, msg, status=None, reason=None, body=None):
         super(KubeHwError, self).__init__(msg)
@@ -135,6 +150,68 @@ def fail_from_error(module, err, **result):
     """Fail the module from a KubeHwError, keeping the partial result."""
     result.pop("msg", None)
     module.fail_json(msg=err.msg, status=err.status, reason=err.reason, **result)
+
+
+# Keys of a kubeconfig's users[].user whose values are credentials (client-certificate-data is public).
+KUBECONFIG_SECRET_KEYS = ("token", "password", "client-key-data")
+# auth-provider config keys holding credentials (id-token, refresh-token, access-token, client-secret...).
+AUTH_PROVIDER_SECRET_WORDS = ("token", "secret", "password", "key")
+
+
+def kubeconfig_secrets(kubeconfig):
+    """Every credential of a kubeconfig given as a dict, as a set of strings.
+
+    users[].user token, password and client-key-data; every exec env value and every exec
+    argument that is not a bare flag (``--token=x`` and ``x`` after ``--token`` are both kept,
+    since which arguments are secret is the plugin's business); auth-provider config values
+    whose key names a token, secret, password or key.
+    """
+    found = set()
+    if not isinstance(kubeconfig, dict):
+        return found
+    for entry in kubeconfig.get("users") or []:
+        user = entry.get("user") if isinstance(entry, dict) else None
+        if not isinstance(user, dict):
+            continue
+        for key in KUBECONFIG_SECRET_KEYS:
+            if user.get(key):
+                found.add(to_native(user[key]))
+        exec_cfg = user.get("exec")
+        if isinstance(exec_cfg, dict):
+            for env in exec_cfg.get("env") or []:
+                if isinstance(env, dict) and env.get("value"):
+                    found.add(to_native(env["value"]))
+            for arg in exec_cfg.get("args") or []:
+                arg = to_native(arg)
+                if arg.startswith("-") and "=" in arg:
+                    arg = arg.split("=", 1)[1]
+                elif arg.startswith("-"):
+                    continue
+                if arg:
+                    found.add(arg)
+        provider = user.get("auth-provider")
+        if isinstance(provider, dict) and isinstance(provider.get("config"), dict):
+            for key, value in provider["config"].items():
+                if value and any(word in to_native(key).lower() for word in AUTH_PROVIDER_SECRET_WORDS):
+                    found.add(to_native(value))
+    return found
+
+
+def protect_kubeconfig_secrets(module):
+    """Add the credentials of a kubeconfig dict (option or K8S_AUTH_KUBECONFIG JSON) to the
+    module's no-log values, so no result, warning or error shows them, even at -vvv.
+    Call it right after AnsibleModule(), before anything can fail."""
+    kubeconfig = module.params.get("kubeconfig")
+    if kubeconfig is None:
+        raw = os.environ.get(ENV_VARS["kubeconfig"]) or ""
+        if raw.lstrip().startswith("{"):
+            try:
+                kubeconfig = json.loads(raw)
+            except ValueError:
+                kubeconfig = None
+    secrets = kubeconfig_secrets(kubeconfig)
+    module.no_log_values.update(secrets)
+    return secrets
 
 
 def _env_bool(value):
@@ -253,9 +330,13 @@ def error_from_api_exception(exc, what):
     return KubeHwError(msg, status=status, reason=reason, body=body)
 
 
-def _retry_after(exc):
+def _retry_after(exc, body=None):
+    """Seconds to wait: the Retry-After header, else the Status's details.retryAfterSeconds
+    (a list at a resourceVersion the apiserver has not seen yet answers 504 with 1 there)."""
     headers = getattr(exc, "headers", None) or {}
     value = headers.get("Retry-After") or headers.get("retry-after")
+    if value is None:
+        value = ((body or {}).get("details") or {}).get("retryAfterSeconds")
     try:
         return max(0.0, float(value))
     except (TypeError, ValueError):
@@ -271,6 +352,7 @@ class KubeClient(object):
                 module.fail_json(msg=missing_required_lib("kubernetes"), exception=KUBERNETES_IMPORT_ERROR)
             raise KubeHwError(missing_required_lib("kubernetes"), reason="MissingLibrary")
         if params is None:
+            protect_kubeconfig_secrets(module)
             params = module.params
         self.auth = resolve_auth_params(params)
         self.request_timeout = self.auth["request_timeout"]
@@ -298,7 +380,7 @@ class KubeClient(object):
         plain_request = pool.request
 
         def request(method, url, *args, **kwargs):
-            headers = urllib3.HTTPHeaderDict(kwargs.get("headers") or {})
+            headers = HTTPHeaderDict(kwargs.get("headers") or {})
             for group in groups:
                 headers.add("Impersonate-Group", group)
             kwargs["headers"] = headers
@@ -312,11 +394,20 @@ class KubeClient(object):
 
         ``what`` (keyword) names the action for error messages, e.g.
         ``'patch status of node "n1"'``. Raises KubeHwError on failure.
+
+        ``create=True`` (keyword) marks a request that is not idempotent (a POST): it is
+        retried only when it certainly did not reach the server (429, connection refused,
+        connect timeout). After any other failure (5xx, read timeout, reset) the object may
+        have been stored, so the KubeHwError carries ``ambiguous=True`` and the caller must
+        look for the object (``create_json`` does) instead of sending the request again.
         """
         what = kwargs.pop("what", None) or getattr(fn, "__name__", "call the Kubernetes API").replace("_", " ")
+        create = kwargs.pop("create", False)
         kwargs.setdefault("_request_timeout", self.request_timeout)
         started = time.monotonic()
         attempt = 0
+        # whether an earlier attempt may have been applied although its answer was lost
+        lost_answer = False
         while True:
             attempt += 1
             delay = None
@@ -327,9 +418,16 @@ class KubeClient(object):
                     # The generated client reports a TLS failure as an ApiException with status 0.
                     raise self._tls_error(what, to_native(exc.reason).replace("SSLError", "", 1).strip())
                 if exc.status not in RETRY_STATUSES:
-                    raise error_from_api_exception(exc, what)
+                    error = error_from_api_exception(exc, what)
+                    error.after_lost_answer = lost_answer
+                    raise error
                 error = error_from_api_exception(exc, what)
-                delay = _retry_after(exc)
+                lost_answer = lost_answer or exc.status != 429
+                if create and exc.status != 429:
+                    # a 5xx after the body was sent: the apiserver may have stored the object
+                    error.ambiguous = True
+                    raise error
+                delay = _retry_after(exc, error.body)
             except urllib3.exceptions.SSLError as exc:
                 raise self._tls_error(what, to_native(exc))
             except (urllib3.exceptions.ProtocolError, urllib3.exceptions.NewConnectionError,
@@ -341,6 +439,10 @@ class KubeClient(object):
                 error = KubeHwError(
                     "Failed to %s: connection to %s failed: %s" % (what, self.configuration.host, to_native(exc)),
                     reason="ConnectionError")
+                if create and not _never_sent(exc):
+                    error.ambiguous = True
+                    raise error
+                lost_answer = lost_answer or not _never_sent(exc)
             if delay is None:
                 delay = min(RETRY_MAX_DELAY, RETRY_BASE_DELAY * (2 ** (attempt - 1)))
                 delay *= random.uniform(0.75, 1.25)
@@ -367,67 +469,286 @@ class KubeClient(object):
             raise KubeHwError("Failed to %s: the server sent a body that is not JSON" % (what or "call the API"),
                               status=getattr(response, "status", None), reason="BadResponse")
 
+    # -- creating exactly once -------------------------------------------------
+    def create_json(self, create_fn, *args, **kwargs):
+        """Create an object once, even when the answer to the POST is lost.
+
+        ``find`` (keyword) is a callable returning the object if it exists, else None: by
+        default the object is read by the fixed name of the body (the last positional
+        argument; the namespace is the first one, if any); with ``generateName`` give a
+        label-selector lookup. After an ambiguous failure (5xx, reset, read timeout
+        once the request was sent) the object is looked for before anything is sent again;
+        an ``AlreadyExists`` answer to a repeated create is resolved the same way.
+        Returns the created (or found) object as a dict; raises KubeHwError otherwise.
+        """
+        find = kwargs.pop("find", None) or self._find_by_name(args[-1], args[0] if len(args) == 2 else None)
+        started = time.monotonic()
+        attempt = 0
+        ambiguous = None
+        while True:
+            attempt += 1
+            try:
+                return self.call_json(create_fn, *args, create=True, **kwargs)
+            except KubeHwError as err:
+                if getattr(err, "ambiguous", False):
+                    ambiguous = err
+                elif not (ambiguous is not None and err.status == 409 and err.reason == "AlreadyExists"):
+                    raise
+            found = find() if find is not None else None
+            if found is not None:
+                return found
+            if find is None:
+                raise ambiguous
+            delay = min(RETRY_MAX_DELAY, RETRY_BASE_DELAY * (2 ** (attempt - 1))) * random.uniform(0.75, 1.25)
+            if time.monotonic() - started + delay > self.retry_deadline:
+                ambiguous.msg += (" (the object was not found after %d attempts in %.1fs)"
+                                  % (attempt, time.monotonic() - started))
+                raise ambiguous
+            self._sleep(delay)
+
+    def _find_by_name(self, body, namespace=None):
+        meta = (body.get("metadata") or {}) if isinstance(body, dict) else {}
+        readers = {
+            "Pod": self.core.read_namespaced_pod,
+            "ConfigMap": self.core.read_namespaced_config_map,
+            "DaemonSet": self.apps.read_namespaced_daemon_set,
+            "RuntimeClass": self.node_api.read_runtime_class,
+        }
+        read_fn = readers.get(body.get("kind")) if isinstance(body, dict) else None
+        if read_fn is None or not meta.get("name"):
+            # generateName or a kind not listed: the caller must give find=
+            return None
+        read_args = (meta["name"],) + ((namespace,) if namespace else ())
+        return self.finder(read_fn, *read_args, what="read %s %r again after a write whose answer was lost"
+                           % (body["kind"], meta["name"]))
+
+    def replace_json(self, replace_fn, *args, **kwargs):
+        """PUT an object (``replace_fn(name, [namespace,] body)``), as call_json.
+
+        The body carries the resourceVersion it was computed from, so a PUT is safe to repeat:
+        when the answer to an attempt was lost and the repeat fails with 409 Conflict, the
+        object is read again and, if it already holds every field of the body (the lost attempt
+        was applied), returned as the answer. Any other 409 reaches the caller, who re-reads
+        and decides again. ``find`` (keyword) overrides how the object is read.
+        """
+        body = args[-1]
+        find = kwargs.pop("find", None) or self._find_by_name(body, args[1] if len(args) == 3 else None)
+        try:
+            return self.call_json(replace_fn, *args, **kwargs)
+        except KubeHwError as err:
+            if err.status != 409 or not err.after_lost_answer:
+                raise
+            live = find() if find is not None else None
+            if live is None or not _holds(live, _without_version(body)):
+                raise
+            return live
+
+    def finder(self, read_fn, *args, **kwargs):
+        """A ``find`` for create_json: read_fn(*args) as a dict, or None on 404."""
+        kwargs.setdefault("what", getattr(read_fn, "__name__", "read").replace("_", " "))
+
+        def find():
+            try:
+                return self.call_json(read_fn, *args, **kwargs)
+            except KubeHwError as err:
+                if err.status == 404:
+                    return None
+                raise
+        return find
+
+    # -- listing ---------------------------------------------------------------
+    def list_all(self, list_fn, *args, **kwargs):
+        """List every object in pages of ``limit`` (500), following ``continue`` tokens.
+
+        Returns a dict shaped like a List: ``{"items": [...], "metadata": {"resourceVersion": rv}}``
+        (every page of one list is served at the first page's resourceVersion). A continue
+        token that expired (410, etcd compacted it) restarts the list from the first page,
+        within the retry deadline.
+        """
+        kwargs.setdefault("what", "list " + getattr(list_fn, "__name__", "objects").replace("list_", "", 1)
+                          .replace("_", " "))
+        limit = kwargs.pop("limit", None) or PAGE_SIZE
+        started = time.monotonic()
+        restarts = 0
+        while True:
+            items = []
+            resource_version = None
+            token = None
+            try:
+                while True:
+                    page_kwargs = dict(kwargs, limit=limit)
+                    if token:
+                        page_kwargs["_continue"] = token
+                    page = self.call_json(list_fn, *args, **page_kwargs)
+                    meta = page.get("metadata") or {}
+                    items.extend(page.get("items") or [])
+                    if resource_version is None:
+                        resource_version = meta.get("resourceVersion")
+                    token = meta.get("continue")
+                    if not token:
+                        return {"items": items, "metadata": {"resourceVersion": resource_version}}
+            except KubeHwError as err:
+                if err.status != 410 or not token:
+                    raise
+                restarts += 1
+                if time.monotonic() - started > self.retry_deadline:
+                    err.msg += " (the list was restarted %d times)" % restarts
+                    raise
+
     # -- watching ------------------------------------------------------------
     def watch(self, list_fn, predicate, timeout, what="watch", **list_kwargs):
         """List objects, then follow a watch until ``predicate(objects)`` is true.
 
         ``objects`` maps ``namespace/name`` (or ``name``) to the object as a dict.
+        Pass a ``field_selector`` (``metadata.name=<x>``) or the user's ``label_selector``
+        so the watch carries only what the predicate needs.
         Returns the objects that satisfied the predicate; raises KubeHwError
         with reason ``Timeout`` (and ``.objects`` holding the last state) when
-        ``timeout`` seconds pass first. Relists after a 410 Gone or a dropped watch.
+        ``timeout`` seconds pass first. The stream is read line by line here (not through
+        the client library's Watch, whose ERROR handling differs between releases): an
+        ERROR event (410 Expired/Gone after a compaction, 504 "Too large resource
+        version", anything else) relists and resumes within the same deadline; a stream
+        that ends or drops resumes from the last resourceVersion seen.
         """
         deadline = time.monotonic() + timeout
         objects = {}
         resource_version = None
         need_list = True
+        errors = 0
+        last_problem = None
         while True:
-            remaining = deadline - time.monotonic()
             if need_list:
-                listing = self.call_json(list_fn, what=what, **list_kwargs)
+                listing = self.list_all(list_fn, what=what, **list_kwargs)
                 objects = dict((_key(obj), obj) for obj in listing.get("items") or [])
                 resource_version = (listing.get("metadata") or {}).get("resourceVersion")
                 need_list = False
                 if predicate(objects):
                     return objects
-                remaining = deadline - time.monotonic()
+            remaining = deadline - time.monotonic()
             if remaining <= 0:
-                err = KubeHwError("Timed out after %ss waiting to %s" % (timeout, what), reason="Timeout")
+                msg = "Timed out after %ss waiting to %s" % (timeout, what)
+                if last_problem:
+                    msg += " (last watch problem: %s)" % last_problem
+                err = KubeHwError(msg, reason="Timeout")
                 err.objects = objects
                 raise err
-            watcher = kubernetes.watch.Watch()
             try:
-                for event in watcher.stream(
-                        list_fn, resource_version=resource_version, allow_watch_bookmarks=True,
-                        timeout_seconds=max(1, int(remaining + 0.999)),
-                        _request_timeout=remaining + self.request_timeout, deserialize=False, **list_kwargs):
-                    obj = event.get("raw_object") or event.get("object") or {}
-                    kind = event.get("type")
-                    if kind == "ERROR":
-                        need_list = True
-                        break
-                    resource_version = (obj.get("metadata") or {}).get("resourceVersion") or resource_version
-                    if kind == "BOOKMARK":
-                        continue
-                    if kind == "DELETED":
-                        objects.pop(_key(obj), None)
-                    else:
-                        objects[_key(obj)] = obj
-                    if predicate(objects):
-                        watcher.stop()
-                        return objects
-                    if time.monotonic() >= deadline:
-                        break
-            except ApiException as exc:
-                if exc.status != 410 and exc.status not in RETRY_STATUSES:
-                    raise error_from_api_exception(exc, what)
-                need_list = True
-            except (urllib3.exceptions.ProtocolError, urllib3.exceptions.TimeoutError,
-                    urllib3.exceptions.MaxRetryError, ConnectionError, ValueError):
-                # A watch that drops is normal (apiserver restart, load balancer idle timeout).
-                need_list = True
-                self._sleep(min(1.0, max(0.0, deadline - time.monotonic())))
-            finally:
-                watcher.stop()
+                outcome = self._follow(list_fn, predicate, objects, resource_version, deadline, what, list_kwargs)
+            except KubeHwError as err:
+                if err.status != 410 and err.reason != "ConnectionError":
+                    raise
+                # an apiserver before v1.11's watch cache answered 410 to the watch request itself
+                outcome = ("relist", err.msg, None)
+            kind, value, delay = outcome
+            if kind == "done":
+                return objects
+            if kind == "resume":
+                resource_version = value
+                continue
+            # relist: an ERROR event, a broken stream
+            need_list = True
+            last_problem = value
+            errors += 1
+            if delay is None:
+                delay = min(RETRY_MAX_DELAY, RETRY_BASE_DELAY * (2 ** (errors - 1)))
+            self._sleep(max(0.0, min(delay, deadline - time.monotonic())))
+
+    def _follow(self, list_fn, predicate, objects, resource_version, deadline, what, list_kwargs):
+        """Read one watch stream. Returns ("done", None, None), ("resume", rv, None) when the
+        stream ended or dropped, or ("relist", problem, delay) after an ERROR event."""
+        remaining = max(1.0, deadline - time.monotonic())
+        response = self.call(
+            list_fn, watch=True, resource_version=resource_version, allow_watch_bookmarks=True,
+            timeout_seconds=int(remaining + 0.999), _preload_content=False,
+            _request_timeout=remaining + self.request_timeout, what=what, **list_kwargs)
+        try:
+            for line in _stream_lines(response):
+                try:
+                    event = json.loads(line)
+                except ValueError:
+                    raise KubeHwError("Failed to %s: the watch sent a line that is not JSON: %.200s"
+                                      % (what, to_native(line)), reason="BadResponse")
+                if not isinstance(event, dict) or not isinstance(event.get("object"), dict):
+                    raise KubeHwError("Failed to %s: the watch sent an event without an object: %.200s"
+                                      % (what, to_native(line)), reason="BadResponse")
+                kind, obj = event.get("type"), event["object"]
+                if kind == "ERROR":
+                    return ("relist",) + _watch_error(obj)
+                if kind not in ("ADDED", "MODIFIED", "DELETED", "BOOKMARK"):
+                    raise KubeHwError("Failed to %s: the watch sent an event of unknown type %r"
+                                      % (what, kind), reason="BadResponse")
+                resource_version = (obj.get("metadata") or {}).get("resourceVersion") or resource_version
+                if kind == "BOOKMARK":
+                    continue
+                if kind == "DELETED":
+                    objects.pop(_key(obj), None)
+                else:
+                    objects[_key(obj)] = obj
+                if predicate(objects):
+                    return ("done", None, None)
+                if time.monotonic() >= deadline:
+                    break
+        except (urllib3.exceptions.HTTPError, ConnectionError, OSError):
+            # A watch that drops is normal (apiserver restart, load balancer idle timeout).
+            pass
+        finally:
+            response.close()
+            response.release_conn()
+        return ("resume", resource_version, None)
+
+
+def _without_version(body):
+    """The fields of a PUT body the server must hold after applying it (not status, not versions)."""
+    body = dict((k, v) for k, v in body.items() if k != "status")
+    body["metadata"] = dict((k, v) for k, v in (body.get("metadata") or {}).items()
+                            if k not in ("resourceVersion", "generation", "managedFields"))
+    return body
+
+
+def _holds(live, wanted):
+    """Whether ``live`` has every field of ``wanted`` (the server may have added defaults)."""
+    if isinstance(wanted, dict):
+        # the apiserver drops empty maps and lists (omitempty), so an empty one matches an absent one
+        return isinstance(live, dict) and all(
+            (k in live and _holds(live[k], v)) or (k not in live and v in ({}, [], None)) for k, v in wanted.items())
+    if isinstance(wanted, list):
+        return isinstance(live, list) and len(live) == len(wanted) and all(
+            _holds(a, b) for a, b in zip(live, wanted))
+    return live == wanted
+
+
+def _stream_lines(response):
+    """The lines of a streamed answer, as they arrive (one JSON event per line)."""
+    pending = b""
+    for chunk in response.stream(amt=None, decode_content=False):
+        pending += chunk
+        while b"\n" in pending:
+            line, pending = pending.split(b"\n", 1)
+            if line.strip():
+                yield line
+    if pending.strip():
+        yield pending
+
+
+def _watch_error(status):
+    """(problem, delay before relisting) for the Status object of a watch ERROR event."""
+    code = status.get("code")
+    message = status.get("message") or status.get("reason") or "unknown error"
+    details = status.get("details") or {}
+    problem = "ERROR event %s %s: %s" % (code, status.get("reason") or "", message)
+    if code == 410:
+        # the resourceVersion was compacted: relist at once (kube-apiserver facts, watches)
+        return problem, 0.0
+    delay = details.get("retryAfterSeconds")
+    return problem, float(delay) if isinstance(delay, (int, float)) and delay >= 0 else None
+
+
+def _never_sent(exc):
+    """Whether a connection error proves the request never reached the server."""
+    if isinstance(exc, urllib3.exceptions.MaxRetryError):
+        exc = exc.reason
+    # NewConnectionError is a ConnectTimeoutError in urllib3 1.26 and 2.x: no connection, no request
+    return isinstance(exc, (urllib3.exceptions.ConnectTimeoutError, ConnectionRefusedError))
 
 
 def _key(obj):

@@ -490,7 +490,7 @@ class RuntimeClassTask(object):
         body = update_body(desired, live)
         self._set_diff(live, body)
         if self._plan("updated", body):
-            self.result["runtime_class"] = self._written(self.client.call_json(
+            self.result["runtime_class"] = self._written(self.client.replace_json(
                 self.client.node_api.replace_runtime_class, self.name, body, what="replace " + self.label))
 
     def absent(self):
@@ -509,7 +509,7 @@ class RuntimeClassTask(object):
         what = "create " + self.label
         if after_delete:
             what = "create %s again (it was deleted for the new handler)" % self.label
-        return self._written(self.client.call_json(self.client.node_api.create_runtime_class, desired, what=what))
+        return self._written(self.client.create_json(self.client.node_api.create_runtime_class, desired, what=what))
 
     def _delete(self, live):
         """Delete the RuntimeClass that was read (its uid as precondition); False when it was already gone."""

@@ -15,6 +15,12 @@ description:
   - Creates one pod that requests O(count) units of O(resource) (as a limit, which the apiserver
     copies into requests), waits until the scheduler binds it or reports why it cannot, optionally
     waits for it to finish and collects its log, and deletes it in every case.
+  - Every pod of a run carries the label C(kubehw.devices/smoke-test-run) with a value unique to the run.
+    When the answer to the create is lost (a 5xx or a dropped connection after the apiserver may have
+    stored the pod) the module looks the pod up by that label instead of creating a second one, and the
+    clean-up deletes every pod carrying it, so no pod of the run is left holding a device.
+  - The pod has C(activeDeadlineSeconds) (O(timeout), twice with O(wait_for=completed), plus 60 seconds), so
+    even if the controller dies before the clean-up the kubelet stops a running pod and frees the device.
   - The answer tells whether the resource is schedulable, not only advertised.
   - Makes no lasting change, so it always reports C(changed=false). In check mode it creates nothing.
 author:
@@ -43,7 +49,10 @@ options:
     default: 1
   node:
     description:
-      - Pin the pod to this node (through the C(kubernetes.io/hostname) label). By default any node may take it.
+      - Pin the pod to this node, by a required node affinity on the node's name (C(matchFields) on
+        C(metadata.name), as the DaemonSet controller pins its pods). The C(kubernetes.io/hostname) label is
+        not used because it differs from the node name under C(--hostname-override) and on some clouds.
+        By default any node may take the pod.
     type: str
   namespace:
     description:
@@ -126,6 +135,11 @@ pod:
   returned: unless check mode
   type: str
   sample: kubehw-smoke-x7k2p
+run_id:
+  description: Value of the C(kubehw.devices/smoke-test-run) label on the pod of this run.
+  returned: unless check mode
+  type: str
+  sample: 3f2a9c0e7d1b4a55
 scheduled:
   description: Whether the scheduler bound the pod.
   returned: unless check mode
@@ -154,7 +168,7 @@ log:
   returned: when completed
   type: str
 deleted:
-  description: Whether the pod was deleted at the end.
+  description: Whether every pod of the run was deleted at the end.
   returned: unless check mode
   type: bool
 skipped_reason:
@@ -164,19 +178,31 @@ skipped_reason:
 """
 
 import copy
+import uuid
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.kubehw.devices.plugins.module_utils._client import (
     AUTH_ARG_SPEC,
     KubeClient,
     KubeHwError,
+    protect_kubeconfig_secrets,
 )
 from ansible_collections.kubehw.devices.plugins.module_utils._extended_resources import (
     extended_resource_name_problem,
 )
 
 
-def pod_manifest(params):
+RUN_LABEL = "kubehw.devices/smoke-test-run"
+# Added to the waits in activeDeadlineSeconds: time for the module's own requests and clean-up.
+DEADLINE_MARGIN = 60
+
+
+def active_deadline(params):
+    waits = 2 if params["wait_for"] == "completed" else 1
+    return params["timeout"] * waits + DEADLINE_MARGIN
+
+
+def pod_manifest(params, run_id):
     container = dict(
         name="smoke",
         image=params["image"],
@@ -185,16 +211,59 @@ def pod_manifest(params):
     if params.get("command"):
         container["command"] = params["command"]
     spec = dict(restartPolicy="Never", containers=[container], tolerations=params["tolerations"],
-                terminationGracePeriodSeconds=0)
+                terminationGracePeriodSeconds=0, activeDeadlineSeconds=active_deadline(params))
     if params.get("node"):
-        spec["nodeSelector"] = {"kubernetes.io/hostname": params["node"]}
+        spec["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [{"matchFields": [
+                {"key": "metadata.name", "operator": "In", "values": [params["node"]]}]}]}}}
     return dict(
         apiVersion="v1", kind="Pod",
         metadata=dict(generateName=params["name_prefix"], namespace=params["namespace"],
                       labels={"app.kubernetes.io/managed-by": "kubehw.devices",
-                              "app.kubernetes.io/component": "smoke-test"}),
+                              "app.kubernetes.io/component": "smoke-test",
+                              RUN_LABEL: run_id}),
         spec=spec,
     )
+
+
+def run_pods(client, namespace, run_id):
+    """Every pod of this run (the label is unique to it), oldest first."""
+    listing = client.list_all(client.core.list_namespaced_pod, namespace, label_selector="%s=%s" % (RUN_LABEL, run_id),
+                              what="list the smoke-test pods of run %s in namespace %s" % (run_id, namespace))
+    return sorted(listing["items"], key=lambda p: (p["metadata"].get("creationTimestamp") or "",
+                                                   p["metadata"]["name"]))
+
+
+def create_pod(client, params, run_id):
+    """Create the pod once: after a lost answer, find it by the run label instead of creating another."""
+    namespace = params["namespace"]
+
+    def find():
+        pods = run_pods(client, namespace, run_id)
+        return pods[0] if pods else None
+
+    return client.create_json(client.core.create_namespaced_pod, namespace, pod_manifest(params, run_id), find=find,
+                              what="create the smoke-test pod in namespace %s" % namespace)
+
+
+def clean_up(module, client, namespace, run_id, name, result):
+    """Delete the pod and any other pod of the run (a create whose answer was lost may have stored one)."""
+    names = set([name]) if name else set()
+    try:
+        names.update(p["metadata"]["name"] for p in run_pods(client, namespace, run_id))
+    except KubeHwError as err:
+        module.warn("Could not list the smoke-test pods of run %s: %s" % (run_id, err.msg))
+    deleted = True
+    for pod in sorted(names):
+        try:
+            client.call(client.core.delete_namespaced_pod, pod, namespace, grace_period_seconds=0,
+                        what="delete the smoke-test pod %s/%s" % (namespace, pod))
+        except KubeHwError as err:
+            if err.status != 404:
+                deleted = False
+                module.warn("The smoke-test pod %s/%s could not be deleted: %s (delete the pods labelled %s=%s)"
+                            % (namespace, pod, err.msg, RUN_LABEL, run_id))
+    result["deleted"] = deleted
 
 
 def scheduling_outcome(pod):
@@ -215,10 +284,15 @@ def finished(pod):
 def run(module, client):
     params = module.params
     namespace = params["namespace"]
-    created = client.call_json(client.core.create_namespaced_pod, namespace, pod_manifest(params),
-                               what="create the smoke-test pod in namespace %s" % namespace)
+    run_id = uuid.uuid4().hex[:16]
+    try:
+        created = create_pod(client, params, run_id)
+    except KubeHwError:
+        # the create may have been stored although it failed: leave no pod of this run behind
+        clean_up(module, client, namespace, run_id, None, {})
+        raise
     name = created["metadata"]["name"]
-    result = dict(changed=False, pod=name, scheduled=False, deleted=False)
+    result = dict(changed=False, pod=name, run_id=run_id, scheduled=False, deleted=False)
     selector = "metadata.name=%s" % name
     try:
         pods = client.watch(client.core.list_namespaced_pod, lambda objs: any(
@@ -245,15 +319,7 @@ def run(module, client):
         else:
             result.update(reason=detail.get("reason"), message=detail.get("message"))
     finally:
-        try:
-            client.call(client.core.delete_namespaced_pod, name, namespace, grace_period_seconds=0,
-                        what="delete the smoke-test pod %s/%s" % (namespace, name))
-            result["deleted"] = True
-        except KubeHwError as err:
-            if err.status == 404:
-                result["deleted"] = True
-            else:
-                module.warn("The smoke-test pod %s/%s could not be deleted: %s" % (namespace, name, err.msg))
+        clean_up(module, client, namespace, run_id, name, result)
     return result
 
 
@@ -273,9 +339,12 @@ def main():
         timeout=dict(type="int", default=120),
     )
     module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
+    protect_kubeconfig_secrets(module)
     params = module.params
     if params["count"] < 1:
         module.fail_json(msg="count must be a whole number of at least 1, got %s" % params["count"])
+    if params["timeout"] < 1:
+        module.fail_json(msg="timeout must be a whole number of seconds of at least 1, got %s" % params["timeout"])
     problem = extended_resource_name_problem(params["resource"])
     if problem:
         module.fail_json(msg="invalid extended resource name %r: %s" % (params["resource"], problem))

@@ -145,10 +145,19 @@ class SimCluster:
             self.api.clear_requests()
 
     def inject_fault(self, method, path_regex, status=500, count=1, retry_after=None):
+        """status: an HTTP status (409, 429, 5xx), "drop", or a fault kind of server.FAULT_VERBS:
+        "commit-504"/"commit-drop" (store the write, then lose the answer), "too-large-rv" and
+        "continue-expired" (lists), "watch-expired"/"watch-too-large" (a watch's ERROR event)."""
         self.api.inject_fault(method, path_regex, status=status, count=count, retry_after=retry_after)
 
     def clear_faults(self):
         self.api.clear_faults()
+
+    def compact(self, expire_watches=False):
+        """Compact the history: watches and continue tokens from before now answer 410 Expired;
+        expire_watches=True also ends every open watch with an ERROR event (410), as after an etcd
+        compaction the watch cache could not follow."""
+        self.store.compact(expire_watches=expire_watches)
 
     def add_token(self, token, user, groups=None):
         self.authenticator.add_token(token, user, groups)

@@ -10,6 +10,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import base64
 import copy
 import fractions
 import json
@@ -739,6 +740,39 @@ def apply_json_patch(body_text, doc):
 
 # ---------------------------------------------------------------- server
 
+# Fault kinds beyond an HTTP status. Each applies only to the verbs named here.
+#   "drop": close the connection before doing anything (any verb)
+#   "commit-504", "commit-drop": do the write, store it, then answer 504 Timeout / drop the connection
+#   "too-large-rv": a list answers 504 ResourceVersionTooLarge (a lagging apiserver behind a load balancer)
+#   "continue-expired": a list that sends a continue token answers 410 Expired
+#   "watch-expired", "watch-too-large": a watch answers 200 and one ERROR event (410 / 504), then ends
+FAULT_VERBS = {
+    "commit-504": ("create", "update", "patch"),
+    "commit-drop": ("create", "update", "patch"),
+    "too-large-rv": ("list",),
+    "continue-expired": ("list",),
+    "watch-expired": ("watch",),
+    "watch-too-large": ("watch",),
+}
+
+# The apiserver's text for a write whose storage call outlived the request deadline
+# (k8s.io/apiserver endpoints/handlers/finisher, v1.32).
+COMMIT_TIMEOUT_MESSAGE = "Timeout: request did not complete within requested timeout - context deadline exceeded"
+# k8s.io/apiserver/pkg/storage/etcd3/store.go (v1.32), for a continue token older than the compaction.
+CONTINUE_EXPIRED_MESSAGE = (
+    "The provided continue parameter is too old to display a consistent list result. You can start a new list "
+    "without the continue parameter, or use the continue token in this response to retrieve the remainder of the "
+    "results. Continuing with the provided token results in an inconsistent list - objects that were created, "
+    "modified, or deleted between the time the first chunk was returned and now may show up in the list.")
+
+
+def too_large_rv(asked, current):
+    """504 as measured on v1.32 for a list at a resourceVersion ahead of the server's."""
+    return StoreError(504, "Timeout", "Timeout: Too large resource version: %s, current: %s" % (asked, current),
+                      {"causes": [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}],
+                       "retryAfterSeconds": 1})
+
+
 class Fault:
     def __init__(self, method, path_regex, status, count, retry_after):
         self.method = (method or "*").upper()
@@ -747,8 +781,15 @@ class Fault:
         self.count = count
         self.retry_after = retry_after
 
-    def matches(self, method, path):
-        return (self.method in ("*", method)) and self.regex.search(path) is not None
+    def matches(self, method, path, verb=None, query=None):
+        if not ((self.method in ("*", method)) and self.regex.search(path) is not None):
+            return False
+        verbs = FAULT_VERBS.get(self.status)
+        if verbs is not None and verb not in verbs:
+            return False
+        if self.status == "continue-expired" and not (query or {}).get("continue"):
+            return False
+        return True
 
 
 class Request:
@@ -795,6 +836,7 @@ class ApiServer:
         self.bookmark_interval = bookmark_interval
         self.admin_hooks = admin_hooks or {}
         self._faults = []
+        self._list_snapshots = {}   # continue token -> (items, resourceVersion, offset of the next page)
         self._log = []
         self._lock = threading.Lock()
         self._httpd = None
@@ -834,8 +876,9 @@ class ApiServer:
             del self._log[:]
 
     def inject_fault(self, method, path_regex, status=500, count=1, retry_after=None):
-        if status != "drop" and status not in (409, 429, 500, 502, 503, 504):
-            raise ValueError("status must be 409, 429, 500, 502, 503, 504 or 'drop', got %r" % (status,))
+        if status != "drop" and status not in FAULT_VERBS and status not in (409, 429, 500, 502, 503, 504):
+            raise ValueError("status must be 409, 429, 500, 502, 503, 504, 'drop' or one of %s, got %r"
+                             % (", ".join(sorted(FAULT_VERBS)), status))
         with self._lock:
             self._faults.append(Fault(method, path_regex, status, int(count), retry_after))
 
@@ -843,10 +886,10 @@ class ApiServer:
         with self._lock:
             del self._faults[:]
 
-    def _take_fault(self, method, path):
+    def _take_fault(self, method, path, verb=None, query=None):
         with self._lock:
             for fault in self._faults:
-                if fault.count > 0 and fault.matches(method, path):
+                if fault.count > 0 and fault.matches(method, path, verb, query):
                     fault.count -= 1
                     if fault.count == 0:
                         self._faults.remove(fault)
@@ -883,7 +926,9 @@ class ApiServer:
                 user_name = _user_name(user)
                 result = self._authorized(req, user)
         except StoreError as e:
-            result = (e.code, e.status(), {})
+            # the apiserver copies details.retryAfterSeconds into a Retry-After header (responsewriters)
+            retry = (e.details or {}).get("retryAfterSeconds") if isinstance(e.details, dict) else None
+            result = (e.code, e.status(), {"Retry-After": str(retry)} if retry else {})
         code = result if isinstance(result, str) else (200 if isinstance(result, Streamed) else result[0])
         self._finish_log(entry, code, user_name)
         return result
@@ -900,11 +945,27 @@ class ApiServer:
         allowed, reason = auth.authorize(self.store, user, verb, resource, sub or "", namespace, name)
         if not allowed:
             return (403, auth.forbidden_status(user, verb, resource, sub or "", None, namespace, name, reason), {})
-        fault = self._take_fault(req.method, req.path)
-        if fault is not None:
+        fault = self._take_fault(req.method, req.path, verb, req.query)
+        if fault is not None and fault.status not in FAULT_VERBS:
             return self._fault_answer(fault, resource, name)
-        return dra.around(self, req, resource,
+        if fault is not None and fault.status in ("watch-expired", "watch-too-large"):
+            since = req.q("resourceVersion") or self.store.resource_version
+            error = (StoreError(410, "Expired", "too old resource version: %s (%s)"
+                                % (since, int(self.store.resource_version) + 1))
+                     if fault.status == "watch-expired" else too_large_rv(since, self.store.resource_version))
+            return Streamed(None, resource, 0, False, error=error)
+        if fault is not None and fault.status == "too-large-rv":
+            raise too_large_rv(int(self.store.resource_version) + 1000, self.store.resource_version)
+        if fault is not None and fault.status == "continue-expired":
+            raise StoreError(410, "Expired", CONTINUE_EXPIRED_MESSAGE)
+        result = dra.around(self, req, resource,
                             lambda r: self._resource(r, resource, namespace, name, sub, verb))
+        if fault is not None and isinstance(result, tuple) and 200 <= result[0] < 300:
+            # "commit-504" / "commit-drop": the write is stored; only its answer is lost
+            if fault.status == "commit-drop":
+                return "drop"
+            return (504, status_body(504, "Timeout", COMMIT_TIMEOUT_MESSAGE, {}), {})
+        return result
 
     def _fault_answer(self, fault, resource=None, name=None):
         if fault.status == "drop":
@@ -1081,13 +1142,70 @@ class ApiServer:
         return (200, "", {})
 
     def _do_list(self, req, resource, namespace, name, sub):
-        items, rv = self.store.list(resource, namespace, req.q("labelSelector"), req.q("fieldSelector"))
+        token = req.q("continue")
+        asked_rv = req.q("resourceVersion")
+        try:
+            limit = int(req.q("limit") or 0)
+        except ValueError:
+            raise bad_request("invalid limit %r" % req.q("limit"))
+        if token:
+            if asked_rv not in (None, "", "0"):
+                raise bad_request("specifying resource version is not allowed when using continue")
+            items, rv, offset = self._continued_list(token)
+        else:
+            if asked_rv not in (None, "", "0"):
+                try:
+                    ahead = int(asked_rv) > int(self.store.resource_version)
+                except ValueError:
+                    raise bad_request('invalid resource version: strconv.ParseUint: parsing "%s": invalid syntax'
+                                      % asked_rv)
+                if ahead:
+                    raise too_large_rv(asked_rv, self.store.resource_version)
+            items, rv = self.store.list(resource, namespace, req.q("labelSelector"), req.q("fieldSelector"))
+            offset = 0
         for item in items:
             # list items carry no type meta on the wire
             item.pop("kind", None)
             item.pop("apiVersion", None)
+        metadata = {"resourceVersion": rv}
+        if limit > 0 and len(items) - offset > limit:
+            page = items[offset:offset + limit]
+            next_offset = offset + limit
+            last = page[-1]["metadata"]
+            start = "%s/%s" % (last.get("namespace") or "", last["name"])
+            # the apiserver's token is base64 JSON {"v", "rv", "start"}; the rest of this snapshot is kept here
+            metadata["continue"] = base64.urlsafe_b64encode(json.dumps(
+                {"v": "meta.k8s.io/v1", "rv": int(rv), "start": start + "\u0000"}).encode("utf-8")).decode("ascii")
+            with self._lock:
+                self._list_snapshots[metadata["continue"]] = (items, rv, next_offset)
+                while len(self._list_snapshots) > 64:
+                    self._list_snapshots.pop(next(iter(self._list_snapshots)))
+            if not req.q("labelSelector") and not req.q("fieldSelector"):
+                # remainingItemCount is left out when the list has a selector (ListMeta docs)
+                metadata["remainingItemCount"] = len(items) - next_offset
+            items = page
+        else:
+            items = items[offset:]
         return (200, {"kind": kind_of(resource) + "List", "apiVersion": api_version(resource),
-                      "metadata": {"resourceVersion": rv}, "items": items}, {})
+                      "metadata": metadata, "items": items}, {})
+
+    def _continued_list(self, token):
+        """(all items of the first page's snapshot, its resourceVersion, offset of the next page)."""
+        try:
+            decoded = json.loads(base64.urlsafe_b64decode(token.encode("ascii")).decode("utf-8"))
+            token_rv = int(decoded["rv"])
+        except (ValueError, KeyError, TypeError, UnicodeError):
+            raise bad_request("continue key is not valid: incorrect encoded start resourceVersion (version "
+                              "meta.k8s.io/v1)")
+        with self._lock:
+            snapshot = self._list_snapshots.get(token)
+        if snapshot is None or token_rv <= self.store.compacted_resource_version:
+            # etcd no longer has the revision the list started at
+            raise StoreError(410, "Expired", CONTINUE_EXPIRED_MESSAGE)
+        items, rv, offset = snapshot
+        # the snapshot's items are the store's copies, never changed after the first page: only the list
+        # is copied (copying every item again made each page of a 5,000-node list cost as much as the first)
+        return list(items), rv, offset
 
     def _do_watch(self, req, resource, namespace, name, sub):
         field_selector = req.q("fieldSelector")
@@ -1354,7 +1472,7 @@ class ApiServer:
                 hook(parts[1], payload.get("reason", "ImagePullBackOff"))
             return (200, {"node": parts[1], parts[2]: payload or True}, {})
         if parts == ["compact"] and req.method == "POST":
-            self.store.compact()
+            self.store.compact(expire_watches=bool(payload.get("expire_watches")))
             return (200, {"compacted": True}, {})
         return (404, status_body(404, "NotFound", "no such simcluster endpoint"), {})
 

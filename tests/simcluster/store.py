@@ -532,9 +532,27 @@ class Store:
         for w in watches:
             w.queue.put(None)
 
-    def compact(self):
-        """Forget all kept history (tests use it to provoke 410 Gone)."""
+    @property
+    def compacted_resource_version(self):
+        """Lists and watches that start at or below this resourceVersion are answered 410 Expired."""
+        with self._lock:
+            return self._evicted_rv
+
+    def compact(self, expire_watches=False):
+        """Forget all kept history (tests use it to provoke 410 Gone).
+
+        expire_watches=True also ends every open watch the way the apiserver does when the
+        revision it follows is compacted away: one ERROR event with a 410 Expired Status.
+        """
         with self._lock:
             if self._history:
                 self._evicted_rv = self._history[-1][0]
             self._history.clear()
+            watches = []
+            if expire_watches:
+                watches, self._watches = self._watches, []
+            evicted = self._evicted_rv
+        for w in watches:
+            error = StoreError(410, "Expired", "too old resource version: %d (%d)" % (evicted, evicted + 1))
+            w.queue.put(("ERROR", error.status()))
+            w.queue.put(None)
