@@ -691,7 +691,9 @@ def test_timeout_message_names_nodes_reasons_and_missing_resources():
     msg = ds_rollout.timeout_message("rollout", 30, ds, rollout, report, ["nvidia.com/gpu"], 1, True)
     assert "kubehw-device-plugins/nvidia-device-plugin" in msg
     assert "nodes without a ready plugin pod: gpu-2 (pod p2: plugin: CrashLoopBackOff (back-off))" in msg
-    assert "1 selected node(s) have no plugin pod yet" in msg
+    # the nvidia preset's pods name RuntimeClass nvidia: without it the apiserver refuses them
+    assert "1 selected node(s) have no plugin pod yet (pods naming runtimeClassName nvidia are refused while " \
+        "RuntimeClass nvidia does not exist" in msg
     assert "nodes lacking nvidia.com/gpu >= 1 in capacity: gpu-2 (nvidia.com/gpu=None)" in msg
     assert "gpu-1" not in msg
 
