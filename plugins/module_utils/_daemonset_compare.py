@@ -23,6 +23,7 @@ _MISSING = object()
 
 # -- server defaults and semantic comparison -----------------------------------------------------
 
+
 def _default_container(container):
     container.setdefault("terminationMessagePath", "/dev/termination-log")
     container.setdefault("terminationMessagePolicy", "File")

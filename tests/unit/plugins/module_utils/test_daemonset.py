@@ -292,8 +292,9 @@ def test_nvidia_config_change_changes_pod_template():
     h2 = ds2["spec"]["template"]["metadata"]["annotations"][manifest.CONFIG_HASH_ANNOTATION]
     assert h1 != h2
     # The template differs, so the apiserver bumps generation and the controller rolls the pods.
-    assert compare.differences(ds2, server_stored(ds1)) == ["/spec/template/metadata/annotations/devices.kubehw.io~1config-hash",
-                                                      "/metadata/annotations/devices.kubehw.io~1applied-hash"]
+    assert compare.differences(ds2, server_stored(ds1)) == [
+        "/spec/template/metadata/annotations/devices.kubehw.io~1config-hash",
+        "/metadata/annotations/devices.kubehw.io~1applied-hash"]
 
 
 def test_nvidia_cdi_strategy_mounts_cdi_dir():
@@ -534,7 +535,7 @@ def test_changed_update_strategy_and_quantity_value():
     live["spec"]["updateStrategy"]["rollingUpdate"]["maxUnavailable"] = 1
     live["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]["cpu"] = "600m"
     assert sorted(compare.differences(ds, live)) == ["/spec/template/spec/containers/0/resources/limits/cpu",
-                                               "/spec/updateStrategy/rollingUpdate/maxUnavailable"]
+                                                     "/spec/updateStrategy/rollingUpdate/maxUnavailable"]
 
 
 def test_configmap_differences():
@@ -687,7 +688,7 @@ def test_timeout_message_names_nodes_reasons_and_missing_resources():
     rollout = ds_rollout.rollout_status(ds_with(status))
     nodes = {"gpu-1": node("gpu-1", {"nvidia.com/gpu": "4"}), "gpu-2": node("gpu-2")}
     report = ds_rollout.node_report([pod("p1", node="gpu-1", ready=True), pod("p2", node="gpu-2", waiting="CrashLoopBackOff")],
-                           nodes, ["nvidia.com/gpu"], 1)
+                                    nodes, ["nvidia.com/gpu"], 1)
     msg = ds_rollout.timeout_message("rollout", 30, ds, rollout, report, ["nvidia.com/gpu"], 1, True)
     assert "kubehw-device-plugins/nvidia-device-plugin" in msg
     assert "nodes without a ready plugin pod: gpu-2 (pod p2: plugin: CrashLoopBackOff (back-off))" in msg
