@@ -26,6 +26,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import jsonpatch
 
 from tests.simcluster import tokenrequest  # serviceaccounts/token (TokenRequest)
+from tests.simcluster import openapi  # fieldValidation and the /openapi/v3 kubectl reads
 from tests.simcluster import auth
 from tests.simcluster import dra  # resource.k8s.io (Dynamic Resource Allocation)
 from tests.simcluster.store import (
@@ -1003,6 +1004,9 @@ class ApiServer:
                           "gitCommit": "0000000000000000000000000000000000000000", "gitTreeState": "clean",
                           "buildDate": "2024-12-11T00:00:00Z", "goVersion": "go1.23.4", "compiler": "gc",
                           "platform": "linux/amd64"}, {})
+        answer = openapi.answer(path, lambda resource, version: dra.version_served(self, resource, version))
+        if answer is not None:
+            return answer
         if path == "/api":
             return (200, {"kind": "APIVersions", "versions": ["v1"],
                           "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0",
@@ -1253,6 +1257,7 @@ class ApiServer:
 
     def _do_create(self, req, resource, namespace, name, sub):
         body = self._read_body(req, resource)
+        warnings = openapi.check_fields(resource, body, openapi.directive(req))
         meta = body.setdefault("metadata", {})
         if not isinstance(meta, dict):
             raise bad_request("metadata must be an object")
@@ -1270,8 +1275,8 @@ class ApiServer:
                 raise already_exists(resource, meta.get("name"))
             body["apiVersion"], body["kind"] = api_version(resource), kind_of(resource)
             meta.setdefault("creationTimestamp", now_rfc3339())
-            return (201, body, {})
-        return (201, self.store.create(resource, body), {})
+            return (201, body, {"Warning": warnings} if warnings else {})
+        return (201, self.store.create(resource, body), {"Warning": warnings} if warnings else {})
 
     def _write(self, req, resource, namespace, name, compute):
         """Run compute(current) -> new under the store lock; common checks for update and patch."""
@@ -1311,12 +1316,14 @@ class ApiServer:
 
     def _do_update(self, req, resource, namespace, name, sub):
         body = self._read_body(req, resource)
+        warnings = openapi.check_fields(resource, body, openapi.directive(req))
         if namespace is not None and (body.get("metadata") or {}).get("namespace") not in (None, namespace):
             raise bad_request("the namespace of the provided object does not match the namespace sent on the request")
 
         def compute(current):
             return prepare_for_update(resource, current, copy.deepcopy(body), sub)
-        return self._write(req, resource, namespace, name, compute)
+        code, obj, headers = self._write(req, resource, namespace, name, compute)
+        return (code, obj, dict(headers, Warning=warnings) if warnings else headers)
 
     def _do_patch(self, req, resource, namespace, name, sub):
         ctype = req.content_type
@@ -1344,13 +1351,16 @@ class ApiServer:
                 patched = strategic_merge(current, patch)
             if not isinstance(patched, dict):
                 raise generic_422()
+            warnings.extend(openapi.check_fields(resource, patched, openapi.directive(req)))
             try:
                 decode_object(resource, patched)
             except QuantityError as e:
                 raise invalid_error(None, "", [FieldError(
                     "patch", "Invalid", str(e), json.dumps(patched, separators=(",", ":")))])
             return prepare_for_update(resource, current, patched, sub)
-        return self._write(req, resource, namespace, name, compute)
+        warnings = []
+        code, obj, headers = self._write(req, resource, namespace, name, compute)
+        return (code, obj, dict(headers, Warning=warnings) if warnings else headers)
 
     def _delete_options(self, req):
         opts = {}
@@ -1599,7 +1609,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(data)))
         self.send_header("Cache-Control", "no-cache, private")
         for key, value in headers.items():
-            self.send_header(key, value)
+            for item in (value if isinstance(value, list) else [value]):
+                self.send_header(key, item)
         self.end_headers()
         if self.command != "HEAD":
             self.wfile.write(data)
