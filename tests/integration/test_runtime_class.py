@@ -197,7 +197,7 @@ def test_absent_deletes_once_and_invalid_input_sends_nothing(cluster, ansible, r
 
 
 def test_shipped_rbac_allows_runtime_classes_only_when_asked(cluster, ansible, rc_name):
-    """playbooks/templates/rbac.yaml.j2 grants runtimeclasses only with kubehw_rbac_runtime_class: true."""
+    """playbooks/templates/rbac.yaml.j2 grants runtimeclasses unless kubehw_rbac_runtime_class: false."""
     from tests.integration.conftest import rbac_identity_kubeconfig, rbac_objects
 
     # the shipped objects, created as the admin, and a TokenRequest token of their service account
@@ -207,7 +207,7 @@ def test_shipped_rbac_allows_runtime_classes_only_when_asked(cluster, ansible, r
     assert run.rc == 0, run.output()
     assert [run.result(t)["action"] for t in ("Create", "Recreate", "Remove")] == ["created", "recreated", "deleted"]
 
-    default_role = [d for d in rbac_objects() if d["kind"] == "ClusterRole"][0]
+    default_role = [d for d in rbac_objects(kubehw_rbac_runtime_class=False) if d["kind"] == "ClusterRole"][0]
     rbac = client.RbacAuthorizationV1Api(cluster.api_client)
     rbac.replace_cluster_role(default_role["metadata"]["name"], default_role)
     run = ansible([dict(task(rc_name, "Create"), ignore_errors=True)], env=env)
