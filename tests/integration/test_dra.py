@@ -12,6 +12,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import json
+import time
 import uuid
 
 import pytest
@@ -204,50 +205,73 @@ def test_v1beta1_cluster_is_spoken_to_in_v1beta1(cluster, ansible, dc_name):
     assert again.result("DeviceClass")["changed"] is False
 
 
+def schedulable_node(cluster):
+    for node in json.loads(cluster.core.list_node(_preload_content=False).data)["items"]:
+        if (node.get("status") or {}).get("allocatable", {}).get("pods") not in (None, "0") and \
+                not (node.get("spec") or {}).get("unschedulable"):
+            return node["metadata"]["name"]
+    pytest.skip("no schedulable node")
+
+
 @pytest.fixture
 def published(cluster):
-    """ResourceSlices of a test driver on the first node (a stale generation too), an allocated and a pending claim,
-    as a DRA driver and the scheduler would leave them; deleted afterwards."""
+    """ResourceSlices of a test driver on a node (a stale generation too), a DeviceClass for it, a pod whose claim
+    the scheduler allocates from them, and a claim no pod uses; deleted afterwards. On a real cluster the pod never
+    starts (no kubelet plugin serves the test driver), but its claim is allocated and reserved all the same."""
     api = client.CustomObjectsApi(cluster.api_client)
-    node = cluster.node_names()[0]
+    node = schedulable_node(cluster)
     suffix = uuid.uuid4().hex[:6]
     driver, pool = "test-%s.kubehw.example.com" % suffix, "%s-%s" % (node, suffix)
     made = []
 
-    def make_slice(generation, devices):
-        body = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
-                "metadata": {"name": "%s-%d" % (pool, generation)},
-                "spec": {"driver": driver, "nodeName": node, "devices": devices,
-                         "pool": {"name": pool, "generation": generation, "resourceSliceCount": 1}}}
-        api.create_cluster_custom_object(GROUP, "v1", "resourceslices", body)
-        made.append(("resourceslices", None, body["metadata"]["name"]))
+    def make(plural, body, namespace=None):
+        if namespace:
+            api.create_namespaced_custom_object(GROUP, "v1", namespace, plural, body)
+        else:
+            api.create_cluster_custom_object(GROUP, "v1", plural, body)
+        made.append((plural, namespace, body["metadata"]["name"]))
 
-    make_slice(1, [{"name": "old-0"}])
-    make_slice(2, [{"name": "gpu-0", "attributes": {"model": {"string": "a100"}, "index": {"int": 0}},
-                    "capacity": {"memory": {"value": "40Gi"}}}, {"name": "gpu-1"}])
-    claims = {}
-    for name in ("held", "waiting"):
-        body = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
-                "metadata": {"name": "%s-%s" % (name, suffix)},
-                "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "no-such-class"}}]}}}
-        claims[name] = api.create_namespaced_custom_object(GROUP, "v1", "default", "resourceclaims", body)
-        made.append(("resourceclaims", "default", body["metadata"]["name"]))
-    held = claims["held"]
-    held["status"] = {"allocation": {
-        "devices": {"results": [{"request": "gpu", "driver": driver, "pool": pool, "device": "gpu-0"}]},
-        "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [
-            {"key": "metadata.name", "operator": "In", "values": [node]}]}]}},
-        "reservedFor": [{"resource": "pods", "name": "user-%s" % suffix, "uid": str(uuid.uuid4())}]}
-    api.replace_namespaced_custom_object_status(GROUP, "v1", "default", "resourceclaims", held["metadata"]["name"], held)
-    yield dict(node=node, driver=driver, pool=pool, suffix=suffix)
-    for plural, namespace, name in made:
+    for generation, devices in ((1, [{"name": "old-0"}]), (2, [
+            {"name": "gpu-0", "attributes": {"model": {"string": "a100"}, "index": {"int": 0}},
+             "capacity": {"memory": {"value": "40Gi"}}}])):
+        make("resourceslices", {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+                                "metadata": {"name": "%s-%d" % (pool, generation)},
+                                "spec": {"driver": driver, "nodeName": node, "devices": devices,
+                                         "pool": {"name": pool, "generation": generation, "resourceSliceCount": 1}}})
+    make("deviceclasses", {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": driver},
+                           "spec": {"selectors": [{"cel": {"expression": 'device.driver == "%s"' % driver}}]}})
+    for name, device_class in (("held", driver), ("waiting", "no-such-class.example.com")):
+        make("resourceclaims", {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+                                "metadata": {"name": "%s-%s" % (name, suffix)},
+                                "spec": {"devices": {"requests": [
+                                    {"name": "gpu", "exactly": {"deviceClassName": device_class}}]}}}, "default")
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "user-" + suffix, "namespace": "default"},
+           "spec": {"resourceClaims": [{"name": "gpu", "resourceClaimName": "held-" + suffix}],
+                    "tolerations": [{"operator": "Exists"}], "terminationGracePeriodSeconds": 0,
+                    "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10",
+                                    "resources": {"claims": [{"name": "gpu"}]}}]}}
+    cluster.core.create_namespaced_pod("default", pod)
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        held = api.get_namespaced_custom_object(GROUP, "v1", "default", "resourceclaims", "held-" + suffix)
+        if (held.get("status") or {}).get("reservedFor"):
+            break
+        time.sleep(0.5)
+    try:
+        yield dict(node=node, driver=driver, pool=pool, suffix=suffix)
+    finally:
         try:
-            if namespace:
-                api.delete_namespaced_custom_object(GROUP, "v1", namespace, plural, name)
-            else:
-                api.delete_cluster_custom_object(GROUP, "v1", plural, name)
+            cluster.core.delete_namespaced_pod("user-" + suffix, "default", grace_period_seconds=0)
         except ApiException:
             pass
+        for plural, namespace, name in reversed(made):
+            try:
+                if namespace:
+                    api.delete_namespaced_custom_object(GROUP, "v1", namespace, plural, name)
+                else:
+                    api.delete_cluster_custom_object(GROUP, "v1", plural, name)
+            except ApiException:
+                pass
 
 
 def test_extended_resource_info_reports_published_devices_and_claims(cluster, ansible, published):
@@ -261,8 +285,7 @@ def test_extended_resource_info_reports_published_devices_and_claims(cluster, an
     # the stale generation's old-0 is not reported
     assert mine == [
         {"driver": driver, "pool": pool, "device": "gpu-0", "attributes": {"model": "a100", "index": 0},
-         "capacity": {"memory": "40Gi"}},
-        {"driver": driver, "pool": pool, "device": "gpu-1", "attributes": {}, "capacity": {}}]
+         "capacity": {"memory": "40Gi"}}]
     held = [c for c in dra["nodes"][node]["claims"] if c["name"] == "held-" + suffix]
     assert held == [{"namespace": "default", "name": "held-" + suffix, "reserved_for": ["pods/user-" + suffix],
                      "devices": ["%s/%s/gpu-0" % (driver, pool)]}]
