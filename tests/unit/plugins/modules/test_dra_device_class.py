@@ -18,11 +18,11 @@ import json
 
 import pytest
 
-from ansible.module_utils.testing import patch_module_args
-
 from ansible_collections.kubehw.devices.plugins.module_utils import _dra
 from ansible_collections.kubehw.devices.plugins.module_utils._client import KubeHwError
 from ansible_collections.kubehw.devices.plugins.modules import dra_device_class as mod
+
+from tests.unit.plugins.modules.module_harness import run_module
 
 MANAGED = {"app.kubernetes.io/managed-by": "kubehw.devices"}
 GPU = 'device.driver == "gpu.example.com"'
@@ -265,15 +265,7 @@ def dra(monkeypatch):
 
 
 def run(capsys, args, check=False, diff=False):
-    args = dict(args)
-    if check:
-        args["_ansible_check_mode"] = True
-    if diff:
-        args["_ansible_diff"] = True
-    with patch_module_args(args):
-        with pytest.raises(SystemExit):
-            mod.main()
-    return json.loads(capsys.readouterr().out)
+    return run_module(mod, capsys, args, check=check, diff=diff)
 
 
 CLASS = {"name": "gpu.example.com", "selectors": [GPU],
