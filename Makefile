@@ -14,6 +14,11 @@ export ANSIBLE_COLLECTIONS_PATH := $(ROOT)/.cache/collections
 export PATH := $(BIN):$(PATH)
 # --durations: the slowest tests are named in every run, so the suite stays fast
 PYTEST_OPTS := -p no:cacheprovider --durations=10
+# pytest-xdist workers of every pytest stage. Each integration test starts its own simulated cluster
+# on a free port and its own ansible-playbook runs in its own temporary directory, so tests share
+# nothing; much of their time is waiting (rollouts, watches), which a second worker fills.
+# PYTEST_JOBS=0 runs in one process (easier to debug).
+PYTEST_JOBS ?= 2
 
 .PHONY: help setup sanity units integration least-privilege min-versions lint roles test demo clean
 
@@ -60,7 +65,7 @@ sanity:
 define run_pytest
 	@mkdir -p $(REPORTS)
 	@echo "pytest $(2)"
-	@$(PLAIN) rc=0; $(or $(3),$(BIN)/python) -m pytest $(PYTEST_OPTS) --junitxml=$(REPORTS)/$(1).xml $(2) || rc=$$?; \
+	@$(PLAIN) rc=0; $(or $(3),$(BIN)/python) -m pytest $(PYTEST_OPTS) -n $(PYTEST_JOBS) --junitxml=$(REPORTS)/$(1).xml $(2) || rc=$$?; \
 		echo $$rc >$(REPORTS)/$(1).rc; exit $$rc
 endef
 

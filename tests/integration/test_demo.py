@@ -42,5 +42,8 @@ def test_demo_runs_site_and_shows_scheduling(collections_path):
     assert "failed=0" in out and "failed=1" not in out
     assert "The simulated cluster has been stopped." in out
     # it stops what it started: no simulated cluster process is left behind
-    left = subprocess.run(["pgrep", "-f", "tests.simcluster --config .*demo.yaml"], capture_output=True, text=True, check=False)
+    # (this checkout's demo cluster only: another checkout's demo may be running on the same machine)
+    config = os.path.join(REPO_ROOT, "tests", "simcluster", "examples", "demo.yaml")
+    left = subprocess.run(["pgrep", "-f", "tests.simcluster --config %s" % re.escape(config)], capture_output=True,
+                          text=True, check=False)
     assert left.stdout.strip() == ""
