@@ -20,9 +20,6 @@ import pytest
 
 from ansible_collections.kubehw.devices.plugins.module_utils import _daemonset_compare as compare
 from ansible_collections.kubehw.devices.plugins.module_utils import _daemonset_manifest as manifest
-from ansible_collections.kubehw.devices.plugins.module_utils import _daemonset_rollout as ds_rollout
-from ansible_collections.kubehw.devices.plugins.module_utils import _device_plugin_presets as presets
-from ansible_collections.kubehw.devices.plugins.module_utils import _k8s_objects as objects
 from ansible_collections.kubehw.devices.plugins.module_utils._client import KubeHwError
 from ansible_collections.kubehw.devices.plugins.modules import device_plugin_deploy as mod
 from tests.unit.plugins.modules import module_harness
