@@ -146,18 +146,19 @@ def test_exact_only_touches_its_domain(cluster, ansible):
 
 
 def test_node_without_capacity_map(cluster, ansible):
-    cluster.require_simulated("needs a node whose status has no capacity map")
-    assert "capacity" not in node_json(cluster, "er-bare")["status"]
+    bare = "er-bare" if cluster.simulated else cluster.create_nodes([{"what": "bare"}])[0]
+    assert "capacity" not in node_json(cluster, bare)["status"]
     mark = cluster.mark()
-    run = ansible([task("Bare", name="er-bare", resources={DONGLE: "1Ki"}),
-                   task("Bare again", name="er-bare", resources={DONGLE: 1024})])
+    run = ansible([task("Bare", name=bare, resources={DONGLE: "1Ki"}),
+                   task("Bare again", name=bare, resources={DONGLE: 1024})])
     assert run.rc == 0, run.output()
     assert ok(run, "Bare")["changed"] is True and ok(run, "Bare again")["changed"] is False
-    assert capacity(cluster, "er-bare") == {DONGLE: "1024"}
-    log = writes(cluster, mark)
-    assert len(log) == 1
-    ops = json.loads(log[0]["body"])
-    assert ops[-1] == {"op": "add", "path": "/status/capacity", "value": {DONGLE: "1024"}}
+    assert capacity(cluster, bare) == {DONGLE: "1024"}
+    if cluster.simulated:
+        log = writes(cluster, mark)
+        assert len(log) == 1
+        ops = json.loads(log[0]["body"])
+        assert ops[-1] == {"op": "add", "path": "/status/capacity", "value": {DONGLE: "1024"}}
 
 
 def test_check_mode_and_diff_make_no_write(cluster, ansible):
@@ -227,8 +228,8 @@ def test_selectors_over_many_nodes(cluster, ansible):
         "/api/v1/nodes/pool-07/status", "/api/v1/nodes/pool-08/status"]
 
 
-def test_wait_allocatable_then_a_pod_is_scheduled(cluster, ansible):
-    node = first_node(cluster)
+def test_wait_allocatable_then_a_pod_is_scheduled(cluster, ansible, kubelet_node):
+    node = kubelet_node
     run = ansible([task("Advertise", name=node, resources={DONGLE: 4}, wait="allocatable", wait_timeout=30)])
     namespace = "default"
     pod_name = "kubehw-it-dongle-user"
@@ -264,15 +265,15 @@ def test_wait_allocatable_then_a_pod_is_scheduled(cluster, ansible):
 
 
 def test_wait_allocatable_times_out_when_no_kubelet_copies(cluster, ansible):
-    cluster.require_simulated("stops a node's kubelet")
-    cluster.sim.set_node_unreachable("er-2", True)
-    run = ansible([task("No kubelet", ignore_errors=True, name="er-2", resources={DONGLE: 1}, wait="allocatable",
+    # a node object without a kubelet (allocatable defaulted once from capacity, never again)
+    node = cluster.create_nodes([{"what": "nokubelet", "capacity": {"pods": "10"}}])[0]
+    run = ansible([task("No kubelet", ignore_errors=True, name=node, resources={DONGLE: 1}, wait="allocatable",
                         wait_timeout=2)])
     result = run.result("No kubelet")
     assert result["failed"] is True
-    assert "status.allocatable of node er-2" in result["msg"] and "kubelet" in result["msg"]
-    assert result["changed"] is True and result["failed_nodes"] == ["er-2"]
-    assert capacity(cluster, "er-2")[DONGLE] == "1"
+    assert "status.allocatable of node %s" % node in result["msg"] and "kubelet" in result["msg"]
+    assert result["changed"] is True and result["failed_nodes"] == [node]
+    assert capacity(cluster, node)[DONGLE] == "1"
 
 
 def test_concurrent_writer_loses_nothing(cluster, ansible):
@@ -479,37 +480,30 @@ def test_all_nodes_is_the_explicit_way_to_target_every_node(cluster, ansible):
 
 
 def test_missing_node_partial_failure_keeps_the_rest(cluster, ansible):
-    cluster.require_simulated("uses the simulated node names")
-    run = ansible([task("Some missing", ignore_errors=True, names=["er-1", "ghost-node", "er-2"],
+    one, two = ["er-1", "er-2"] if cluster.simulated else cluster.create_nodes([{"capacity": {"pods": "10"}}] * 2)
+    run = ansible([task("Some missing", ignore_errors=True, names=[one, "ghost-node", two],
                         resources={DONGLE: 2})])
     result = run.result("Some missing")
     assert result["failed"] is True
-    assert result["failed_nodes"] == ["ghost-node"] and result["changed_nodes"] == ["er-1", "er-2"]
+    assert result["failed_nodes"] == ["ghost-node"] and result["changed_nodes"] == sorted([one, two])
     assert 'nodes "ghost-node" not found' in result["msg"]
-    assert capacity(cluster, "er-1")[DONGLE] == "2" and capacity(cluster, "er-2")[DONGLE] == "2"
+    assert capacity(cluster, one)[DONGLE] == "2" and capacity(cluster, two)[DONGLE] == "2"
 
 
 def test_rbac_denial_names_the_permission(cluster, ansible):
-    cluster.require_simulated("adds a token to the simulated cluster")
-    cluster.sim.add_token("reader-token", "node-reader")
-    from kubernetes import client
-    rbac = client.RbacAuthorizationV1Api(cluster.api_client)
-    rbac.create_cluster_role({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-                              "metadata": {"name": "node-reader"},
-                              "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]}]})
-    rbac.create_cluster_role_binding({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-                                      "metadata": {"name": "node-reader"},
-                                      "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
-                                                  "name": "node-reader"},
-                                      "subjects": [{"kind": "User", "name": "node-reader",
-                                                    "apiGroup": "rbac.authorization.k8s.io"}]})
+    node = first_node(cluster)
+    _user, token = cluster.service_account("node-reader")
+    cluster.bind([{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]}],
+                 [{"kind": "ServiceAccount", "name": "node-reader", "namespace": cluster.namespace()}])
     mark = cluster.mark()
-    run = ansible([task("Denied", ignore_errors=True, name="er-1", api_key="reader-token", resources={DONGLE: 1})])
+    run = ansible([task("Denied", ignore_errors=True, name=node, api_key=token, resources={DONGLE: 1})],
+                  env={"K8S_AUTH_KUBECONFIG": cluster.token_kubeconfig(token)})
     result = run.result("Denied")
     assert result["failed"] is True
-    assert "403" in result["msg"] and "'patch' on 'nodes/status'" in result["msg"] and "er-1" in result["msg"]
-    assert [(r["method"], r["status"]) for r in cluster.requests(mark)] == [("GET", 200), ("PATCH", 403)]
-    assert DONGLE not in capacity(cluster, "er-1")
+    assert "403" in result["msg"] and "'patch' on 'nodes/status'" in result["msg"] and node in result["msg"]
+    if cluster.simulated:
+        assert [(r["method"], r["status"]) for r in cluster.requests(mark)] == [("GET", 200), ("PATCH", 403)]
+    assert DONGLE not in capacity(cluster, node)
 
 
 def test_warns_when_a_device_plugin_serves_the_resource(cluster, ansible):
