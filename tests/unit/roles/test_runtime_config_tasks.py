@@ -91,7 +91,7 @@ class Results(dict):
         self.ordered = ordered
 
     def after(self, marker):
-        names = [name for name, _ in self.ordered]
+        names = [entry[0] for entry in self.ordered]
         start = names.index(marker) + 1
         section = {}
         for name, result in self.ordered[start:]:
@@ -182,9 +182,9 @@ def run(tmp_path_factory):
         variables = dict(TOOLKIT_VARS, nvidia_container_toolkit_docker_daemon_json=path, nvidia_container_toolkit_cdi=True)
         tasks.append(include('docker-' + name, 'nvidia_container_toolkit', 'docker', variables, {'FAKE_DOCKERD': version}))
 
-    for name, (text, _) in PLUGIN_CASES.items():
+    for name, case in PLUGIN_CASES.items():
         path = os.path.join(tmp, 'containerd-' + name, 'config.toml')
-        write(path, text)
+        write(path, case[0])
         tasks.append(include('containerd-' + name, 'container_runtime', 'cri-plugin', {'container_runtime_config_path': path}))
 
     rc, failed, results = play(tmp, tasks, fake_bin={'crio': FAKE_CRIO, 'dockerd': '#!/bin/sh\necho "$FAKE_DOCKERD"\n'})
