@@ -46,6 +46,11 @@ def main():
 
     scenarios = find_scenarios(ROOT)
     if args.scenario:
+        unknown = sorted(set(args.scenario) - set(s[0] for s in scenarios))
+        if unknown:
+            sys.stderr.write('roles: no scenario named %s; there are: %s\n' % (
+                ', '.join(unknown), ', '.join(s[0] for s in scenarios)))
+            return 2
         scenarios = [s for s in scenarios if s[0] in args.scenario]
     results = []
     if not scenarios:

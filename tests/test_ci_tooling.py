@@ -395,3 +395,10 @@ def test_demo_says_per_node_what_the_run_did():
                              'nvidia-a is ready here; nvidia.com/gpu=4 allocatable')
     assert lines[2] == 'dongle-1  nothing to do: the node already advertised example.com/dongle=2'
     assert once == []
+
+
+def test_run_molecule_refuses_a_scenario_name_it_does_not_have(capsys, monkeypatch):
+    monkeypatch.setattr(run_molecule.sys, 'argv', ['run_molecule', 'defualt'])
+    monkeypatch.setattr(run_molecule.subprocess, 'call', lambda *a, **k: pytest.fail('ran molecule'))
+    assert run_molecule.main() == 2
+    assert "no scenario named defualt; there are: " in capsys.readouterr().err
