@@ -585,12 +585,12 @@ class DevicePluginDeploy(object):
 
     def list_pods(self, daemonset):
         selector = self._pod_selector(daemonset)
-        listing = self.client.call_json(self.client.core.list_namespaced_pod, self.namespace, label_selector=selector,
-                                        what='list pods of DaemonSet "%s/%s"' % (self.namespace, self.name))
+        listing = self.client.list_all(self.client.core.list_namespaced_pod, self.namespace, label_selector=selector,
+                                       what='list pods of DaemonSet "%s/%s"' % (self.namespace, self.name))
         return [p for p in listing.get("items") or [] if ds_rollout.owned_by(p, daemonset)]
 
     def list_nodes(self):
-        listing = self.client.call_json(self.client.core.list_node, what="list nodes")
+        listing = self.client.list_all(self.client.core.list_node, what="list nodes")
         return dict((n["metadata"]["name"], n) for n in listing.get("items") or [])
 
     def remaining(self):
@@ -686,8 +686,8 @@ class DevicePluginDeploy(object):
 
     def _configmap_users(self, cm_name):
         """Pods in the namespace that read the ConfigMap and may still (re)start a container."""
-        listing = self.client.call_json(self.client.core.list_namespaced_pod, self.namespace,
-                                        what='list pods in namespace "%s"' % self.namespace)
+        listing = self.client.list_all(self.client.core.list_namespaced_pod, self.namespace,
+                                       what='list pods in namespace "%s"' % self.namespace)
         return sorted(p["metadata"]["name"] for p in listing.get("items") or []
                       if not p["metadata"].get("deletionTimestamp")
                       and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
@@ -761,14 +761,14 @@ class DevicePluginDeploy(object):
             written = self._create(self.client.core.create_namespaced_config_map, body,
                                    'create ConfigMap "%s/%s"' % (self.namespace, name))
         else:
-            written = self.client.call_json(self.client.core.replace_namespaced_config_map, name, self.namespace,
-                                            body, what='replace ConfigMap "%s/%s"' % (self.namespace, name))
+            written = self.client.replace_json(self.client.core.replace_namespaced_config_map, name, self.namespace,
+                                               body, what='replace ConfigMap "%s/%s"' % (self.namespace, name))
         self.result["changed"] = True
         return written
 
     def _create(self, fn, body, what):
         try:
-            return self.client.call_json(fn, self.namespace, body, what=what)
+            return self.client.create_json(fn, self.namespace, body, what=what)
         except KubeHwError as err:
             details = (err.body or {}).get("details") or {}
             if err.status == 404 and (details.get("kind") == "namespaces" or 'namespaces "' in (err.msg or "")):
@@ -786,9 +786,9 @@ class DevicePluginDeploy(object):
                     written = self._create(self.client.apps.create_namespaced_daemon_set, desired,
                                            what.replace("write", "create"))
                 else:
-                    written = self.client.call_json(self.client.apps.replace_namespaced_daemon_set, self.name,
-                                                    self.namespace, objects.update_body(desired, live),
-                                                    what=what.replace("write", "replace"))
+                    written = self.client.replace_json(self.client.apps.replace_namespaced_daemon_set, self.name,
+                                                       self.namespace, objects.update_body(desired, live),
+                                                       what=what.replace("write", "replace"))
                 self.result["changed"] = True
                 return written
             except KubeHwError as err:
