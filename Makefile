@@ -112,3 +112,4 @@ clean:
 	@echo "  rm -rf .venv .cache    # pinned tools; test collections, downloads, molecule root file systems, min-versions venv"
 	@echo "  rm -rf ~/.ansible      # ansible-test's offline pip bootstrap (test/cache), molecule's scenario state (tmp/molecule.*),"
 	@echo "                         # empty collections/ and roles/ folders; keep it if it held anything of yours"
+	@echo "  rm -rf ~/.cache/pip    # pip's download cache (if pip's cache is on), shared with your other projects"
