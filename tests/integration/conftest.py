@@ -134,6 +134,15 @@ class Cluster:
             names.append(name)
         return names
 
+    def advertise(self, node, resources):
+        """Add extended resources to the node's status.capacity (key by key); removed after the test."""
+        paths = ["/status/capacity/" + key.replace("~", "~0").replace("/", "~1") for key in sorted(resources)]
+        self.core.patch_node_status(node, [{"op": "add", "path": path, "value": resources[key]}
+                                           for path, key in zip(paths, sorted(resources))], _preload_content=False)
+        self.on_close("remove %s from node %s" % (", ".join(sorted(resources)), node), lambda: [
+            self.core.patch_node_status(node, [{"op": "remove", "path": path}], _preload_content=False)
+            for path in paths])
+
     def namespace(self):
         """A namespace of this test's own (created once, deleted with everything in it)."""
         if getattr(self, "_namespace", None) is None:
@@ -264,20 +273,13 @@ def _node_runs_pods(node):
 @pytest.fixture
 def kubelet_node(cluster):
     """The name of a node whose kubelet runs pods and copies extended resources from capacity to
-    allocatable; extended resources a test advertises there are removed after it."""
+    allocatable. A real node: advertise there with cluster.advertise(), which removes what it added
+    after the test, and give each test its own resource name (xdist runs tests side by side)."""
     nodes = json.loads(cluster.core.list_node(_preload_content=False).data)["items"]
     usable = sorted(n["metadata"]["name"] for n in nodes if _node_runs_pods(n))
     if not usable:
         pytest.skip("the cluster has no Ready, untainted, schedulable node for a test pod")
-    name = usable[0]
-    before = set((json.loads(cluster.core.read_node(name, _preload_content=False).data)["status"].get("capacity")
-                  or {}))
-    yield name
-    capacity = json.loads(cluster.core.read_node(name, _preload_content=False).data)["status"].get("capacity") or {}
-    ops = [{"op": "remove", "path": "/status/capacity/" + key.replace("~", "~0").replace("/", "~1")}
-           for key in sorted(set(capacity) - before)]
-    if ops:
-        cluster.core.patch_node_status(name, ops, _preload_content=False)
+    return usable[0]
 
 
 def wait_for(predicate, timeout=30, interval=0.2, what="a condition"):
