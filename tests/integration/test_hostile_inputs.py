@@ -1,0 +1,293 @@
+# Copyright (c) kubehw.devices contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Hostile inputs: every one fails cleanly, names the value and the rule, and writes nothing.
+
+Issue 10 ("no input may widen what is touched"): empty and blank targets, trailing newlines and
+control characters in every name, the string answers of AWX surveys in the wrong place, oversize
+values, and objects the collection did not create. Each case is one task of one play run with
+``ignore_errors`` (one ansible-playbook for all the module cases, one for the role cases), then
+checked one by one: the task failed, its message contains the offending value (or option) and the
+rule, no Python traceback reached the output, and the simulated cluster logged **no write
+request** (POST, PUT, PATCH, DELETE) for the whole play.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import os
+
+import pytest
+
+ER = "kubehw.devices.k8s_node_extended_resource"
+INFO = "kubehw.devices.extended_resource_info"
+SMOKE = "kubehw.devices.resource_smoke_test"
+DEPLOY = "kubehw.devices.device_plugin_deploy"
+RUNTIME = "kubehw.devices.k8s_runtime_class"
+
+NODES = ["hostile-1", "hostile-2"]
+NAMESPACE = "kubehw-hostile"
+FOREIGN_CM_PLUGIN = "foreign-cm-plugin"
+FOREIGN_RUNTIME_CLASS = "foreign-rc"
+DONGLE = "hostile.example.com/dongle"
+
+SIM_CONFIG = {"nodes": [{"name": n, "labels": {"kubehw-hostile": "yes"}} for n in NODES]}
+pytestmark = pytest.mark.simcluster_config(SIM_CONFIG)
+
+ER_BASE = {"names": NODES, "resources": {DONGLE: 1}, "wait": "none"}
+DEPLOY_BASE = {"preset": "generic", "name": "hostile-plugin", "namespace": NAMESPACE,
+               "devices": [{"name": "dongle", "groups": [{"paths": [{"path": "/dev/null"}]}]}],
+               "device_domain": "hostile.example.com", "wait": "none"}
+RUNTIME_BASE = {"name": "hostile-rc", "handler": "hostile"}
+
+# (module, parameters over the base, offending value or option as it appears in the message, the rule's words)
+CASES = [
+    # --- k8s_node_extended_resource: targets (the blast radius)
+    (ER, {"names": None, "name": ""}, "''", "must not be empty or blank"),
+    (ER, {"names": None, "name": " "}, "' '", "must not be empty or blank"),
+    (ER, {"names": None, "name": "hostile-1\n"}, "'hostile-1\\n'", "DNS subdomain"),
+    (ER, {"names": None, "name": "hostile-1\r"}, "'hostile-1\\r'", "DNS subdomain"),
+    (ER, {"names": None, "name": "hostile-1\x00"}, "'hostile-1\\x00'", "DNS subdomain"),
+    (ER, {"names": None, "name": "Hostile-1"}, "'Hostile-1'", "lowercase"),
+    (ER, {"names": None, "name": "h\u00f6stile-1"}, "h\u00f6stile-1", "DNS subdomain"),
+    (ER, {"names": None, "name": "n" * 254}, "n" * 254, "no more than 253"),
+    (ER, {"names": []}, "names", "empty list"),
+    (ER, {"names": [""]}, "names[0]", "must not be empty or blank"),
+    (ER, {"names": ["hostile-1", "\t"]}, "names[1]", "must not be empty or blank"),
+    (ER, {"names": "hostile-1,"}, "names[1]", "must not be empty or blank"),  # a survey's comma list
+    (ER, {"names": None, "label_selectors": []}, "label_selectors", "empty list"),
+    (ER, {"names": None, "label_selectors": [""]}, "label_selectors[0]", "empty selector matches every object"),
+    (ER, {"names": None, "label_selectors": "   "}, "label_selectors[0]", "must not be empty or blank"),
+    (ER, {"names": None, "label_selectors": ["kubehw-hostile=yes\n"]}, "kubehw-hostile=yes", "control characters"),
+    (ER, {"names": None, "label_selectors": ["kubehw-hostile=yes,,x=y"]}, "kubehw-hostile=yes,,x=y", "empty term"),
+    (ER, {"names": None, "field_selectors": [""]}, "field_selectors[0]", "empty selector"),
+    (ER, {"names": None}, "all_nodes", "no target"),
+    (ER, {"names": None, "all_nodes": "false"}, "all_nodes", "no target"),
+    (ER, {"all_nodes": "yes"}, "all_nodes", "cannot be combined with names"),
+    (ER, {"names": None, "all_nodes": "maybe"}, "all_nodes", "bool"),
+    # --- k8s_node_extended_resource: names, quantities and sizes
+    (ER, {"resources": {"hostile.example.com/dongle\n": 1}}, "dongle\\n", "letters, digits"),
+    (ER, {"resources": {"hostile.example.com\n/dongle": 1}}, "hostile.example.com\\n", "lowercase"),
+    (ER, {"resources": {"hostile.example.com/dongle\t": 1}}, "dongle\\t", "letters, digits"),
+    (ER, {"resources": {"hostile.example.com/d\u00f6ngle": 1}}, "d\u00f6ngle", "letters, digits"),
+    (ER, {"resources": {"my-kubernetes.io/dongle": 1}}, "my-kubernetes.io", "native"),
+    (ER, {"resources": {"hostile.example.com/" + "d" * 64: 1}}, "d" * 64, "no more than 63"),
+    (ER, {"resources": {"a" * 250 + ".com/dongle": 1}}, "a" * 250, "no more than 253"),
+    (ER, {"resources": {DONGLE: "4\n"}}, DONGLE, "must match"),
+    (ER, {"resources": {DONGLE: "yes"}}, DONGLE, "must match"),
+    (ER, {"resources": {DONGLE: "3.5"}}, DONGLE, "whole numbers"),
+    (ER, {"resources": {DONGLE: "-3"}}, DONGLE, "greater than or equal to 0"),
+    (ER, {"resources": {DONGLE: 10 ** 19}}, DONGLE, "at most"),
+    (ER, {"resources": {DONGLE: "1e99"}}, DONGLE, "out of range"),
+    (ER, {"resources": "hostile.example.com/dongle=4"}, "resources", "must be a dict"),
+    (ER, {"state": "exact", "domain": [""], "resources": {}}, "''", "must not be empty"),
+    (ER, {"state": "exact", "domain": ["hostile.example.com\n"], "resources": {}}, "hostile.example.com\\n",
+     "lowercase"),
+    (ER, {"state": "exact", "managed_prefixes": ["hostile.example.com/dongle\n"], "resources": {}},
+     "hostile.example.com/dongle\\n", "start of a name"),
+    (ER, {"parallel": 0}, "parallel", "at least 1"),
+    (ER, {"parallel": 100000}, "parallel", "at most 100"),
+    (ER, {"parallel": "three"}, "parallel", "int"),
+    (ER, {"wait_timeout": -1}, "wait_timeout", "must not be negative"),
+    (ER, {"state": "EXACT"}, "EXACT", "must be one of"),
+    # --- extended_resource_info
+    (INFO, {"name": ""}, "''", "must not be empty or blank"),
+    (INFO, {"name": "hostile-1\n"}, "'hostile-1\\n'", "DNS subdomain"),
+    (INFO, {"names": []}, "names", "empty list"),
+    (INFO, {"label_selectors": [""]}, "label_selectors[0]", "empty selector"),
+    (INFO, {}, "all_nodes", "no target"),
+    (INFO, {"all_nodes": True, "wait_allocatable": {"hostile.example.com/dongle\n": 1}}, "dongle\\n",
+     "letters, digits"),
+    (INFO, {"all_nodes": True, "wait_allocatable": {DONGLE: "-1"}}, DONGLE, "greater than or equal to 0"),
+    (INFO, {"all_nodes": True, "wait_allocatable": {DONGLE: "many"}}, DONGLE, "must match"),
+    # --- resource_smoke_test (creates a pod: must refuse before the POST)
+    (SMOKE, {"resource": ""}, "''", "exactly one '/'"),
+    (SMOKE, {"resource": "hostile.example.com/dongle\n"}, "dongle\\n", "letters, digits"),
+    (SMOKE, {"resource": DONGLE, "count": 0}, "count", "at least 1"),
+    (SMOKE, {"resource": DONGLE, "count": "3 GPUs"}, "count", "int"),
+    (SMOKE, {"resource": DONGLE, "timeout": 0}, "timeout", "at least 1"),
+    # --- device_plugin_deploy
+    (DEPLOY, {"name": "hostile-plugin\n"}, "hostile-plugin\\n", "DNS"),
+    (DEPLOY, {"name": "Hostile"}, "Hostile", "DNS"),
+    (DEPLOY, {"namespace": "kube system"}, "kube system", "DNS"),
+    (DEPLOY, {"preset": "nvidia\n"}, "got: nvidia\n", "must be one of"),  # ansible-core's message, raw
+    (DEPLOY, {"labels": {"team\n": "gpu"}}, "team\\n", "name part"),
+    (DEPLOY, {"labels": {"team": "gpu\n"}}, "gpu\\n", "labels value"),
+    (DEPLOY, {"update_strategy": {"type": "RollingUpdate", "max_unavailable": "10%\n"}}, "10%\\n", "max_unavailable"),
+    (DEPLOY, {"env": {"BAD NAME": "1"}}, "BAD NAME", "env name"),
+    (DEPLOY, {"device_domain": "hostile.example.com\n"}, "hostile.example.com\\n", "DNS"),
+    # the NVIDIA preset writes <name>-config for time-slicing: one made by someone else is refused
+    (DEPLOY, {"preset": "nvidia", "name": FOREIGN_CM_PLUGIN, "devices": None, "device_domain": None,
+              "time_slicing": {"replicas": {"nvidia.com/gpu": 2}}}, "%s-config" % FOREIGN_CM_PLUGIN, "adopt_configmap"),
+    # --- k8s_runtime_class
+    (RUNTIME, {"name": ""}, "''", "DNS"),
+    (RUNTIME, {"name": "hostile-rc\n"}, "hostile-rc\\n", "DNS"),
+    (RUNTIME, {"handler": "hostile\n"}, "hostile\\n", "DNS"),
+    (RUNTIME, {"handler": "Hostile"}, "Hostile", "DNS"),
+    (RUNTIME, {"labels": {"team": "gpu\n"}}, "gpu\\n", "label"),
+]
+
+BASES = {ER: ER_BASE, INFO: {"include_pods": False}, SMOKE: {}, DEPLOY: DEPLOY_BASE, RUNTIME: RUNTIME_BASE}
+
+
+def params_of(module, overrides):
+    params = dict(BASES[module])
+    for key, value in overrides.items():
+        if value is None:
+            params.pop(key, None)
+        else:
+            params[key] = value
+    return params
+
+
+def make_foreign_objects(cluster):
+    """A ConfigMap and a RuntimeClass of the names the tasks use, made by someone else (not the collection)."""
+    from kubernetes import client
+
+    cluster.core.create_namespace({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
+    cluster.core.create_namespaced_config_map(NAMESPACE, {
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "%s-config" % FOREIGN_CM_PLUGIN, "labels": {"app.kubernetes.io/managed-by": "helm"}},
+        "data": {"config.yaml": "someone else's"}})
+    client.NodeV1Api(cluster.api_client).create_runtime_class({
+        "apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass",
+        "metadata": {"name": FOREIGN_RUNTIME_CLASS}, "handler": "theirs"})
+
+
+def messages(result):
+    """Every msg in a result, loop items included (a looped task's own msg is only 'One or more items failed')."""
+    found = []
+    if isinstance(result, dict):
+        if isinstance(result.get("msg"), str):
+            found.append(result["msg"])
+        for value in result.values():
+            found.extend(messages(value))
+    elif isinstance(result, list):
+        for value in result:
+            found.extend(messages(value))
+    return found
+
+
+def clean_failure_problem(result, offender, rule):
+    """Why a result is not a clean failure naming the value and the rule, or None."""
+    if result.get("failed") is not True:
+        return "did not fail: %s" % json.dumps(result, sort_keys=True)[:500]
+    msg = result.get("msg") or ""
+    if offender not in msg or rule not in msg:
+        return "message %r lacks the value %r or the rule %r" % (msg, offender, rule)
+    if "Traceback (most recent call last)" in json.dumps(result):
+        return "a traceback reached the result"
+    return None
+
+
+def test_the_table_is_large_enough():
+    assert len(CASES) + len(ROLE_CASES) >= 60
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("module", [ER, INFO, SMOKE, DEPLOY, RUNTIME])
+def test_hostile_module_inputs_fail_cleanly_and_write_nothing(cluster, ansible, module):
+    """One play per module (its cases as tasks with ignore_errors), then every case checked."""
+    cluster.require_simulated("counts write requests in the simulated cluster's request log")
+    if module in (DEPLOY, RUNTIME):
+        make_foreign_objects(cluster)
+    cases = [(i, case) for i, case in enumerate(CASES) if case[0] == module]
+    mark = cluster.mark()
+    run = ansible([{"name": "Hostile %02d" % i, module: params_of(module, overrides), "ignore_errors": True}
+                   for i, (_module, overrides, _offender, _rule) in cases])
+    assert "Traceback (most recent call last)" not in run.stdout + run.stderr, run.output()
+    problems = []
+    for i, (_module, overrides, offender, rule) in cases:
+        problem = clean_failure_problem(run.result("Hostile %02d" % i), offender, rule)
+        if problem:
+            problems.append("case %02d %r: %s" % (i, overrides, problem))
+    assert problems == [], "\n".join(problems)
+    writes = cluster.writes(mark)
+    assert writes == [], [(w["method"], w["path"]) for w in writes]
+
+
+def test_a_foreign_runtime_class_is_left_alone(cluster, ansible):
+    """k8s_runtime_class documents leaving a RuntimeClass it did not create as it is, with a warning."""
+    cluster.require_simulated("counts write requests in the simulated cluster's request log")
+    make_foreign_objects(cluster)
+    mark = cluster.mark()
+    run = ansible([{"name": "Foreign", RUNTIME: params_of(RUNTIME, {"name": FOREIGN_RUNTIME_CLASS})}])
+    assert run.rc == 0, run.output()
+    result = run.result("Foreign")
+    assert result["changed"] is False and result["action"] == "skipped"
+    assert any(FOREIGN_RUNTIME_CLASS in w and "adopt" in w for w in result.get("warnings", [])), result
+    assert cluster.writes(mark) == []
+
+
+# extended_resources role: (variables, what the message must contain)
+ROLE_CASES = [
+    ({"extended_resources_node_name": ""}, ['""', "non-empty lowercase RFC 1123 DNS subdomain"]),
+    ({"extended_resources_node_name": "   "}, ['"   "', "DNS subdomain"]),
+    ({"extended_resources_node_name": "hostile-1\n"}, ['"hostile-1\\n"', "DNS subdomain"]),
+    ({"extended_resources_node_name": "Hostile-1"}, ['"Hostile-1"', "lowercase"]),
+    ({"extended_resources_node_name": "n" * 254}, ["n" * 254, "at most 253"]),
+    ({"extended_resources_static": {"hostile.example.com/dongle\n": 1}}, ["dongle\\n", "letters, digits"]),
+    ({"extended_resources_static": {DONGLE: "4\n"}}, [DONGLE, "must match"]),
+    ({"extended_resources_domains": [""]}, ["''", "must not be empty"]),
+    ({"extended_resources_state": "gone"}, ["extended_resources_state", "gone"]),
+]
+
+
+@pytest.mark.timeout(600)
+def test_hostile_role_variables_fail_cleanly_and_write_nothing(cluster, ansible):
+    cluster.require_simulated("counts write requests in the simulated cluster's request log")
+    mark = cluster.mark()
+    tasks = []
+    for i, (variables, _words) in enumerate(ROLE_CASES):
+        role_vars = {"extended_resources_node_name": NODES[0], "extended_resources_static": {DONGLE: 1},
+                     "extended_resources_wait": "none"}
+        role_vars.update(variables)
+        tasks.append({"name": "Role case %02d" % i, "block": [
+            {"name": "Run the role %02d" % i, "ansible.builtin.include_role": {"name": "kubehw.devices.extended_resources"},
+             "vars": role_vars},
+            {"name": "Role case %02d did not fail" % i, "ansible.builtin.set_fact": {"role_case_%02d" % i: "passed"}},
+        ], "rescue": [
+            {"name": "Record role case %02d" % i, "ansible.builtin.set_fact": {
+                "role_case_%02d" % i: "{{ {'msg': ansible_failed_result.msg | default(''), "
+                                       "'result': ansible_failed_result} }}"}},
+        ]})
+    run = ansible(tasks)
+    assert "Traceback (most recent call last)" not in run.stdout + run.stderr, run.output()
+    for i, (variables, words) in enumerate(ROLE_CASES):
+        record = run.result("Record role case %02d" % i)["ansible_facts"]["role_case_%02d" % i]
+        text = "\n".join(messages(record))
+        for word in words:
+            assert word in text, (variables, word, text)
+        assert "Traceback (most recent call last)" not in json.dumps(record)
+    writes = cluster.writes(mark)
+    assert writes == [], [(w["method"], w["path"]) for w in writes]
+
+
+def test_two_hosts_naming_one_node_fail_the_role(cluster, ansible, tmp_path):
+    """Two inventory hosts with the same extended_resources_node_name would fight over one node."""
+    cluster.require_simulated("counts write requests in the simulated cluster's request log")
+    import subprocess
+    import sys
+
+    import yaml
+
+    play = [{"name": "Two hosts, one node", "hosts": "all", "connection": "local", "gather_facts": False,
+             "vars": {"ansible_python_interpreter": sys.executable, "extended_resources_node_name": NODES[0],
+                      "extended_resources_wait": "none"},
+             "roles": [{"role": "kubehw.devices.extended_resources"}]}]
+    playbook = tmp_path / "two_hosts.yml"
+    playbook.write_text(yaml.safe_dump(play))
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text(yaml.safe_dump({"all": {"hosts": {
+        "host-a": {"extended_resources_static": {DONGLE: 1}},
+        "host-b": {"extended_resources_static": {DONGLE: 2}}}}}))
+    mark = cluster.mark()
+    cmd = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", str(inventory), str(playbook)]
+    proc = subprocess.run(cmd, env=ansible.env(), cwd=str(tmp_path), capture_output=True, text=True, check=False,
+                          timeout=300)
+    output = proc.stdout + proc.stderr
+    assert proc.returncode != 0, output
+    assert "several hosts of the play name the same node (%s)" % NODES[0] in output, output
+    assert "Traceback (most recent call last)" not in output
+    assert cluster.requests(mark) == []
