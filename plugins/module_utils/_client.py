@@ -369,9 +369,18 @@ class KubeClient(object):
         # about a second collecting it at exit, after its work is done (measured in benchmarks/).
         gc.freeze()
         self.core = kubernetes.client.CoreV1Api(self.api_client)
-        self.apps = kubernetes.client.AppsV1Api(self.api_client)
-        self.node_api = kubernetes.client.NodeV1Api(self.api_client)
-        self.rbac = kubernetes.client.RbacAuthorizationV1Api(self.api_client)
+
+    # Made on first use: importing an API class imports all its models (pydantic classes in kubernetes
+    # 35+), which costs about a second each on 2 cores; k8s_node_extended_resource only needs core.
+    _LAZY_APIS = {"apps": "AppsV1Api", "node_api": "NodeV1Api", "rbac": "RbacAuthorizationV1Api"}
+
+    def __getattr__(self, name):
+        api = KubeClient._LAZY_APIS.get(name)
+        if api is None or "api_client" not in self.__dict__:
+            raise AttributeError(name)
+        value = getattr(kubernetes.client, api)(self.api_client)
+        setattr(self, name, value)
+        return value
 
     def _send_impersonate_groups(self, groups):
         # The apiserver takes one group per Impersonate-Group header line, and the
