@@ -105,15 +105,30 @@ class DraApi(object):
                 return None
             raise
 
+    def _finder(self, plural, name):
+        """How create_json / replace_json read the object again after a write whose answer was lost."""
+        return self.client.finder(self.custom.get_cluster_custom_object, GROUP, self.version, plural, name,
+                                  what="read %s %r again after a write whose answer was lost" % (plural, name))
+
     def create(self, plural, body, what, dry_run=False):
-        kwargs = {"dry_run": "All"} if dry_run else {}
-        return self.client.call_json(self.custom.create_cluster_custom_object, GROUP, self.version, plural, body,
-                                     what=what, **kwargs)
+        """POST the object. A dry run stores nothing, so it is simply retried; a real create goes through
+        the client layer's create_json: after a lost answer (5xx, reset) the object is looked for by name
+        before anything is sent again, so the create neither fails nor runs twice."""
+        if dry_run:
+            return self.client.call_json(self.custom.create_cluster_custom_object, GROUP, self.version, plural,
+                                         body, what=what, dry_run="All")
+        name = (body.get("metadata") or {}).get("name")
+        return self.client.create_json(self.custom.create_cluster_custom_object, GROUP, self.version, plural, body,
+                                       what=what, find=self._finder(plural, name))
 
     def replace(self, plural, name, body, what, dry_run=False):
-        kwargs = {"dry_run": "All"} if dry_run else {}
-        return self.client.call_json(self.custom.replace_cluster_custom_object, GROUP, self.version, plural, name,
-                                     body, what=what, **kwargs)
+        """PUT the object guarded by its resourceVersion; through replace_json unless a dry run, so a PUT
+        whose answer was lost and whose repeat meets 409 Conflict is recognised as applied."""
+        if dry_run:
+            return self.client.call_json(self.custom.replace_cluster_custom_object, GROUP, self.version, plural,
+                                         name, body, what=what, dry_run="All")
+        return self.client.replace_json(self.custom.replace_cluster_custom_object, GROUP, self.version, plural,
+                                        name, body, what=what, find=self._finder(plural, name))
 
     def list(self, plural, what):
         """Every object of a cluster-wide list (all namespaces for claims), in pages where the client can."""

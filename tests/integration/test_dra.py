@@ -102,6 +102,30 @@ def test_create_rerun_update_remove_twice(cluster, ansible, dc_name):
     assert read_class(cluster, dc_name) is None
 
 
+def test_writes_whose_answer_is_lost_neither_fail_nor_repeat(cluster, ansible, dc_name):
+    fault = "commit-504"  # the connection-dropped variant goes through the same client path (test_faults.py)
+    cluster.require_simulated("injects a lost answer after the apiserver stored the write")
+    path = "^/apis/resource.k8s.io/v1/deviceclasses"
+    cluster.sim.inject_fault("POST", path + "$", status=fault)
+    cluster.sim.inject_fault("PUT", path + "/%s$" % dc_name.replace(".", r"\."), status=fault)
+    added = []
+    cluster.sim.store.subscribe(lambda event, res, obj: added.append(obj["metadata"]["name"])
+                                if res == "deviceclasses" and event == "ADDED" else None)
+    mark = cluster.mark()
+    run = ansible([task(dc_name, selectors=['device.driver == "gpu.example.com"']),
+                   task(dc_name, title="Change", selectors=['device.driver == "other.example.com"'])])
+    assert run.rc == 0, run.output()
+    # the lost answers are no reason to report nothing done: the first task created, the second updated
+    assert (run.result("DeviceClass")["action"], run.result("DeviceClass")["changed"]) == ("created", True)
+    assert (run.result("Change")["action"], run.result("Change")["changed"]) == ("updated", True)
+    assert [f.status for f in cluster.sim.api._faults] == []
+    assert added == [dc_name]
+    # one POST: after the lost answer the class was read back by name, not created again
+    assert [m for m, _p, _d in writes(cluster, mark)].count("POST") == 1
+    assert read_class(cluster, dc_name)["spec"]["selectors"][0]["cel"]["expression"] == \
+        'device.driver == "other.example.com"'
+
+
 def test_check_mode_validates_by_dry_run_and_stores_nothing(cluster, ansible, dc_name):
     mark = cluster.mark()
     run = ansible([
@@ -291,3 +315,4 @@ def test_extended_resource_info_reports_published_devices_and_claims(cluster, an
                      "devices": ["%s/%s/gpu-0" % (driver, pool)]}]
     assert {"namespace": "default", "name": "waiting-" + suffix, "reserved_for": [], "requests": ["gpu"]} in \
         dra["pending_claims"]
+

@@ -157,6 +157,35 @@ class RecordingClient(object):
             raise answer
         return copy.deepcopy(answer)
 
+    def create_json(self, fn, *args, **kwargs):
+        self.finds = kwargs.pop("find")
+        return self.call_json(fn, *args, via="create_json", **kwargs)
+
+    def replace_json(self, fn, *args, **kwargs):
+        self.finds = kwargs.pop("find")
+        return self.call_json(fn, *args, via="replace_json", **kwargs)
+
+    def finder(self, fn, *args, **kwargs):
+        return lambda: self.call_json(fn, *args, **kwargs)
+
+
+def test_writes_go_through_the_lost_answer_safe_calls_and_find_by_name():
+    client = RecordingClient({"create_cluster_custom_object": {}, "replace_cluster_custom_object": {},
+                              "get_cluster_custom_object": {"metadata": {"name": "gpu.example.com"}}})
+    api = _dra.DraApi(client, version="v1")
+    api.create("deviceclasses", {"metadata": {"name": "gpu.example.com"}}, what="create")
+    assert client.calls[-1][2]["via"] == "create_json" and "dry_run" not in client.calls[-1][2]
+    assert client.finds() == {"metadata": {"name": "gpu.example.com"}}
+    assert client.calls[-1][:2] == ("get_cluster_custom_object",
+                                     ("resource.k8s.io", "v1", "deviceclasses", "gpu.example.com"))
+    api.replace("deviceclasses", "gpu.example.com", {"metadata": {"name": "gpu.example.com"}}, what="replace")
+    assert client.calls[-1][2]["via"] == "replace_json"
+    client.finds()
+    assert client.calls[-1][1][-1] == "gpu.example.com"
+    # a dry run stores nothing: a plain call, which the client may repeat
+    api.create("deviceclasses", {"metadata": {"name": "gpu.example.com"}}, what="validate", dry_run=True)
+    assert "via" not in client.calls[-1][2] and client.calls[-1][2]["dry_run"] == "All"
+
 
 def test_discovery_reads_the_group_list_and_fails_naming_the_server_version():
     client = RecordingClient({"get_api_versions": {"groups": [
