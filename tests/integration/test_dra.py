@@ -173,13 +173,14 @@ def test_bad_input_fails_before_any_request(cluster, ansible, dc_name):
 
 
 def test_extended_resource_name_is_stored_once(cluster, ansible, dc_name):
+    # not example.com/gpu: test_extended_resource_served_through_dra maps that one, maybe at the same time
     run = ansible([task(dc_name, selectors=['device.driver == "gpu.example.com"'],
-                        extended_resource_name="example.com/gpu")])
+                        extended_resource_name="example.com/gpu-stored")])
     assert run.rc == 0, run.output()
-    assert read_class(cluster, dc_name)["spec"]["extendedResourceName"] == "example.com/gpu"
+    assert read_class(cluster, dc_name)["spec"]["extendedResourceName"] == "example.com/gpu-stored"
     mark = cluster.mark()
     again = ansible([task(dc_name, selectors=['device.driver == "gpu.example.com"'],
-                          extended_resource_name="example.com/gpu")])
+                          extended_resource_name="example.com/gpu-stored")])
     assert again.result("DeviceClass")["changed"] is False
     if cluster.simulated:
         assert writes(cluster, mark) == []
@@ -316,3 +317,96 @@ def test_extended_resource_info_reports_published_devices_and_claims(cluster, an
     assert {"namespace": "default", "name": "waiting-" + suffix, "reserved_for": [], "requests": ["gpu"]} in \
         dra["pending_claims"]
 
+
+def _pod(name, resource, hostname=None):
+    spec = {"tolerations": [{"operator": "Exists"}], "terminationGracePeriodSeconds": 0,
+            "containers": [{"name": "main", "image": "registry.k8s.io/pause:3.10",
+                            "resources": {"limits": {resource: "1"}}}]}
+    if hostname:
+        spec["nodeSelector"] = {"kubernetes.io/hostname": hostname}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default"}, "spec": spec}
+
+
+def _read_pod(cluster, name):
+    return json.loads(cluster.core.read_namespaced_pod(name, "default", _preload_content=False).data)
+
+
+def test_extended_resource_served_through_dra(cluster, ansible, dc_name):
+    """A DeviceClass with extended_resource_name example.com/gpu (made with the module) serves a pod that asks
+    for example.com/gpu: 1 on a node that does not advertise it: the scheduler creates a claim for the pod, names
+    it in status.extendedResourceClaimStatus, and allocates one of the class's devices. With no device left, the
+    next such pod stays Unschedulable with "cannot allocate all claims". The test brings its own driver's
+    ResourceSlice (one device) and pods; on a real cluster the pods never start (no kubelet plugin serves the test
+    driver), but scheduling and allocation happen all the same."""
+    resource = "example.com/gpu"
+    api = client.CustomObjectsApi(cluster.api_client)
+    node = schedulable_node(cluster)
+    node_obj = json.loads(cluster.core.read_node(node, _preload_content=False).data)
+    if (node_obj.get("status") or {}).get("allocatable", {}).get(resource) not in (None, "0"):
+        pytest.skip("node %s advertises %s through a device plugin, which then serves it instead of DRA"
+                    % (node, resource))
+    hostname = (node_obj["metadata"].get("labels") or {}).get("kubernetes.io/hostname")
+    suffix = uuid.uuid4().hex[:6]
+    driver, pool = "ext-%s.kubehw.example.com" % suffix, "%s-ext-%s" % (node, suffix)
+    slice_name = "%s-1" % pool
+    first, second = "ext-first-" + suffix, "ext-second-" + suffix
+    api.create_cluster_custom_object(GROUP, "v1", "resourceslices", {
+        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": slice_name},
+        "spec": {"driver": driver, "nodeName": node, "devices": [{"name": "gpu-0"}],
+                 "pool": {"name": pool, "generation": 1, "resourceSliceCount": 1}}})
+    try:
+        made = ansible([task(dc_name, selectors=['device.driver == "%s"' % driver], extended_resource_name=resource)])
+        if made.rc != 0 and "DRAExtendedResource" in made.result("DeviceClass").get("msg", "") \
+                and not cluster.simulated:
+            pytest.skip("the cluster's apiserver drops DeviceClass.spec.extendedResourceName "
+                        "(feature gate DRAExtendedResource off)")
+        assert made.rc == 0, made.output()
+        cluster.core.create_namespaced_pod("default", _pod(first, resource, hostname))
+        deadline = time.monotonic() + 60
+        pod = _read_pod(cluster, first)
+        while time.monotonic() < deadline and not (pod["spec"].get("nodeName") and
+                                                   pod.get("status", {}).get("extendedResourceClaimStatus")):
+            time.sleep(0.5)
+            pod = _read_pod(cluster, first)
+        if not pod["spec"].get("nodeName") and not cluster.simulated:
+            conditions = json.dumps((pod.get("status") or {}).get("conditions"))
+            if "Insufficient %s" % resource in conditions:
+                pytest.skip("the cluster's scheduler does not serve %s through DRA (feature gate DRAExtendedResource "
+                            "off in kube-scheduler): %s" % (resource, conditions))
+        assert pod["spec"].get("nodeName") == node, pod.get("status")
+        status = pod["status"]["extendedResourceClaimStatus"]
+        assert status["requestMappings"] == [
+            {"containerName": "main", "resourceName": resource, "requestName": "container-0-request-0"}]
+        claim = api.get_namespaced_custom_object(GROUP, "v1", "default", "resourceclaims", status["resourceClaimName"])
+        assert claim["metadata"]["name"].startswith(first + "-extended-resources-")
+        assert claim["metadata"]["annotations"]["resource.kubernetes.io/extended-resource-claim"] == "true"
+        assert [(o["kind"], o["name"], o.get("controller")) for o in claim["metadata"]["ownerReferences"]] == \
+            [("Pod", first, True)]
+        assert claim["spec"]["devices"]["requests"] == [{"name": "container-0-request-0", "exactly": {
+            "deviceClassName": dc_name, "allocationMode": "ExactCount", "count": 1}}]
+        results = claim["status"]["allocation"]["devices"]["results"]
+        assert [(r["request"], r["driver"], r["pool"], r["device"]) for r in results] == [
+            ("container-0-request-0", driver, pool, "gpu-0")]
+        assert [r["name"] for r in claim["status"]["reservedFor"]] == [first]
+
+        # the only device is taken: the next pod asking for one stays Unschedulable
+        cluster.core.create_namespaced_pod("default", _pod(second, resource, hostname))
+        deadline = time.monotonic() + 30
+        message = ""
+        while time.monotonic() < deadline and "cannot allocate all claims" not in message:
+            time.sleep(0.5)
+            pod = _read_pod(cluster, second)
+            message = " ".join(c.get("message") or "" for c in (pod.get("status") or {}).get("conditions") or []
+                               if c.get("type") == "PodScheduled" and c.get("reason") == "Unschedulable")
+        assert "cannot allocate all claims" in message, pod.get("status")
+        assert not pod["spec"].get("nodeName")
+    finally:
+        for name in (first, second):
+            try:
+                cluster.core.delete_namespaced_pod(name, "default", grace_period_seconds=0)
+            except ApiException:
+                pass
+        try:
+            api.delete_cluster_custom_object(GROUP, "v1", "resourceslices", slice_name)
+        except ApiException:
+            pass

@@ -1324,9 +1324,11 @@ class Controllers:
             requests = pod_requests(pod)
             for node in nodes:
                 name = _meta(node).get("name")
-                reasons, resolvable = self._filter(pod, requests, node, usage.get(name))
+                # extended resources a DeviceClass maps and the node does not advertise are DRA's (dra.py)
+                reasons, resolvable = self._filter(pod, dra.device_plugin_requests(self.store, requests, node),
+                                                   node, usage.get(name))
                 if not reasons:
-                    reasons = dra.claim_filter_reasons(self.store, pod, name)
+                    reasons = dra.claim_filter_reasons(self.store, pod, name, node, requests)
                 if reasons:
                     statuses[name] = (reasons, resolvable)
                 else:
@@ -1334,7 +1336,7 @@ class Controllers:
             if feasible:
                 chosen = min(feasible, key=lambda n: (self._score(n, usage.get(_meta(n).get("name"))),
                                                       _meta(n).get("name")))
-                if dra.allocate_claims(self.store, pod, _meta(chosen).get("name")) and \
+                if dra.allocate_claims(self.store, pod, _meta(chosen).get("name"), chosen, requests) and \
                         self._bind(key, uid, _meta(chosen).get("name")):
                     used = usage.setdefault(_meta(chosen).get("name"), {"pods": 0, "requests": {}})
                     used["pods"] += 1

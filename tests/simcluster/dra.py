@@ -12,11 +12,13 @@ Allocation"):
 - the apiserver's validation of the DeviceClass fields the collection sends, with a faithful subset of the
   CEL compiler (syntax errors and the type errors of operators on known types, with cel-go's message shape);
 - kubelet plugins of known DRA driver images publishing ResourceSlices from the node's inventory;
-- the resource claim controller (claims from templates) and the scheduler's allocation of simple claims.
+- the resource claim controller (claims from templates) and the scheduler's allocation of simple claims;
+- extended resources a DeviceClass maps (``extendedResourceName``, KEP-5004) served by DRA on nodes that do
+  not advertise them: the scheduler's special claim per pod and ``status.extendedResourceClaimStatus``.
 
 server.py calls ``discovery``, ``version_served``, ``around`` and ``validate``; store.py lists the resources;
-SimCluster starts ``KubeletPlugins``; the scheduler in controllers.py calls ``claim_filter_reasons``,
-``allocate_claims`` and ``claims_signature``.
+SimCluster starts ``KubeletPlugins``; the scheduler in controllers.py calls ``device_plugin_requests``,
+``claim_filter_reasons``, ``allocate_claims`` and ``claims_signature``.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -829,13 +831,134 @@ def _allocated_node(claim):
     return None
 
 
-def plan_allocation(store, pod, node):
+# -- extended resources served by DRA (KEP-5004, DRAExtendedResource) ------------------------------------
+# Read from kubernetes/kubernetes pkg/scheduler/framework/plugins/dynamicresources/extendeddynamicresources.go
+# and extended/util.go (master, late 2025; alpha in 1.34, beta in 1.36): a DeviceClass maps the extended
+# resource named by spec.extendedResourceName, and always deviceclass.resource.kubernetes.io/<class name>. On a
+# node whose allocatable has none of a mapped resource, DRA serves the pod's request for it: the scheduler
+# builds one special claim for the pod (generateName "<pod>-extended-resources-", annotation
+# resource.kubernetes.io/extended-resource-claim: "true", the pod as controller owner), one request per
+# container and resource named container-<i>-request-<j> (i over initContainers + containers, j the index of
+# the resource among the container's sorted request names; exactly: the class, ExactCount, the quantity),
+# creates it in PreBind with the allocation, and patches the pod's status.extendedResourceClaimStatus
+# {requestMappings: [{containerName, resourceName, requestName}], resourceClaimName}. A node whose allocatable
+# has the resource (a device plugin advertises it) is left to NodeResourcesFit, not DRA.
+EXTENDED_CLAIM_ANNOTATION = "resource.kubernetes.io/extended-resource-claim"
+IMPLICIT_EXTENDED_PREFIX = "deviceclass.resource.kubernetes.io/"
+
+
+def extended_resource_classes(store):
+    """{extended resource name: DeviceClass name}. Simplification: where two classes name the same resource,
+    the first by name wins (upstream's resolver has its own rule; the tests never make two)."""
+    classes, _rv = store.list("deviceclasses")
+    mapping = {}
+    for item in sorted(classes, key=lambda c: c["metadata"]["name"]):
+        name = item["metadata"]["name"]
+        mapping.setdefault(IMPLICIT_EXTENDED_PREFIX + name, name)
+        explicit = (item.get("spec") or {}).get("extendedResourceName")
+        if explicit:
+            mapping.setdefault(explicit, name)
+    return mapping
+
+
+def _is_quantity_zero(value):
+    text = str(value if value is not None else "0").strip()
+    return re.match(r"^[+]?0*(\.0*)?[a-zA-Z]*$", text) is not None
+
+
+def dra_served(store, requests, node_obj, mapping=None):
+    """{resource: class name} of the pod's extended resource requests (``requests`` as the scheduler computed
+    them) that DRA serves on ``node_obj``: mapped to a DeviceClass, and none of it in the node's allocatable."""
+    mapping = extended_resource_classes(store) if mapping is None else mapping
+    allocatable = (node_obj.get("status") or {}).get("allocatable") or {}
+    return dict((r, mapping[r]) for r, v in requests.items()
+                if v and r in mapping and _is_quantity_zero(allocatable.get(r)))
+
+
+def device_plugin_requests(store, requests, node_obj):
+    """The requests NodeResourcesFit checks on ``node_obj``: all but those DRA serves there."""
+    served = dra_served(store, requests, node_obj)
+    return dict((r, v) for r, v in requests.items() if r not in served) if served else requests
+
+
+def extended_claim(store, pod):
+    """The pod's special claim from an earlier cycle, or None."""
+    meta = pod["metadata"]
+    claims, _rv = store.list("resourceclaims", meta.get("namespace"))
+    for claim in claims:
+        cmeta = claim["metadata"]
+        if (cmeta.get("annotations") or {}).get(EXTENDED_CLAIM_ANNOTATION) == "true" and any(
+                r.get("uid") == meta.get("uid") and r.get("controller") for r in cmeta.get("ownerReferences") or []):
+            return claim
+    return None
+
+
+def _extended_requests(pod, served):
+    """The special claim's requests and the pod's request mappings for the resources in ``served``.
+    Simplification: init containers get their own requests (upstream lets a non-sidecar init container reuse
+    a later container's devices); the collection's pods have no init containers asking for devices."""
+    spec = pod.get("spec") or {}
+    containers = list(spec.get("initContainers") or []) + list(spec.get("containers") or [])
+    requests, mappings = [], []
+    for resource in sorted(served):
+        for index, container in enumerate(containers):
+            res = container.get("resources") or {}
+            wanted = dict(res.get("limits") or {})
+            wanted.update(res.get("requests") or {})
+            if resource not in wanted or _is_quantity_zero(wanted[resource]):
+                continue
+            name = "container-%d-request-%d" % (index, sorted(wanted).index(resource))
+            requests.append({"name": name, "exactly": {"deviceClassName": served[resource],
+                                                        "allocationMode": "ExactCount",
+                                                        "count": int(str(wanted[resource]))}})
+            mappings.append({"containerName": container.get("name"), "resourceName": resource, "requestName": name})
+    requests.sort(key=lambda r: r["name"])
+    return requests, mappings
+
+
+def _pick(store, request, devices, taken):
+    """Results for one request from the free devices matching its class and selectors, or None."""
+    exact = request.get("exactly") or {}
+    device_class = store.get("deviceclasses", None, exact.get("deviceClassName") or "")
+    if device_class is None:
+        return None
+    selectors = [s["cel"]["expression"] for s in ((device_class.get("spec") or {}).get("selectors") or []) +
+                 (exact.get("selectors") or []) if isinstance(s, dict) and s.get("cel")]
+    free = [d for d in devices if (d["driver"], d["pool"], d["name"]) not in taken
+            and all(selector_matches(s, d) for s in selectors)]
+    want = len(free) if exact.get("allocationMode") == "All" else int(exact.get("count") or 1)
+    if not free or len(free) < want:
+        return None
+    results = []
+    for dev in free[:want]:
+        taken.add((dev["driver"], dev["pool"], dev["name"]))
+        results.append({"request": request.get("name"), "driver": dev["driver"], "pool": dev["pool"],
+                        "device": dev["name"]})
+    return results
+
+
+def plan_allocation(store, pod, node, node_obj=None, requests=None):
     """{claim name: results} for the pod's unallocated claims on ``node``, or None when they cannot all be
-    allocated there (a claim missing, allocated to another node, or too few matching free devices)."""
+    allocated there (a claim missing, allocated to another node, or too few matching free devices). The
+    special claim for extended resources DRA serves on the node is planned under the key None, as
+    (requests, mappings, results)."""
     namespace = pod["metadata"].get("namespace")
     devices = _node_devices(store, node)
     taken = _taken(store)
     plan = {}
+    served = dra_served(store, requests, node_obj) if node_obj is not None and requests else {}
+    if served:
+        if extended_claim(store, pod) is not None:
+            # a claim from an earlier cycle: upstream deletes it in PostFilter and tries anew
+            return None
+        ext_requests, mappings = _extended_requests(pod, served)
+        results = []
+        for request in ext_requests:
+            picked = _pick(store, request, devices, taken)
+            if picked is None:
+                return None
+            results.extend(picked)
+        plan[None] = (ext_requests, mappings, results)
     for _pod_claim, claim_name in _pod_claims(pod):
         claim = store.get("resourceclaims", namespace, claim_name) if claim_name else None
         if claim is None:
@@ -846,42 +969,62 @@ def plan_allocation(store, pod, node):
             continue
         results = []
         for request in ((claim.get("spec") or {}).get("devices") or {}).get("requests") or []:
-            exact = request.get("exactly") or {}
-            device_class = store.get("deviceclasses", None, exact.get("deviceClassName") or "")
-            if device_class is None:
+            picked = _pick(store, request, devices, taken)
+            if picked is None:
                 return None
-            selectors = [s["cel"]["expression"] for s in ((device_class.get("spec") or {}).get("selectors") or []) +
-                         (exact.get("selectors") or []) if isinstance(s, dict) and s.get("cel")]
-            free = [d for d in devices if (d["driver"], d["pool"], d["name"]) not in taken
-                    and all(selector_matches(s, d) for s in selectors)]
-            want = len(free) if exact.get("allocationMode") == "All" else int(exact.get("count") or 1)
-            if not free or len(free) < want:
-                return None
-            for dev in free[:want]:
-                taken.add((dev["driver"], dev["pool"], dev["name"]))
-                results.append({"request": request.get("name"), "driver": dev["driver"], "pool": dev["pool"],
-                                "device": dev["name"]})
+            results.extend(picked)
         plan[claim_name] = results
     return plan
 
 
-def claim_filter_reasons(store, pod, node):
-    """The scheduler's DynamicResources filter: [] when the pod's claims can be allocated on the node."""
-    if not (pod.get("spec") or {}).get("resourceClaims"):
+def _needs_dra(store, pod, node_obj, requests):
+    return bool((pod.get("spec") or {}).get("resourceClaims")) or bool(
+        node_obj is not None and requests and dra_served(store, requests, node_obj))
+
+
+def claim_filter_reasons(store, pod, node, node_obj=None, requests=None):
+    """The scheduler's DynamicResources filter: [] when the pod's claims (and the extended resources DRA
+    serves on the node, given ``node_obj`` and the pod's ``requests``) can be allocated on the node."""
+    if not _needs_dra(store, pod, node_obj, requests):
         return []
-    return [] if plan_allocation(store, pod, node) is not None else [NO_ALLOCATION]
+    return [] if plan_allocation(store, pod, node, node_obj, requests) is not None else [NO_ALLOCATION]
 
 
-def allocate_claims(store, pod, node):
+def _node_selector(node):
+    return {"nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}]}
+
+
+def allocate_claims(store, pod, node, node_obj=None, requests=None):
     """Write the allocation (devices, node selector) and reserve every claim of the pod for it, as the
-    scheduler does before binding. Returns False when the claims could not be allocated after all."""
-    if not (pod.get("spec") or {}).get("resourceClaims"):
+    scheduler does before binding; create the special claim for extended resources DRA serves and record it
+    in the pod's status. Returns False when the claims could not be allocated after all."""
+    if not _needs_dra(store, pod, node_obj, requests):
         return True
-    plan = plan_allocation(store, pod, node)
+    plan = plan_allocation(store, pod, node, node_obj, requests)
     if plan is None:
         return False
     namespace, meta = pod["metadata"].get("namespace"), pod["metadata"]
     consumer = {"resource": "pods", "name": meta.get("name"), "uid": meta.get("uid")}
+    if None in plan:
+        ext_requests, mappings, results = plan.pop(None)
+        created = store.create("resourceclaims", {
+            "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+            "metadata": {"generateName": meta["name"] + "-extended-resources-", "namespace": namespace,
+                         "annotations": {EXTENDED_CLAIM_ANNOTATION: "true"},
+                         "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": meta["name"],
+                                              "uid": meta.get("uid"), "controller": True}]},
+            "spec": {"devices": {"requests": ext_requests}}})
+        claim_name = created["metadata"]["name"]
+
+        def allocate(claim, results=results):
+            claim["status"] = {"allocation": {"devices": {"results": results}, "nodeSelector": _node_selector(node)},
+                               "reservedFor": [dict(consumer)]}
+        store.mutate("resourceclaims", namespace, claim_name, allocate)
+
+        def record(obj, claim_name=claim_name, mappings=mappings):
+            obj.setdefault("status", {})["extendedResourceClaimStatus"] = {
+                "requestMappings": mappings, "resourceClaimName": claim_name}
+        store.mutate("pods", namespace, meta["name"], record)
     for _pod_claim, claim_name in _pod_claims(pod):
         def fn(claim, results=plan.get(claim_name)):
             status = claim.setdefault("status", {})
@@ -952,6 +1095,16 @@ def sync_claims(store):
 def claims_signature(store, pod):
     """Part of the scheduler's memo key: a pod with claims is tried again after any write (slices, claims and
     classes change without a pod or node event); others keep their memo."""
-    if not (pod.get("spec") or {}).get("resourceClaims"):
+    if not (pod.get("spec") or {}).get("resourceClaims") and not _asks_mapped(store, pod):
         return ""
     return "|dra:%s" % store.resource_version
+
+
+def _asks_mapped(store, pod):
+    mapping = extended_resource_classes(store)
+    for container in ((pod.get("spec") or {}).get("containers") or []) + \
+            ((pod.get("spec") or {}).get("initContainers") or []):
+        res = container.get("resources") or {}
+        if any(r in mapping for r in list(res.get("limits") or {}) + list(res.get("requests") or {})):
+            return True
+    return False

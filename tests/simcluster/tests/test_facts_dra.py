@@ -250,6 +250,51 @@ def test_claims_from_templates_are_allocated_by_the_scheduler_and_go_with_their_
     assert _wait(lambda: raw.request("GET", pods + "/c")[1]["spec"].get("nodeName") == "gpu-1")
 
 
+def test_extended_resource_is_served_by_dra_only_where_no_device_plugin_advertises_it(simcluster_factory):
+    """KEP-5004 (extendeddynamicresources.go): a DeviceClass's extendedResourceName serves a pod's request on a
+    node whose allocatable has none of it, through a claim the scheduler makes for the pod; a node whose device
+    plugin advertises the resource serves it as before, with no claim."""
+    sim = simcluster_factory({"sync_interval": 0.2, "pod_start_delay": 0.1, "nodes": [
+        {"name": "gpu-1", "inventory": {"example.com/gpu": 1}},
+        {"name": "dp-1", "capacity": {"example.com/gpu": "1"}}]})
+    raw = Raw(sim)
+    pods = "/api/v1/namespaces/default/pods"
+    claims = "/apis/resource.k8s.io/v1/namespaces/default/resourceclaims"
+    plugin = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "plugin", "namespace": "kube-system"},
+              "spec": {"nodeName": "gpu-1", "containers": [
+                  {"name": "plugin", "image": "registry.k8s.io/dra-example-driver/dra-example-driver:v0.2.0"}]}}
+    assert raw.request("POST", "/api/v1/namespaces/kube-system/pods", plugin)[0] == 201
+    assert raw.request("POST", DC, device_class(extendedResourceName="example.com/gpu"))[0] == 201
+    assert _wait(lambda: raw.request("GET", "/apis/resource.k8s.io/v1/resourceslices")[1]["items"])
+
+    def pod(name, node):
+        return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default"},
+                "spec": {"nodeSelector": {"kubernetes.io/hostname": node}, "containers": [
+                    {"name": "c", "image": "busybox", "resources": {"limits": {"example.com/gpu": "1"}}}]}}
+
+    for name, node in (("dp", "dp-1"), ("dra", "gpu-1"), ("late", "gpu-1")):
+        assert raw.request("POST", pods, pod(name, node))[0] == 201
+    items = _wait(lambda: (lambda i: i if i["dp"]["spec"].get("nodeName") and i["dra"]["spec"].get("nodeName")
+                           else None)(dict((p["metadata"]["name"], p) for p in raw.request("GET", pods)[1]["items"])))
+    assert items, "pods not bound"
+    assert "extendedResourceClaimStatus" not in items["dp"].get("status", {})
+    status = items["dra"]["status"]["extendedResourceClaimStatus"]
+    assert status["requestMappings"] == [{"containerName": "c", "resourceName": "example.com/gpu",
+                                          "requestName": "container-0-request-0"}]
+    made = raw.request("GET", claims)[1]["items"]
+    assert [c["metadata"]["name"] for c in made] == [status["resourceClaimName"]]
+    assert made[0]["metadata"]["generateName"] == "dra-extended-resources-"
+    assert made[0]["status"]["allocation"]["devices"]["results"] == [
+        {"request": "container-0-request-0", "driver": "gpu.example.com", "pool": "gpu-1", "device": "gpu-0"}]
+    waiting = _wait(lambda: [c for c in (raw.request("GET", pods + "/late")[1]["status"].get("conditions") or [])
+                             if c.get("reason") == "Unschedulable"])
+    assert "cannot allocate all claims" in waiting[0]["message"]
+    # the claim goes with its pod, and the waiting pod gets the device
+    raw.request("DELETE", pods + "/dra?gracePeriodSeconds=0")
+    assert _wait(lambda: raw.request("GET", pods + "/late")[1]["spec"].get("nodeName") == "gpu-1")
+    assert status["resourceClaimName"] not in [c["metadata"]["name"] for c in raw.request("GET", claims)[1]["items"]]
+
+
 @pytest.mark.parametrize("expression, matches", [
     ('device.driver == "gpu.example.com"', True),
     ('device.driver == "other.example.com"', False),
