@@ -848,11 +848,15 @@ IMPLICIT_EXTENDED_PREFIX = "deviceclass.resource.kubernetes.io/"
 
 
 def extended_resource_classes(store):
-    """{extended resource name: DeviceClass name}. Simplification: where two classes name the same resource,
-    the first by name wins (upstream's resolver has its own rule; the tests never make two)."""
+    """{extended resource name: DeviceClass name}. Where two classes name the same resource, the one created
+    later wins, and among classes created in the same second the first by name (the DeviceClassSpec
+    extendedResourceName comment, staging/src/k8s.io/api/resource/v1/types.go)."""
     classes, _rv = store.list("deviceclasses")
     mapping = {}
-    for item in sorted(classes, key=lambda c: c["metadata"]["name"]):
+    ordered = sorted(classes, key=lambda c: c["metadata"]["name"])
+    # stable: equal timestamps keep the name order
+    ordered.sort(key=lambda c: c["metadata"].get("creationTimestamp") or "", reverse=True)
+    for item in ordered:
         name = item["metadata"]["name"]
         mapping.setdefault(IMPLICIT_EXTENDED_PREFIX + name, name)
         explicit = (item.get("spec") or {}).get("extendedResourceName")

@@ -295,6 +295,22 @@ def test_extended_resource_is_served_by_dra_only_where_no_device_plugin_advertis
     assert status["resourceClaimName"] not in [c["metadata"]["name"] for c in raw.request("GET", claims)[1]["items"]]
 
 
+def test_the_later_class_serves_an_extended_resource_two_classes_name():
+    """DeviceClassSpec.extendedResourceName (resource/v1/types.go): the class created later is picked; created at
+    the same time, the first by name. Every class also maps deviceclass.resource.kubernetes.io/<its name>."""
+    from tests.simcluster.dra import extended_resource_classes
+
+    class Store:
+        @staticmethod
+        def list(_resource):
+            return [{"metadata": {"name": name, "creationTimestamp": "2026-11-23T10:00:0%dZ" % second},
+                     "spec": {"extendedResourceName": "example.com/gpu"}}
+                    for name, second in (("b", 2), ("a", 1), ("c", 2))], "1"
+    mapping = extended_resource_classes(Store())
+    assert mapping["example.com/gpu"] == "b"
+    assert mapping["deviceclass.resource.kubernetes.io/a"] == "a"
+
+
 @pytest.mark.parametrize("expression, matches", [
     ('device.driver == "gpu.example.com"', True),
     ('device.driver == "other.example.com"', False),
