@@ -69,7 +69,8 @@ def play(tmp, tasks, extra_vars=None, fake_bin=None, check=True):
     args = [command, '-i', 'localhost,', '-c', 'local', os.path.join(tmp, 'playbook.yml'), '--diff']
     if check:
         args.append('--check')
-    proc = subprocess.run(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=240, check=False, cwd=tmp)
+    # About 50 s of CPU; on a loaded 2-core machine (molecule booting a target beside it) it took over 4 minutes.
+    proc = subprocess.run(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=900, check=False, cwd=tmp)
     try:
         report = json.loads(proc.stdout)
     except ValueError:
