@@ -217,22 +217,28 @@ def containerd_nvidia_dropin(base_dump, runtime_name='nvidia', binary_name='/usr
     }
 
 
-def main(argv):
-    """argv[1]: base64 of a JSON object {"dump": ..., "options": {...}}; prints a JSON result.
+def answer(argv, build, script):
+    """Decode argv[1] (base64 of a JSON request), build the result and print it as JSON.
 
-    The role calls this through the pipe lookup, which drops stderr and exit codes, so every
-    outcome is a JSON document on stdout with "failed" and "msg".
+    The role calls these scripts through the pipe lookup, which drops stderr and exit codes, so
+    every outcome is a JSON document on stdout with "failed" and "msg".
     """
     try:
         request = json.loads(base64.b64decode(argv[1]).decode('utf-8'))
-        result = containerd_nvidia_dropin(request['dump'], **request.get('options', {}))
+        result = build(request)
         result.update(failed=False, msg='')
     except DropinError as exc:
         result = {'failed': True, 'msg': str(exc)}
-    except (IndexError, KeyError, TypeError, ValueError) as exc:
-        result = {'failed': True, 'msg': 'bad request to containerd_dropin.py: %s' % exc}
+    except (IndexError, KeyError, TypeError, ValueError, AttributeError) as exc:
+        result = {'failed': True, 'msg': 'bad request to %s: %s' % (script, exc)}
     sys.stdout.write(json.dumps(result) + '\n')
     return 0
+
+
+def main(argv):
+    """argv[1]: base64 of a JSON object {"dump": ..., "options": {...}}; prints a JSON result."""
+    return answer(argv, lambda request: containerd_nvidia_dropin(request['dump'], **request.get('options', {})),
+                  'containerd_dropin.py')
 
 
 if __name__ == '__main__':

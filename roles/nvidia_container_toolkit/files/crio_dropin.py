@@ -23,13 +23,11 @@ the configuration in effect, defaults filled in; the role passes it too and its 
 from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
-import base64
 import copy
-import json
 import sys
 
 # Same directory: the role runs this file as a script, so its directory is on sys.path.
-from containerd_dropin import DropinError, parse_toml, to_toml
+from containerd_dropin import DropinError, answer, parse_toml, to_toml
 
 # Keys of a source handler that must not reach the nvidia handler: they would make CRI-O run another
 # binary (platform_runtime_paths), read a VM runtime's configuration, or merge another handler in.
@@ -124,25 +122,16 @@ def crio_nvidia_dropin(files, status=None, runtime_name='nvidia', binary_name='/
     }
 
 
-def main(argv):
-    """argv[1]: base64 of a JSON object {"paths", "contents", "status", "options"}; prints a JSON result.
+def _build(request):
+    if len(request['paths']) != len(request['contents']):
+        raise ValueError('paths and contents differ in length')
+    files = [{'path': path, 'content': content} for path, content in zip(request['paths'], request['contents'])]
+    return crio_nvidia_dropin(files, request.get('status'), **request.get('options', {}))
 
-    The role calls this through the pipe lookup, which drops stderr and exit codes, so every
-    outcome is a JSON document on stdout with "failed" and "msg".
-    """
-    try:
-        request = json.loads(base64.b64decode(argv[1]).decode('utf-8'))
-        if len(request['paths']) != len(request['contents']):
-            raise ValueError('paths and contents differ in length')
-        files = [{'path': path, 'content': content} for path, content in zip(request['paths'], request['contents'])]
-        result = crio_nvidia_dropin(files, request.get('status'), **request.get('options', {}))
-        result.update(failed=False, msg='')
-    except DropinError as exc:
-        result = {'failed': True, 'msg': str(exc)}
-    except (IndexError, KeyError, TypeError, ValueError, AttributeError) as exc:
-        result = {'failed': True, 'msg': 'bad request to crio_dropin.py: %s' % exc}
-    sys.stdout.write(json.dumps(result) + '\n')
-    return 0
+
+def main(argv):
+    """argv[1]: base64 of a JSON object {"paths", "contents", "status", "options"}; prints a JSON result."""
+    return answer(argv, _build, 'crio_dropin.py')
 
 
 if __name__ == '__main__':
