@@ -40,6 +40,11 @@ try:
     except ImportError:
         from urllib3._collections import HTTPHeaderDict  # urllib3 1.26 only has it here
 
+    # The generated functions take _content_type from kubernetes 36.0.0 on. Before that, every patch
+    # function sends the first type it lists, application/json-patch+json (api_client.py
+    # select_header_content_type, release 24.2.0), so that one needs no keyword there.
+    ACCEPTS_CONTENT_TYPE = int(kubernetes.__version__.split(".")[0]) >= 36
+
     HAS_KUBERNETES = True
 except ImportError:
     HAS_KUBERNETES = False
@@ -97,6 +102,7 @@ RETRY_STATUSES = frozenset([429, 500, 502, 503, 504])
 RETRY_DEADLINE = 45.0
 RETRY_BASE_DELAY = 0.2
 RETRY_MAX_DELAY = 5.0
+JSON_PATCH = "application/json-patch+json"
 # Page size of every list, as kubectl and client-go's pager use.
 PAGE_SIZE = 500
 
@@ -279,7 +285,10 @@ def build_configuration(auth):
     if auth.get("host"):
         cfg.host = auth["host"].rstrip("/")
     if auth.get("api_key"):
-        cfg.api_key = {"BearerToken": "Bearer %s" % auth["api_key"]}
+        # kubernetes 24.2.0 reads the token under "authorization", 37.0.2 under "BearerToken"
+        # (kubernetes/client/configuration.py, auth_settings): set both.
+        bearer = "Bearer %s" % auth["api_key"]
+        cfg.api_key = {"authorization": bearer, "BearerToken": bearer}
         cfg.api_key_prefix = {}
         # The kubeconfig loader installs a hook that would put its own token back.
         cfg.refresh_api_key_hook = None
@@ -413,6 +422,11 @@ class KubeClient(object):
         what = kwargs.pop("what", None) or getattr(fn, "__name__", "call the Kubernetes API").replace("_", " ")
         create = kwargs.pop("create", False)
         kwargs.setdefault("_request_timeout", self.request_timeout)
+        if "_content_type" in kwargs and not ACCEPTS_CONTENT_TYPE:
+            content_type = kwargs.pop("_content_type")
+            if content_type != JSON_PATCH:
+                raise KubeHwError("Failed to %s: sending %s needs the kubernetes Python library 36.0.0 or later, "
+                                  "found %s" % (what, content_type, kubernetes.__version__), reason="MissingLibrary")
         started = time.monotonic()
         attempt = 0
         # whether an earlier attempt may have been applied although its answer was lost

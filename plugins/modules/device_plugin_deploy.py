@@ -472,6 +472,7 @@ from ansible_collections.kubehw.devices.plugins.module_utils._client import (
     AUTH_ARG_SPEC,
     KubeClient,
     KubeHwError,
+    protect_kubeconfig_secrets,
 )
 from ansible_collections.kubehw.devices.plugins.module_utils import _daemonset_compare as compare
 from ansible_collections.kubehw.devices.plugins.module_utils import _daemonset_manifest as manifest
@@ -1009,6 +1010,7 @@ def main():
         required_if=[("state", "present", ("preset",))],
         supports_check_mode=True,
     )
+    protect_kubeconfig_secrets(module)  # before any failure can echo a kubeconfig dict
     params = module.params
     problem = None
     built = None

@@ -182,6 +182,7 @@ from ansible_collections.kubehw.devices.plugins.module_utils._client import (
     KubeClient,
     KubeHwError,
     fail_from_error,
+    protect_kubeconfig_secrets,
 )
 from ansible_collections.kubehw.devices.plugins.module_utils._extended_resources import (
     ExtendedResourceError,
@@ -341,6 +342,7 @@ def main():
         mutually_exclusive=[("name", "names", "label_selectors"), ("name", "names", "field_selectors")],
         supports_check_mode=True,
     )
+    protect_kubeconfig_secrets(module)  # before any failure can echo a kubeconfig dict
     problem = node_target_problem(module.params)
     if problem:
         module.fail_json(msg=problem, changed=False)

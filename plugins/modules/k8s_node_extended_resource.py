@@ -272,6 +272,7 @@ from ansible_collections.kubehw.devices.plugins.module_utils._client import (
     AUTH_ARG_SPEC,
     KubeClient,
     KubeHwError,
+    protect_kubeconfig_secrets,
 )
 from ansible_collections.kubehw.devices.plugins.module_utils._extended_resources import (
     HAS_JSONPATCH,
@@ -599,6 +600,7 @@ def main():
         mutually_exclusive=[("name", "names", "label_selectors"), ("name", "names", "field_selectors")],
         supports_check_mode=True,
     )
+    protect_kubeconfig_secrets(module)  # before any failure can echo a kubeconfig dict
     if not HAS_JSONPATCH:
         module.fail_json(msg=missing_required_lib("jsonpatch"), exception=JSONPATCH_IMPORT_ERROR)
     validate_targets(module)

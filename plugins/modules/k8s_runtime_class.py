@@ -203,6 +203,7 @@ from ansible_collections.kubehw.devices.plugins.module_utils._client import (
     AUTH_ARG_SPEC,
     KubeClient,
     KubeHwError,
+    protect_kubeconfig_secrets,
 )
 from ansible_collections.kubehw.devices.plugins.module_utils._k8s_objects import (
     MANAGED_BY,
@@ -553,6 +554,7 @@ def main():
         required_if=[("state", "present", ("handler",))],
         supports_check_mode=True,
     )
+    protect_kubeconfig_secrets(module)  # before any failure can echo a kubeconfig dict
     problem = None
     desired = None
     try:

@@ -306,3 +306,64 @@ def test_runtime_class_writes_whose_answer_is_lost(cluster, ansible, fault):
     assert run.result("Create")["changed"] is True and run.result("Update")["changed"] is True
     assert run.result("Again")["changed"] is False
     assert pending_faults(cluster) == []
+
+
+# ---------------------------------------------------------------- secrets at -vvv
+
+def kubeconfig_with(cluster, user):
+    with open(cluster.kubeconfig) as f:
+        config = yaml.safe_load(f)
+    config["users"] = [{"name": config["users"][0]["name"], "user": user}]
+    return config
+
+
+def test_no_credential_reaches_the_output_at_vvv(cluster, ansible):
+    """api_key, password and every secret of a kubeconfig given as a dict stay out of -vvv output,
+    whether the task works or fails (and before the client is built: a refused option)."""
+    cluster.require_simulated("uses the simulated cluster's admin token and CA")
+    import sys
+    token = cluster.sim.admin_token
+    secrets = {"password": "pw-Zq81-secret", "key": "a2V5LWRhdGEtc2VjcmV0LVpxODE=", "env": "env-Zq81-secret",
+               "arg": "arg-Zq81-secret", "id": "idt-Zq81-secret", "refresh": "rt-Zq81-secret"}
+    credential = json.dumps({"apiVersion": "client.authentication.k8s.io/v1beta1", "kind": "ExecCredential",
+                             "status": {"token": token}})
+    exec_user = {"exec": {"apiVersion": "client.authentication.k8s.io/v1beta1", "command": sys.executable,
+                          "args": ["-c", "print(%r)" % credential, "--token=" + secrets["arg"]],
+                          "env": [{"name": "SOME_SECRET", "value": secrets["env"]}],
+                          "interactiveMode": "Never"}}
+    provider_user = {"auth-provider": {"name": "oidc", "config": {
+        "id-token": secrets["id"], "refresh-token": secrets["refresh"], "client-id": "kubehw",
+        "idp-issuer-url": "https://issuer.invalid"}}}
+    info = {"name": "cpu-1", "include_pods": False}
+    # as AWX passes credentials: variables, so the playbook text Ansible quotes around an error holds none
+    extra_vars = {"kh_token": token, "kh_password": secrets["password"],
+                  "kh_token_config": kubeconfig_with(cluster, {"token": token}),
+                  "kh_key_config": kubeconfig_with(cluster, {"client-certificate-data": "Y2VydA==",
+                                                             "client-key-data": secrets["key"]}),
+                  "kh_exec_config": kubeconfig_with(cluster, exec_user),
+                  "kh_provider_config": kubeconfig_with(cluster, provider_user)}
+    tasks = [
+        {"name": "api_key", "kubehw.devices.extended_resource_info": dict(
+            info, host=cluster.sim.url, api_key="{{ kh_token }}", ca_cert=cluster.sim.ca_cert_path)},
+        {"name": "password", "ignore_errors": True, "kubehw.devices.extended_resource_info": dict(
+            info, host=cluster.sim.url, username="admin", password="{{ kh_password }}",
+            ca_cert=cluster.sim.ca_cert_path)},
+        {"name": "token", "kubehw.devices.extended_resource_info": dict(info, kubeconfig="{{ kh_token_config }}")},
+        {"name": "token refused option", "ignore_errors": True, "kubehw.devices.resource_smoke_test": dict(
+            resource=DONGLE, count=0, kubeconfig="{{ kh_token_config }}")},
+        {"name": "client key", "ignore_errors": True, "kubehw.devices.extended_resource_info": dict(
+            info, kubeconfig="{{ kh_key_config }}")},
+        {"name": "exec", "kubehw.devices.extended_resource_info": dict(info, kubeconfig="{{ kh_exec_config }}")},
+        {"name": "auth-provider", "ignore_errors": True, "kubehw.devices.extended_resource_info": dict(
+            info, kubeconfig="{{ kh_provider_config }}")},
+    ]
+    run = ansible(tasks, verbosity=3, extra_vars=extra_vars, env={"K8S_AUTH_KUBECONFIG": None})
+    output = run.stdout + run.stderr
+    assert run.result("api_key").get("failed") is not True, run.output()
+    assert run.result("token").get("failed") is not True, run.output()
+    assert run.result("exec").get("failed") is not True, run.output()
+    assert run.result("token refused option")["failed"] is True
+    # -vvv shows the module arguments of each result: they were there to leak
+    assert "module_args" in output
+    for name, value in [("token", token)] + sorted(secrets.items()):
+        assert value not in output, "%s leaked at -vvv: ...%s" % (name, output[max(0, output.find(value) - 600):output.find(value) + 100])

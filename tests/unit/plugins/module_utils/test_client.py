@@ -578,3 +578,17 @@ def test_an_empty_map_in_the_body_matches_the_dropped_field(no_env):
     body["metadata"]["annotations"] = {}
     live = configmap({"a": "1"}, rv="9")
     assert make_client([]).replace_json(fn, "cm", "ns", body, find=lambda: live) == live
+
+
+def test_content_type_is_left_out_for_clients_that_do_not_take_it(no_env, monkeypatch):
+    fn = Flaky()
+    client = make_client([])
+    monkeypatch.setattr(_client, "ACCEPTS_CONTENT_TYPE", False)
+    client.call(fn, "n1", [], _content_type="application/json-patch+json")
+    assert "_content_type" not in fn.kwargs[0]
+    with pytest.raises(KubeHwError) as err:
+        client.call(fn, "n1", {}, _content_type="application/merge-patch+json", what="patch node")
+    assert "36.0.0" in err.value.msg and fn.calls == 1
+    monkeypatch.setattr(_client, "ACCEPTS_CONTENT_TYPE", True)
+    client.call(fn, "n1", [], _content_type="application/json-patch+json")
+    assert fn.kwargs[-1]["_content_type"] == "application/json-patch+json"
