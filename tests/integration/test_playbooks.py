@@ -19,6 +19,7 @@ import os
 import re
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -30,6 +31,8 @@ TOKEN = "kubehw-automation-test-token"
 SA_USER = "system:serviceaccount:kubehw:automation"
 with open(os.path.join(REPO_ROOT, "tests", "simcluster", "examples", "demo.yaml")) as _f:
     CONFIG = yaml.safe_load(_f)
+# the simulated kubelet keeps a stopped plugin's resource this long, then writes "0" (real kubelet: 5 minutes)
+CONFIG["device_plugin_stop_grace"] = 3.0
 CONFIG["tokens"] = [{"token": TOKEN, "user": SA_USER,
                      "groups": ["system:serviceaccounts", "system:serviceaccounts:kubehw", "system:authenticated"]}]
 RECAP = re.compile(r"^(\S+)\s+: ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", re.M)
@@ -46,8 +49,9 @@ def playbook_env(collections_path, tmp_path, extra=None):
     return env
 
 
-def play(collections_path, tmp_path, playbook, kubeconfig=None, check=False, env=None, extra_vars=None):
-    cmd = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", INVENTORY,
+def play(collections_path, tmp_path, playbook, kubeconfig=None, check=False, env=None, extra_vars=None,
+         inventory=INVENTORY):
+    cmd = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", inventory,
            "kubehw.devices.%s" % playbook]
     if not os.path.exists(cmd[0]):
         cmd[0] = "ansible-playbook"
@@ -76,6 +80,8 @@ def node_statuses(cluster):
     return result
 
 
+# five playbook runs, and the teardown waits for the simulated kubelet's grace period
+@pytest.mark.timeout(600)
 def test_site_check_run_rerun_verify_teardown(cluster, collections_path, tmp_path):
     cluster.require_simulated("the demo inventory names simulated nodes and their simulated GPUs")
     before = node_statuses(cluster)
@@ -84,7 +90,8 @@ def test_site_check_run_rerun_verify_teardown(cluster, collections_path, tmp_pat
     proc, recap = play(collections_path, tmp_path, "site", cluster.kubeconfig, check=True)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     assert cluster.writes(mark) == [], "check mode wrote: %r" % cluster.writes(mark)
-    assert recap["dongle-node-1"]["changed"] == 1 and recap["gpu-node-1"]["changed"] == 1
+    # gpu-node-1 carries the run-once tasks: the RuntimeClass nvidia and the device plugin DaemonSet
+    assert recap["dongle-node-1"]["changed"] == 1 and recap["gpu-node-1"]["changed"] == 2, recap
 
     proc, recap = play(collections_path, tmp_path, "site", cluster.kubeconfig)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
@@ -110,11 +117,16 @@ def test_site_check_run_rerun_verify_teardown(cluster, collections_path, tmp_pat
     assert "dongle-node-1: Ready=True advertised={'example.com/dongle': '2'}" in proc.stdout
     assert "gpu-node-2: Ready=True advertised={'nvidia.com/gpu': '8'}" in proc.stdout
 
-    proc, recap = play(collections_path, tmp_path, "teardown", cluster.kubeconfig)
+    mark = cluster.mark()
+    proc, recap = play(collections_path, tmp_path, "teardown", cluster.kubeconfig,
+                       extra_vars={"kubehw_teardown_poll_interval": 1})
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     assert cluster.apps.list_daemon_set_for_all_namespaces().items == []
-    # let the simulated kubelet run one status sync, then the nodes must be as before site.yml
-    time.sleep(2.5 * CONFIG["sync_interval"])
+    # the key was removed after the kubelet had written "0", so nothing brings it back: past the kubelet's
+    # grace period and a status sync, the nodes are as before site.yml (no nvidia.com/gpu, not even "0")
+    removals = [w for w in cluster.writes(mark) if w["path"].startswith("/api/v1/nodes/gpu-node")]
+    assert removals and all(w["method"] == "PATCH" and '"remove"' in w["body"] for w in removals), removals
+    time.sleep(CONFIG["device_plugin_stop_grace"] + 2.5 * CONFIG["sync_interval"])
     assert node_statuses(cluster) == before
 
 
@@ -172,8 +184,9 @@ def test_token_without_nodes_status_permission_is_refused_by_name(cluster, colle
 
     rbac = client.RbacAuthorizationV1Api(cluster.api_client)
     role = json.loads(rbac.read_cluster_role("kubehw-devices-nodes", _preload_content=False).data)
+    rules = len(role["rules"])
     role["rules"] = [r for r in role["rules"] if "nodes/status" not in r["resources"]]
-    assert len(role["rules"]) == 2
+    assert len(role["rules"]) == rules - 1
     rbac.replace_cluster_role("kubehw-devices-nodes", role, _preload_content=False)
     before = node_statuses(cluster)["dongle-node-1"]
     proc, recap = play(collections_path, tmp_path, "advertise", env=credential_env(cluster))
@@ -182,3 +195,204 @@ def test_token_without_nodes_status_permission_is_refused_by_name(cluster, colle
     assert "nodes/status" in proc.stdout and "patch" in proc.stdout, proc.stdout[-3000:]
     assert SA_USER in proc.stdout
     assert node_statuses(cluster)["dongle-node-1"]["capacity"] == before["capacity"]
+
+
+def survey_answers(template_name, overrides):
+    """What AWX sends for a job template of playbooks/awx/job_templates.yml: its extra_vars, then each survey
+    question's default, as strings (AWX passes multiple-choice and text answers as strings), then overrides."""
+    with open(os.path.join(REPO_ROOT, "playbooks", "awx", "job_templates.yml")) as f:
+        templates = yaml.safe_load(f)["job_templates"]
+    template = [t for t in templates if t["name"] == template_name][0]
+    answers = yaml.safe_load(template.get("extra_vars") or "") or {}
+    for question in template["related"]["survey_spec"]["spec"]:
+        answers[question["variable"]] = str(question["default"])
+    for key, value in overrides.items():
+        assert key in answers, "%s is not a survey question of %s" % (key, template_name)
+        answers[key] = value
+    return template, answers
+
+
+def test_job_template_survey_strings_and_become_without_sudo(cluster, collections_path, tmp_path):
+    """The shipped site job template (become on, survey answers as strings) in an execution environment without
+    sudo: "false" skips the smoke test, and no API task asks for root."""
+    cluster.require_simulated("the demo inventory names simulated nodes")
+    import ansible_runner
+
+    template, answers = survey_answers("kubehw.devices site", {"accelerator_node_smoke_test": "false"})
+    assert template["become_enabled"] is True
+    assert answers["accelerator_node_smoke_test"] == "false" and answers["accelerator_node_install_driver"] == "true"
+    fake_bin = tmp_path / "no-sudo"
+    _write(str(fake_bin / "sudo"), "#!/bin/sh\necho 'sudo: not in this execution environment' >&2\nexit 1\n", 0o755)
+    private = tmp_path / "runner"
+    (private / "inventory").mkdir(parents=True)
+    with open(INVENTORY) as f:
+        (private / "inventory" / "hosts.yml").write_text(f.read())
+    envvars = {"K8S_AUTH_KUBECONFIG": cluster.kubeconfig, "ANSIBLE_COLLECTIONS_PATH": collections_path,
+               "ANSIBLE_NOCOLOR": "1", "PATH": str(fake_bin) + os.pathsep + os.environ.get("PATH", "")}
+    mark = cluster.mark()
+    result = ansible_runner.run(private_data_dir=str(private), project_dir=REPO_ROOT, playbook=template["playbook"],
+                                envvars=envvars, extravars=answers, cmdline="--become", quiet=True, timeout=600)
+    stdout = result.stdout.read()
+    assert result.status == "successful" and result.rc == 0, stdout[-5000:]
+    events = [e for e in result.events if e.get("event", "").startswith("runner_on_")]
+    # skipped in both plays of site.yml (the host-setup play runs once per batch), run in none
+    smoke = set(e["event"] for e in events if e["event_data"].get("task") == "Run a pod that requests one unit of the resource")
+    assert smoke == {"runner_on_start", "runner_on_skipped"}, smoke
+    assert not [w for w in cluster.writes(mark) if "/pods" in w["path"]], "a smoke-test pod was created"
+    # the API tasks did run (under --become), so nothing asked for root on the controller
+    ran = set(e["event_data"].get("resolved_action") or e["event_data"].get("task_action") for e in events
+              if e["event"] == "runner_on_ok")
+    assert {"kubehw.devices.device_plugin_deploy", "kubehw.devices.extended_resource_info",
+            "kubehw.devices.k8s_node_extended_resource"} <= ran, ran
+
+
+# -- driver rollout: one node at a time, drained through the Eviction API ------------------------------
+
+# The reboot of a simulated node: its kubelet stops (the node turns Ready=Unknown); the test's "machine room"
+# thread below brings it back a moment later, as a host that boots again.
+SIM_REBOOT_TASKS = """
+- name: Stop the simulated node's kubelet, as a reboot does
+  ansible.builtin.uri:
+    url: "{{ test_sim_url }}/simcluster/nodes/{{ nvidia_driver_node_name }}/unreachable"
+    method: POST
+    headers:
+      Authorization: "Bearer {{ test_admin_token }}"
+    body_format: json
+    body:
+      unreachable: true
+    validate_certs: false
+  delegate_to: localhost
+"""
+
+FAKE_SMI = "#!/bin/sh\nprintf '550.54.15\\n'\n"
+
+
+def _write(path, text, mode=0o644):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        f.write(text)
+    os.chmod(path, mode)
+
+
+def rollout_inventory(tmp_path, cluster):
+    """The demo's GPU nodes as hosts whose driver (branch 550, a fake nvidia-smi) runs but is not loaded,
+    so nvidia_driver wants a reboot; only the driver role runs, with the simulated reboot above."""
+    sysfs = tmp_path / "sys"
+    for name, value in (("vendor", "0x10de"), ("device", "0x2330"), ("class", "0x030200")):
+        _write(str(sysfs / "bus" / "pci" / "devices" / "0000:17:00.0" / name), value + "\n")
+    _write(str(tmp_path / "bin" / "nvidia-smi"), FAKE_SMI, 0o755)
+    _write(str(tmp_path / "reboot.yml"), SIM_REBOOT_TASKS)
+    facts = {"distribution": "Debian", "distribution_version": "12.5", "distribution_major_version": "12",
+             "os_family": "Debian", "architecture": "x86_64", "kernel": "6.1.0-18-amd64"}
+    hosts = ["gpu-node-1", "gpu-node-2"]
+    inventory = {"all": {"vars": {
+        "ansible_connection": "local", "ansible_python_interpreter": sys.executable,
+        "accelerator_node_install_runtime": False, "accelerator_node_install_toolkit": False,
+        "accelerator_node_cluster_setup": False,
+        "nvidia_driver_sysfs_root": str(sysfs), "nvidia_driver_blacklist_nouveau": False,
+        "nvidia_driver_persistenced": False, "nvidia_driver_reboot": True,
+        "nvidia_driver_reboot_tasks": str(tmp_path / "reboot.yml"),
+        "nvidia_driver_drain_timeout": 60, "nvidia_driver_reboot_timeout": 60,
+        "test_sim_url": cluster.sim.url, "test_admin_token": cluster.sim.admin_token},
+        "children": {"gpu_nodes": {"hosts": dict((h, {}) for h in hosts)}}}}
+    _write(str(tmp_path / "rollout.yml"), yaml.safe_dump(inventory))
+    env = {"PATH": str(tmp_path / "bin") + os.pathsep + os.environ.get("PATH", "/usr/bin:/bin"),
+           "ANSIBLE_CACHE_PLUGIN": "jsonfile", "ANSIBLE_CACHE_PLUGIN_CONNECTION": str(tmp_path / "facts")}
+    # Each host's facts are a Debian 12 machine's, through the fact cache (its file format differs between
+    # ansible-core releases, so ansible itself writes it).
+    seed = [{"name": "Seed the fact cache", "hosts": "gpu_nodes", "gather_facts": False, "tasks": [{
+        "name": "Cache the facts of a Debian 12 host",
+        "ansible.builtin.set_fact": dict(facts, cacheable=True)}]}]
+    _write(str(tmp_path / "seed.yml"), yaml.safe_dump(seed))
+    subprocess.run([os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", str(tmp_path / "rollout.yml"),
+                    str(tmp_path / "seed.yml")], env=playbook_env("", tmp_path, env), check=True,
+                   capture_output=True, timeout=120)
+    return str(tmp_path / "rollout.yml"), env
+
+
+def web_pod(name, node):
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "labels": {"app": "web"}, "ownerReferences": [{
+                "apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-5d9c8", "controller": True,
+                "uid": "00000000-0000-4000-8000-000000000001"}]},
+            "spec": {"nodeName": node, "terminationGracePeriodSeconds": 1,
+                     "containers": [{"name": "web", "image": "registry.example/web:1"}]}}
+
+
+class MachineRoom(threading.Thread):
+    """Brings a rebooted (unreachable) node back after a second, and plays the ReplicaSet controller once:
+    when the budget refuses an eviction, a replacement pod starts on the first node (back by then)."""
+
+    def __init__(self, cluster):
+        super(MachineRoom, self).__init__(daemon=True)
+        self.cluster = cluster
+        self.stopping = threading.Event()
+        self.back = {}
+        self.replaced = False
+
+    def run(self):
+        while not self.stopping.wait(0.2):
+            for node in json.loads(self.cluster.core.list_node(_preload_content=False).data)["items"]:
+                name = node["metadata"]["name"]
+                ready = [c for c in node["status"].get("conditions") or [] if c["type"] == "Ready"]
+                if ready and ready[0]["status"] == "Unknown" and name not in self.back:
+                    time.sleep(1.0)
+                    self.back[name] = time.time()
+                    self.cluster.sim.set_node_unreachable(name, False)
+            refused = [r for r in self.cluster.sim.requests if r["path"].endswith("/eviction") and r["status"] == 429]
+            if refused and not self.replaced:
+                self.replaced = True
+                self.cluster.core.create_namespaced_pod("default", web_pod("web-3", "gpu-node-1"),
+                                                        _preload_content=False)
+
+
+def test_driver_rollout_drains_reboots_and_uncordons_one_node_at_a_time(cluster, collections_path, tmp_path):
+    cluster.require_simulated("reboots simulated nodes (their kubelets stop and start)")
+    if os.path.exists("/proc/modules"):
+        with open("/proc/modules") as f:
+            if any(line.split()[0] == "nvidia" for line in f if line.strip()):
+                pytest.skip("this machine has the nvidia module loaded, so the fake driver needs no reboot")
+    from kubernetes import client
+
+    for name, node in (("web-1", "gpu-node-1"), ("web-2", "gpu-node-2")):
+        cluster.core.create_namespaced_pod("default", web_pod(name, node), _preload_content=False)
+    # at most one web pod may be down: the second node's eviction waits for the replacement
+    client.PolicyV1Api(cluster.api_client).create_namespaced_pod_disruption_budget("default", {
+        "apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "web"},
+        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "web"}}}}, _preload_content=False)
+    time.sleep(1.5)
+    inventory, env = rollout_inventory(tmp_path, cluster)
+    room = MachineRoom(cluster)
+    room.start()
+    mark = cluster.mark()
+    try:
+        proc, recap = play(collections_path, tmp_path, "site", cluster.kubeconfig, inventory=inventory, env=env)
+    finally:
+        room.stopping.set()
+        room.join()
+    assert proc.returncode == 0, proc.stdout[-5000:] + proc.stderr[-2000:]
+
+    steps = []
+    for r in cluster.requests(mark):
+        if r["method"] == "PATCH" and r["path"].startswith("/api/v1/nodes/"):
+            ops = json.loads(r["body"])
+            steps.append(("cordon" if ops[0]["op"] == "add" else "uncordon", r["path"].rsplit("/", 1)[-1], r["status"]))
+        elif r["path"].endswith("/eviction"):
+            steps.append(("evict", r["path"].split("/")[-2], r["status"]))
+    # consecutive 429s collapse into one step: how many depends on timing
+    collapsed = [s for i, s in enumerate(steps) if i == 0 or s != steps[i - 1]]
+    assert collapsed == [
+        ("cordon", "gpu-node-1", 200), ("evict", "web-1", 201), ("uncordon", "gpu-node-1", 200),
+        ("cordon", "gpu-node-2", 200), ("evict", "web-2", 429), ("evict", "web-2", 201),
+        ("uncordon", "gpu-node-2", 200)], steps
+    # the facts came from the cache (a Debian 12 host), not from gathering this machine's
+    gathering = proc.stdout.split("Gather facts of the host to prepare")[1].split("TASK")[0]
+    assert "ok: [gpu-node-1]" not in gathering, gathering
+    # each uncordon came after its node was back (Ready again), and the second cordon after the first uncordon
+    patches = dict(((r["path"].rsplit("/", 1)[-1], json.loads(r["body"])[0]["op"]), r["time"])
+                   for r in cluster.requests(mark) if r["method"] == "PATCH" and "/nodes/" in r["path"])
+    for node in ("gpu-node-1", "gpu-node-2"):
+        assert patches[(node, "remove")] > room.back[node]
+    assert patches[("gpu-node-2", "add")] > patches[("gpu-node-1", "remove")]
+    for node in json.loads(cluster.core.list_node(_preload_content=False).data)["items"]:
+        assert not node["spec"].get("unschedulable"), node["metadata"]["name"]

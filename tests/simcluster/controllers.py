@@ -59,6 +59,7 @@ SCHEDULER_NAME = "default-scheduler"
 
 TAINT_UNREACHABLE = "node.kubernetes.io/unreachable"
 TAINT_NOT_READY = "node.kubernetes.io/not-ready"
+TAINT_UNSCHEDULABLE = "node.kubernetes.io/unschedulable"
 
 # Tolerations the DaemonSet controller adds to every daemon pod (util.AddOrUpdateDaemonPodTolerations).
 DAEMON_TOLERATIONS = [
@@ -292,6 +293,11 @@ class Controllers:
                                       self.sync_interval)
         self.taint_new_nodes = bool(self.config.get("taint_new_nodes", True))
         self.device_plugins = dict(self.config.get("device_plugins") or {})
+        # The kubelet's device manager keeps a stopped plugin's resource for endpointStopGracePeriod (5 minutes,
+        # pkg/kubelet/cm/devicemanager/types.go, v1.32): its devices turn unhealthy at once (allocatable 0,
+        # capacity still counts them), and once the period is over the next node status writes "0" to both
+        # (GetCapacity's deleted resources, nodestatus.MachineInfo). Compressed here like the other delays.
+        self.plugin_stop_grace = float(self.config.get("device_plugin_stop_grace", 2.0))
         self.node_configs = dict((n["name"], n) for n in self.config.get("nodes") or [])
         self.inventory = dict((n["name"], dict(n.get("inventory") or {})) for n in self.node_configs.values())
         self._node_index = dict((name, i) for i, name in enumerate(self.node_configs))
@@ -316,6 +322,7 @@ class Controllers:
         self._next_heartbeat = {}
         self._next_tick = 0.0
         self._served = {}                 # node -> resources a plugin registered there
+        self._stopped = {}                # node -> {resource: monotonic time its plugin went away}
         self._pending_order = {}          # pod uid -> arrival number (scheduling queue order)
         self._unschedulable = {}          # pod uid -> (cluster_gen, spec json, message) last verdict
         self._seen_bound = {}             # pod uid -> monotonic time the kubelet first saw it
@@ -504,6 +511,8 @@ class Controllers:
             self._cond.notify_all()
         if resource == "nodes" and event_type == "ADDED" and self.taint_new_nodes:
             self._taint_new_node(obj)
+        if resource == "nodes" and event_type != "DELETED":
+            self._taint_unschedulable(obj)
 
     def _intake_nodes(self, event_type, key, old, obj):
         name = key[1]
@@ -568,6 +577,28 @@ class Controllers:
 
         try:
             self.store.mutate("nodes", None, name, fn)
+        except Exception as err:  # pylint: disable=broad-except
+            self._record_error(err)
+
+    def _taint_unschedulable(self, node):
+        """Node lifecycle (TaintNodesByCondition): spec.unschedulable <-> node.kubernetes.io/unschedulable:NoSchedule."""
+        spec = node.get("spec") or {}
+        wanted = bool(spec.get("unschedulable"))
+        if wanted == any(t.get("key") == TAINT_UNSCHEDULABLE for t in spec.get("taints") or []):
+            return
+
+        def fn(obj):
+            ospec = obj.setdefault("spec", {})
+            taints = [t for t in ospec.get("taints") or [] if t.get("key") != TAINT_UNSCHEDULABLE]
+            if ospec.get("unschedulable"):
+                taints.append({"key": TAINT_UNSCHEDULABLE, "effect": "NoSchedule", "timeAdded": now_rfc3339()})
+            if taints:
+                ospec["taints"] = taints
+            else:
+                ospec.pop("taints", None)
+
+        try:
+            self.store.mutate("nodes", None, _meta(node).get("name"), fn)
         except Exception as err:  # pylint: disable=broad-except
             self._record_error(err)
 
@@ -666,7 +697,7 @@ class Controllers:
             if node is None or not self._reachable(name):
                 continue
             heartbeat_due = now >= self._next_heartbeat.get(name, 0)
-            if not heartbeat_due and not self._allocatable_differs(node) and \
+            if not heartbeat_due and not self._allocatable_differs(node, self._stopped.get(name)) and \
                     (_condition(node, "Ready") or {}).get("status") == "True":
                 continue
             if heartbeat_due:
@@ -674,12 +705,12 @@ class Controllers:
             self.store.mutate("nodes", None, name, self._kubelet_status_fn(name, heartbeat_due))
 
     @staticmethod
-    def _allocatable_differs(node):
+    def _allocatable_differs(node, unhealthy=None):
         status = node.get("status") or {}
         capacity = status.get("capacity") or {}
         allocatable = status.get("allocatable") or {}
         for k, v in capacity.items():
-            if is_extended_resource(k) and allocatable.get(k) != v:
+            if is_extended_resource(k) and allocatable.get(k) != ("0" if k in (unhealthy or {}) else v):
                 return True
         for k in allocatable:
             if is_extended_resource(k) and k not in capacity:
@@ -701,6 +732,9 @@ class Controllers:
                 for k in [k for k in allocatable if is_extended_resource(k) and k not in capacity]:
                     del allocatable[k]
                 allocatable.update(wanted)
+                for k in self._stopped.get(name) or {}:
+                    if k in allocatable:
+                        allocatable[k] = "0"    # a stopped plugin's devices are unhealthy
                 if allocatable:
                     status["allocatable"] = allocatable
                 else:
@@ -730,7 +764,8 @@ class Controllers:
         return served
 
     def _plugin_sync(self, name, pods):
-        """Plugins running on a node register their resources; a vanished plugin's resource drops to 0."""
+        """Plugins running on a node register their resources; a vanished plugin's resource is unhealthy for the
+        stop grace period (allocatable 0, capacity kept), then drops to "0" in both, as the kubelet writes it."""
         if name not in self.node_configs or not self._reachable(name):
             return
         node = self._snapshot("nodes").get((None, name))
@@ -744,12 +779,24 @@ class Controllers:
                 serving |= self._served_by(pod)
         inventory = self.inventory.get(name, {})
         registered = set(r for r in serving if r in inventory)
-        gone = self._served.get(name, set()) - registered
+        now = time.monotonic()
+        stopped = self._stopped.setdefault(name, {})
+        for r in self._served.get(name, set()) - registered:
+            stopped.setdefault(r, now)
+        for r in registered:
+            stopped.pop(r, None)
+        unhealthy = set(r for r, t in stopped.items() if now - t < self.plugin_stop_grace)
+        gone = set(stopped) - unhealthy
+        for r in gone:
+            del stopped[r]          # the device manager forgets it: it never writes the key again
+        if unhealthy:
+            self._add_timer(min(stopped[r] for r in unhealthy) + self.plugin_stop_grace - now + 0.05, "plugin", name)
         capacity = (node.get("status") or {}).get("capacity") or {}
         allocatable = (node.get("status") or {}).get("allocatable") or {}
         needs = any(capacity.get(r) != str(inventory[r]) for r in registered) or \
+            any(allocatable.get(r) not in (None, "0") for r in unhealthy) or \
             any(capacity.get(r) != "0" or allocatable.get(r) != "0" for r in gone)
-        self._served[name] = registered
+        self._served[name] = registered | unhealthy
         if not needs:
             return
 
@@ -759,6 +806,10 @@ class Controllers:
             for r in registered:
                 cap[r] = str(inventory[r])
             alloc = status.get("allocatable")
+            for r in unhealthy:
+                if r in (alloc or {}):
+                    alloc = dict(alloc)
+                    alloc[r] = "0"
             for r in gone:
                 cap[r] = "0"
                 alloc = dict(alloc or {})
@@ -875,6 +926,10 @@ class Controllers:
             status["containerStatuses"] = statuses
 
         self.store.mutate("pods", ns, name, fn)
+
+    def _timer_plugin(self, name):
+        with self._cond:
+            self._dirty_nodes.add(name)
 
     def _timer_ds(self, key):
         with self._cond:

@@ -27,7 +27,7 @@ import jsonpatch
 
 from tests.simcluster import tokenrequest  # serviceaccounts/token (TokenRequest)
 from tests.simcluster import openapi  # fieldValidation and the /openapi/v3 kubectl reads
-from tests.simcluster import auth
+from tests.simcluster import auth, eviction
 from tests.simcluster import dra  # resource.k8s.io (Dynamic Resource Allocation)
 from tests.simcluster.store import (
     RESOURCES, STATUS_RESOURCES, StoreError, already_exists, api_version, conflict, group_resource,
@@ -1090,6 +1090,10 @@ class ApiServer:
         # TokenRequest (tests/simcluster/tokenrequest.py): POST only, authorized as create serviceaccounts/token
         if sub == "token" and resource == "serviceaccounts" and req.method == "POST" and namespace is not None:
             return resource, namespace, name, sub, "create"
+        # the Eviction subresource (tests/simcluster/eviction.py): POST only, authorized as create pods/eviction
+        eviction = sub == "eviction" and resource == "pods" and req.method == "POST" and namespace is not None
+        if eviction:
+            return resource, namespace, name, sub, "create"
         if sub is not None and not pod_log and not (sub == "status" and resource in STATUS_RESOURCES):
             raise StoreError(404, "NotFound", "the server could not find the requested resource", {})
         method = req.method
@@ -1116,6 +1120,8 @@ class ApiServer:
         return resource, namespace, name, sub, verb
 
     def _resource(self, req, resource, namespace, name, sub, verb):
+        if sub == "eviction":
+            return eviction.evict(self, req, namespace, name, _selector_matches)
         if sub == "token":
             return tokenrequest.create_token(self, req, namespace, name)
         handler = getattr(self, "_do_" + verb)

@@ -39,6 +39,7 @@ RESOURCES = {
     "resourceslices": ("resource.k8s.io", "v1", "ResourceSlice", False, []),
     "resourceclaims": ("resource.k8s.io", "v1", "ResourceClaim", True, []),
     "resourceclaimtemplates": ("resource.k8s.io", "v1", "ResourceClaimTemplate", True, []),
+    "poddisruptionbudgets": ("policy", "v1", "PodDisruptionBudget", True, ["pdb"]),
 }
 
 # Resources whose metadata.generation tracks spec changes (as the real registry strategies do).

@@ -1,0 +1,397 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright (c) kubehw.devices contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+module: k8s_node_drain
+short_description: Cordon and drain a Kubernetes node through the Eviction API, or uncordon it
+version_added: 0.1.0
+description:
+  - With O(state=drained), marks the node unschedulable (C(spec.unschedulable=true), what C(kubectl cordon)
+    does), then evicts its pods through the Eviction API (C(POST .../pods/<name>/eviction)), so every
+    PodDisruptionBudget is respected, and waits until the evicted pods are gone.
+  - An eviction that a PodDisruptionBudget forbids answers C(429 TooManyRequests); it is retried (1 s, then
+    doubling up to 5 s, as C(kubectl drain) waits 5 s) until O(timeout). On timeout the task fails naming each
+    pod still there and the budget's message; the node stays cordoned.
+  - DaemonSet pods are left alone (the DaemonSet controller tolerates the cordon and would recreate them), and
+    so are mirror pods (static pods of the kubelet, which the API cannot delete). Pods that already finished
+    are deleted through the same eviction call, which the apiserver answers without a budget check.
+  - Pods without a controller would be gone for good after an eviction. The task refuses to drain a node that
+    runs one, naming it, before any write, unless O(force=true).
+  - With O(state=uncordoned), waits until the node reports C(Ready=True) (after a reboot, for example;
+    O(wait_ready=false) skips that), then clears C(spec.unschedulable).
+  - A second run with the same input sends no write (the node is already cordoned and holds no pod to evict, or
+    is already schedulable).
+author:
+  - kubehw.devices contributors (@kubehw)
+extends_documentation_fragment:
+  - kubehw.devices.k8s_auth_options
+  - kubehw.devices.attributes
+attributes:
+  check_mode:
+    support: full
+    details: Reads the node and its pods and reports the cordon and the pods it would evict; sends no write.
+  diff_mode:
+    support: full
+    details: The node's C(unschedulable) flag and the pods to evict, before and after.
+  idempotent:
+    support: full
+options:
+  name:
+    description:
+      - Name of the node (a lowercase DNS subdomain). An empty or blank name is refused before any request.
+    type: str
+    required: true
+  state:
+    description:
+      - V(drained) cordons the node and evicts its pods; V(uncordoned) makes it schedulable again.
+    type: str
+    choices: [drained, uncordoned]
+    default: drained
+  timeout:
+    description:
+      - Seconds the whole task may take. V(drained) - evictions (including retries of those a
+        PodDisruptionBudget refuses) and the wait until the evicted pods are gone. V(uncordoned) - the wait for
+        C(Ready=True).
+    type: int
+    default: 300
+  force:
+    description:
+      - Also evict pods that no controller manages (no C(ownerReferences) entry with C(controller=true)). Nothing
+        recreates them.
+    type: bool
+    default: false
+  wait_ready:
+    description:
+      - With O(state=uncordoned), wait until the node reports C(Ready=True) before making it schedulable.
+    type: bool
+    default: true
+  allow_missing:
+    description:
+      - A node that does not exist (a host not joined to the cluster yet) is not an error; the task reports
+        RV(exists=false) and changes nothing. Without it such a task fails naming the node.
+    type: bool
+    default: false
+notes:
+  - The identity needs C(get) and C(patch) on C(nodes), C(list) on C(pods) (all namespaces) and C(create) on
+    C(pods/eviction) (all namespaces). C(playbooks/templates/rbac.yaml.j2) grants them with
+    C(kubehw_rbac_drain=true).
+  - Pods using C(emptyDir) volumes lose that data, as with C(kubectl drain --delete-emptydir-data).
+  - The eviction is sent as C(policy/v1) C(Eviction) (Kubernetes 1.22 and later).
+seealso:
+  - name: Safely Drain a Node
+    description: Cordon, eviction and PodDisruptionBudgets, as the Kubernetes documentation explains them.
+    link: https://kubernetes.io/docs/tasks/administer-cluster/safely-drain-node/
+  - name: API-initiated eviction
+    description: What the Eviction API answers (429 while a budget forbids the eviction).
+    link: https://kubernetes.io/docs/concepts/scheduling-eviction/api-eviction/
+  - module: kubehw.devices.k8s_node_extended_resource
+"""
+
+EXAMPLES = r"""
+- name: Drain the GPU node before its driver update reboots it
+  kubehw.devices.k8s_node_drain:
+    name: gpu-a
+    timeout: 600
+  delegate_to: localhost
+  become: false
+
+- name: Make it schedulable again once it is Ready
+  kubehw.devices.k8s_node_drain:
+    name: gpu-a
+    state: uncordoned
+  delegate_to: localhost
+  become: false
+"""
+
+RETURN = r"""
+changed:
+  description: Whether a write was made (or, in check mode, would be made).
+  returned: always
+  type: bool
+node:
+  description: Name of the node.
+  returned: always
+  type: str
+  sample: gpu-a
+exists:
+  description: Whether the node exists (false only with O(allow_missing=true)).
+  returned: always
+  type: bool
+cordoned:
+  description: Whether the node was cordoned before the task ran.
+  returned: always
+  type: bool
+evicted:
+  description: Pods evicted by this task (in check mode, that would be), as C(namespace/name).
+  returned: always
+  type: list
+  elements: str
+  sample: ["default/web-6d4b75cb6d-x8kq2"]
+left_on_node:
+  description: Pods left on the node, as C(namespace/name) with the reason (V(DaemonSet) or V(mirror pod)).
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"pod": "kube-system/nvidia-device-plugin-daemonset-7xk2p", "reason": "DaemonSet"}]
+"""
+
+import time
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.kubehw.devices.plugins.module_utils._client import (
+    AUTH_ARG_SPEC,
+    KubeClient,
+    KubeHwError,
+    error_from_api_exception,
+    protect_kubeconfig_secrets,
+)
+from ansible_collections.kubehw.devices.plugins.module_utils._k8s_names import DNS1123_SUBDOMAIN_RE
+
+try:
+    from kubernetes.client.rest import ApiException
+except ImportError:
+    ApiException = None  # KubeClient reports the missing library
+
+MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
+# kubectl drain waits 5 s between eviction attempts a budget refused (k8s.io/kubectl/pkg/drain, v0.32).
+RETRY_MAX_DELAY = 5.0
+POLL_INTERVAL = 1.0
+
+
+def _pod_key(pod):
+    meta = pod.get("metadata") or {}
+    return "%s/%s" % (meta.get("namespace"), meta.get("name"))
+
+
+def _controller(pod):
+    for ref in (pod.get("metadata") or {}).get("ownerReferences") or []:
+        if ref.get("controller"):
+            return ref
+    return None
+
+
+def _ready(node):
+    for cond in (node.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == "Ready":
+            return cond.get("status") == "True"
+    return False
+
+
+def _status_message(err):
+    """The apiserver's message and its first cause (the budget's own words), for a failure report."""
+    body = err.body or {}
+    causes = (body.get("details") or {}).get("causes") or []
+    text = body.get("message") or err.msg
+    if causes and causes[0].get("message"):
+        text = "%s %s" % (text, causes[0]["message"])
+    return text
+
+
+class DrainFailed(Exception):
+    def __init__(self, msg):
+        super(DrainFailed, self).__init__(msg)
+        self.msg = msg
+
+
+class NodeDrain(object):
+    def __init__(self, module, client, sleep=time.sleep):
+        self.module = module
+        self.client = client
+        self.params = module.params
+        self.name = module.params["name"]
+        self.sleep = sleep
+        self.deadline = time.monotonic() + module.params["timeout"]
+        self.result = dict(changed=False, node=self.name, exists=True, cordoned=False, evicted=[], left_on_node=[])
+        self.diff = None
+
+    # -- reads
+    def read_node(self):
+        """The node, or None when it does not exist and allow_missing is set."""
+        try:
+            return self.client.call_json(self.client.core.read_node, self.name, what='read node "%s"' % self.name)
+        except KubeHwError as err:
+            if err.status != 404 or not self.params["allow_missing"]:
+                raise
+        self.result["exists"] = False
+        return None
+
+    def node_pods(self):
+        listing = self.client.call_json(
+            self.client.core.list_pod_for_all_namespaces, field_selector="spec.nodeName=%s" % self.name,
+            what='list the pods of node "%s"' % self.name)
+        return listing.get("items") or []
+
+    def set_unschedulable(self, value):
+        # JSON patch: the node always has a spec; "remove" only runs when the flag is set.
+        ops = [{"op": "add", "path": "/spec/unschedulable", "value": True}] if value else \
+            [{"op": "remove", "path": "/spec/unschedulable"}]
+        self.client.call_json(self.client.core.patch_node, self.name, ops,
+                              what='%s node "%s"' % ("cordon" if value else "uncordon", self.name))
+
+    # -- drained
+    def classify(self, pods):
+        evict, unmanaged = [], []
+        for pod in sorted(pods, key=_pod_key):
+            meta = pod.get("metadata") or {}
+            if (meta.get("annotations") or {}).get(MIRROR_ANNOTATION):
+                self.result["left_on_node"].append(dict(pod=_pod_key(pod), reason="mirror pod"))
+                continue
+            ref = _controller(pod)
+            if ref is not None and ref.get("kind") == "DaemonSet":
+                self.result["left_on_node"].append(dict(pod=_pod_key(pod), reason="DaemonSet"))
+                continue
+            if ref is None:
+                unmanaged.append(pod)
+            evict.append(pod)
+        return evict, unmanaged
+
+    def evict(self, pod):
+        """POST the eviction; retry what a budget refuses (429) until the deadline. False when already gone."""
+        meta = pod["metadata"]
+        body = {"apiVersion": "policy/v1", "kind": "Eviction",
+                "metadata": {"name": meta["name"], "namespace": meta["namespace"]}}
+        what = 'evict pod "%s" from node "%s"' % (_pod_key(pod), self.name)
+        delay = POLL_INTERVAL
+        while True:
+            try:
+                # Not through client.call: its own retries would spend the whole timeout on one pod's 429s.
+                self.client.core.create_namespaced_pod_eviction(
+                    meta["name"], meta["namespace"], body, _preload_content=False,
+                    _request_timeout=self.client.request_timeout)
+                return True
+            except ApiException as exc:
+                err = error_from_api_exception(exc, what)
+            if err.status == 404:
+                return False
+            if err.status != 429:
+                raise err
+            if time.monotonic() + delay > self.deadline:
+                raise DrainFailed(
+                    'Timed out after %ss draining node "%s": the eviction of pod "%s" was refused until the end: %s '
+                    "(the node stays cordoned; raise timeout, or change the PodDisruptionBudget)"
+                    % (self.params["timeout"], self.name, _pod_key(pod), _status_message(err)))
+            self.sleep(delay)
+            delay = min(RETRY_MAX_DELAY, delay * 2)
+
+    def wait_gone(self, uids):
+        while True:
+            left = [_pod_key(p) for p in self.node_pods() if (p.get("metadata") or {}).get("uid") in uids]
+            if not left:
+                return
+            if time.monotonic() >= self.deadline:
+                raise DrainFailed('Timed out after %ss waiting for the evicted pods of node "%s" to go: %s'
+                                  % (self.params["timeout"], self.name, ", ".join(sorted(left))))
+            self.sleep(POLL_INTERVAL)
+
+    def drain(self):
+        node = self.read_node()
+        if node is None:
+            return
+        cordoned = bool((node.get("spec") or {}).get("unschedulable"))
+        self.result["cordoned"] = cordoned
+        evict, unmanaged = self.classify(self.node_pods())
+        if unmanaged and not self.params["force"]:
+            raise DrainFailed(
+                'Node "%s" runs pods that no controller manages, which an eviction would delete for good: %s. '
+                "Move them, or set force: true to evict them anyway. Nothing was changed."
+                % (self.name, ", ".join(_pod_key(p) for p in unmanaged)))
+        names = [_pod_key(p) for p in evict]
+        self.result["changed"] = not cordoned or bool(evict)
+        self.diff = dict(before=dict(unschedulable=cordoned, pods=names), after=dict(unschedulable=True, pods=[]))
+        if self.module.check_mode:
+            self.result["evicted"] = names
+            return
+        if not cordoned:
+            self.set_unschedulable(True)
+        uids = set()
+        for pod in evict:
+            if self.evict(pod):
+                self.result["evicted"].append(_pod_key(pod))
+                uids.add(pod["metadata"].get("uid"))
+        if uids:
+            self.wait_gone(uids)
+
+    # -- uncordoned
+    def uncordon(self):
+        node = self.read_node()
+        if node is None:
+            return
+        if self.params["wait_ready"] and not _ready(node):
+            try:
+                found = self.client.watch(
+                    self.client.core.list_node, lambda objs: self.name in objs and _ready(objs[self.name]),
+                    timeout=max(1, self.deadline - time.monotonic()),
+                    what='wait for node "%s" to be Ready' % self.name,
+                    field_selector="metadata.name=%s" % self.name)
+                node = found[self.name]
+            except KubeHwError as err:
+                if err.reason != "Timeout":
+                    raise
+                raise DrainFailed('Node "%s" did not report Ready=True within %ss; it stays cordoned.'
+                                  % (self.name, self.params["timeout"]))
+        cordoned = bool((node.get("spec") or {}).get("unschedulable"))
+        self.result["cordoned"] = cordoned
+        self.result["changed"] = cordoned
+        self.diff = dict(before=dict(unschedulable=cordoned), after=dict(unschedulable=False))
+        if cordoned and not self.module.check_mode:
+            self.set_unschedulable(False)
+
+
+def argument_spec():
+    spec = dict(
+        name=dict(type="str", required=True),
+        state=dict(type="str", default="drained", choices=["drained", "uncordoned"]),
+        timeout=dict(type="int", default=300),
+        force=dict(type="bool", default=False),
+        wait_ready=dict(type="bool", default=True),
+        allow_missing=dict(type="bool", default=False),
+    )
+    spec.update(AUTH_ARG_SPEC)
+    return spec
+
+
+def input_problem(params):
+    name = params["name"]
+    if not name or not name.strip():
+        return "name must name a node; got an empty or blank value (an undefined inventory variable?)"
+    if len(name) > 253 or not DNS1123_SUBDOMAIN_RE.match(name):
+        return ("name %r is not a valid node name: a lowercase RFC 1123 subdomain (a-z, 0-9, '-' and '.', "
+                "starting and ending alphanumeric, at most 253 characters)" % name)
+    if params["timeout"] < 1:
+        return "timeout must be at least 1 second; got %d" % params["timeout"]
+    return None
+
+
+def main():
+    module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
+    protect_kubeconfig_secrets(module)  # before any failure can echo a kubeconfig dict
+    problem = input_problem(module.params)
+    if problem:
+        module.fail_json(msg="Invalid input: %s" % problem, changed=False)
+    task = None
+    error = None
+    try:
+        task = NodeDrain(module, KubeClient(module))
+        if module.params["state"] == "drained":
+            task.drain()
+        else:
+            task.uncordon()
+    except (KubeHwError, DrainFailed) as err:
+        error = err
+    result = dict(task.result) if task is not None else dict(changed=False)
+    if task is not None and module._diff and task.diff and result["changed"]:
+        result["diff"] = task.diff
+    if error is not None:
+        module.fail_json(msg=error.msg, status=getattr(error, "status", None),
+                         reason=getattr(error, "reason", None), **result)
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()
