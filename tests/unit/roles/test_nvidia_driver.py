@@ -67,6 +67,11 @@ HOSTS = {
     'smi_same_branch': (DEBIAN_12, 'gpu', 'same', {}),
     'smi_other_branch': (DEBIAN_12, 'gpu', 'other', {}),
     'no_device_forced': (ROCKY_9, 'empty', 'absent', {'nvidia_driver_force': True}),
+    # RHEL has no epel-release in its repositories: EPEL comes from its URL.
+    'rhel9_upstream': (RHEL_9, 'gpu', 'absent', {}),
+    # A branch change on a host where dnf has another nvidia-driver stream enabled.
+    'rocky9_branch_change': (ROCKY_9, 'gpu', 'dnf535', {'nvidia_driver_branch': '570'}),
+    'rocky9_same_stream': (ROCKY_9, 'gpu', 'dnf550', {}),
     # Failures
     'ubuntu2004': (facts('Ubuntu', '20.04', 'Debian'), 'gpu', 'absent', {}),
     'fedora40': (facts('Fedora', '40', 'RedHat'), 'gpu', 'absent', {}),
@@ -84,6 +89,16 @@ FAKE_SMI = {
     # What nvidia-smi prints when the packages are there but the kernel module is not loaded.
     'broken': ('#!/bin/sh\necho "NVIDIA-SMI has failed because it couldn\'t communicate with the NVIDIA driver."\n'
                'exit 9\n'),
+}
+
+# "dnf -q module list --enabled nvidia-driver" as dnf 4 prints it (the stream enabled, [d] when it is the default).
+DNF_TABLE = ('#!/bin/sh\n[ "$*" = "-q module list --enabled nvidia-driver" ] || exit 1\n'
+             'echo "CUDA rhel9-x86_64"\necho "Name           Stream      Profiles           Summary"\n'
+             'echo "nvidia-driver  %s  default [d], src  Nvidia driver for %s branch"\necho\n'
+             'echo "Hint: [d]efault, [e]nabled, [x]disabled, [i]nstalled"\n')
+FAKE_TOOLS = {
+    'dnf535': {'dnf': DNF_TABLE % ('535-dkms [e]', '535-dkms')},
+    'dnf550': {'dnf': DNF_TABLE % ('550-dkms [d][e]', '550-dkms')},
 }
 
 # Each fake host gets its distribution's facts the way gathered facts arrive: as cacheable facts.
@@ -200,6 +215,11 @@ def run_playbook(tmp, hosts, playbook, extra_args=(), fake_smi=None):
     for name, script in (fake_smi or FAKE_SMI).items():
         write(os.path.join(tmp, 'bin-' + name, 'nvidia-smi'), script, 0o755)
         paths[name] = os.path.join(tmp, 'bin-' + name) + os.pathsep + system_path
+    for name, tools in FAKE_TOOLS.items():
+        for tool, script in tools.items():
+            write(os.path.join(tmp, 'bin-' + name, tool), script, 0o755)
+        # no nvidia-smi on these hosts, even on a developer's GPU machine
+        paths[name] = os.path.join(tmp, 'bin-' + name) + os.pathsep + '/usr/sbin:/usr/bin:/sbin:/bin'
     # "absent": a PATH on which no nvidia-smi exists, even on a developer's GPU machine.
     os.makedirs(os.path.join(tmp, 'bin-absent'))
     paths['absent'] = os.path.join(tmp, 'bin-absent') + os.pathsep + '/usr/sbin:/usr/bin:/sbin:/bin'
@@ -426,3 +446,21 @@ def test_whole_role_skips_installation_when_branch_runs(tmp_path):
     assert 'driver 550.54.15 (branch 550)' in tasks['Report that the wanted branch is already running']['msg']
     assert tasks['Ask nvidia-smi for the installed driver version']['status'] == 'skipped'
     assert not [e['task'] for e in events if e['result'].get('changed')]
+
+
+def test_rhel_takes_epel_from_its_url_rocky_from_its_repositories(planned):
+    rhel = plan_of(planned, 'rhel9_upstream')['prerequisite_packages']
+    assert rhel[-1] == 'https://dl.fedoraproject.org/pub/epel/epel-release-latest-9.noarch.rpm'
+    assert 'epel-release' not in rhel
+    assert plan_of(planned, 'rocky8')['prerequisite_packages'][-1] == 'epel-release'
+
+
+def test_branch_change_switches_the_module_stream(planned):
+    plan = plan_of(planned, 'rocky9_branch_change')
+    assert plan['module_stream'] == 'nvidia-driver:570-dkms'
+    assert plan['enabled_stream'] == '535-dkms'
+    assert plan['module_switch'] is True
+    same = plan_of(planned, 'rocky9_same_stream')
+    assert same['enabled_stream'] == '550-dkms' and same['module_switch'] is False
+    # no dnf at all (or no stream enabled yet): a first install, nothing to reset
+    assert plan_of(planned, 'rocky8')['enabled_stream'] == '' and plan_of(planned, 'rocky8')['module_switch'] is False
