@@ -46,7 +46,7 @@ help:
 	@echo "make units         pytest tests/unit, the build/install test and the CI tooling tests"
 	@echo "make integration   pytest tests/integration tests/simcluster (simulated cluster unless KUBECONFIG is set)"
 	@echo "make least-privilege  the module integration suites as the least-privilege identity (rbac.yaml.j2)"
-	@echo "make min-versions  unit tests and module integration suites with the minimum kubernetes, urllib3 and"
+	@echo "make min-versions  plugin unit tests and module integration suites with the minimum kubernetes, urllib3 and"
 	@echo "                   jsonpatch of meta/ee-requirements.txt (venv in .cache/min-versions)"
 	@echo "make lint          ansible-lint --profile production"
 	@echo "make roles         every molecule scenario (extensions/molecule); SCENARIOS=\"a b\" runs only those"
@@ -83,9 +83,11 @@ least-privilege:
 
 # The declared floors, not the pinned tools: meta/ee-requirements.txt's minimum kubernetes, urllib3 and
 # jsonpatch installed exactly (==) in their own venv, with the other test tools from requirements-dev.txt.
+# The unit tests of plugins/ (the code that imports those libraries), not those of the roles, which
+# never import them and spend minutes in ansible-playbook runs.
 min-versions:
 	@$(PLAIN) $(BIN)/python $(ROOT)/scripts/min_versions.py --venv $(MIN_VENV)
-	$(call run_pytest,min-versions,tests/unit $(MODULE_SUITES),$(MIN_VENV)/bin/python)
+	$(call run_pytest,min-versions,tests/unit/plugins $(MODULE_SUITES),$(MIN_VENV)/bin/python)
 
 lint:
 	@echo "ansible-lint --profile production"

@@ -348,7 +348,7 @@ def test_min_versions_is_a_counted_pytest_stage_of_make_test():
     proc = _make('-n', 'min-versions')
     assert proc.returncode == 0, proc.stdout
     assert 'min_versions.py' in proc.stdout and '.cache/min-versions/venv/bin/python -m pytest' in proc.stdout
-    for suite in ('tests/unit', 'test_k8s_node_extended_resource.py', 'test_device_plugin_deploy.py',
+    for suite in ('tests/unit/plugins ', 'test_k8s_node_extended_resource.py', 'test_device_plugin_deploy.py',
                   'test_info_and_smoke_test.py'):
         assert suite in proc.stdout
 
