@@ -912,9 +912,9 @@ def _extended_requests(pod, served):
             if resource not in wanted or _is_quantity_zero(wanted[resource]):
                 continue
             name = "container-%d-request-%d" % (index, sorted(wanted).index(resource))
-            requests.append({"name": name, "exactly": {"deviceClassName": served[resource],
-                                                        "allocationMode": "ExactCount",
-                                                        "count": int(str(wanted[resource]))}})
+            exact = {"deviceClassName": served[resource], "allocationMode": "ExactCount",
+                     "count": int(str(wanted[resource]))}
+            requests.append({"name": name, "exactly": exact})
             mappings.append({"containerName": container.get("name"), "resourceName": resource, "requestName": name})
     requests.sort(key=lambda r: r["name"])
     return requests, mappings
@@ -1065,7 +1065,7 @@ def sync_claims(store):
                 continue
             tspec = template.get("spec") or {}
             name = "%s-%s-%s" % (meta["name"], entry.get("name"),
-                                 "".join(random.choice(string.ascii_lowercase + string.digits) for _ in range(5)))
+                                 "".join(random.choices(string.ascii_lowercase + string.digits, k=5)))
             claim_meta = copy.deepcopy(tspec.get("metadata") or {})
             claim_meta.update({"name": name, "namespace": meta.get("namespace")})
             claim_meta.setdefault("annotations", {})[POD_CLAIM_ANNOTATION] = entry.get("name")

@@ -274,8 +274,12 @@ def test_extended_resource_is_served_by_dra_only_where_no_device_plugin_advertis
 
     for name, node in (("dp", "dp-1"), ("dra", "gpu-1"), ("late", "gpu-1")):
         assert raw.request("POST", pods, pod(name, node))[0] == 201
-    items = _wait(lambda: (lambda i: i if i["dp"]["spec"].get("nodeName") and i["dra"]["spec"].get("nodeName")
-                           else None)(dict((p["metadata"]["name"], p) for p in raw.request("GET", pods)[1]["items"])))
+
+    def bound():
+        items = dict((p["metadata"]["name"], p) for p in raw.request("GET", pods)[1]["items"])
+        return items if items["dp"]["spec"].get("nodeName") and items["dra"]["spec"].get("nodeName") else None
+
+    items = _wait(bound)
     assert items, "pods not bound"
     assert "extendedResourceClaimStatus" not in items["dp"].get("status", {})
     status = items["dra"]["status"]["extendedResourceClaimStatus"]

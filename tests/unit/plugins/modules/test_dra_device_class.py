@@ -176,8 +176,8 @@ def test_writes_go_through_the_lost_answer_safe_calls_and_find_by_name():
     api.create("deviceclasses", {"metadata": {"name": "gpu.example.com"}}, what="create")
     assert client.calls[-1][2]["via"] == "create_json" and "dry_run" not in client.calls[-1][2]
     assert client.finds() == {"metadata": {"name": "gpu.example.com"}}
-    assert client.calls[-1][:2] == ("get_cluster_custom_object",
-                                     ("resource.k8s.io", "v1", "deviceclasses", "gpu.example.com"))
+    assert client.calls[-1][:2] == (
+        "get_cluster_custom_object", ("resource.k8s.io", "v1", "deviceclasses", "gpu.example.com"))
     api.replace("deviceclasses", "gpu.example.com", {"metadata": {"name": "gpu.example.com"}}, what="replace")
     assert client.calls[-1][2]["via"] == "replace_json"
     client.finds()
