@@ -264,12 +264,14 @@ waited_for:
 """
 
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 from ansible.module_utils.common.text.converters import to_native
 from ansible_collections.kubehw.devices.plugins.module_utils._client import (
     AUTH_ARG_SPEC,
+    PAGE_SIZE,
     KubeClient,
     KubeHwError,
     protect_kubeconfig_secrets,
@@ -366,7 +368,10 @@ class ExtendedResourceTask(object):
         return kwargs
 
     def targets(self):
-        """[(name, node or None)]: None means read it in the worker (one GET per named node)."""
+        """(name, node or None) pairs: None means read it in the worker (one GET per named node).
+
+        Selected nodes come page by page (see listed_nodes), so patching starts with the first page.
+        """
         params = self.module.params
         if params.get("name") is not None:
             return [(params["name"], None)]
@@ -380,12 +385,39 @@ class ExtendedResourceTask(object):
         if not (params.get("all_nodes") or self.selector_kwargs()):
             # validate_targets refuses this before any request; never let a gap widen to every node
             raise KubeHwError("no target: refusing to list every node without all_nodes=true", reason="NoTarget")
-        try:
-            listing = self.client.list_all(self.client.core.list_node, what="list nodes", **self.selector_kwargs())
-        except KubeHwError as err:
-            raise with_hint(err, "list")
-        nodes = sorted(listing.get("items") or [], key=lambda n: n["metadata"]["name"])
-        return [(n["metadata"]["name"], n) for n in nodes]
+        return self.listed_nodes()
+
+    def listed_nodes(self):
+        """Yield (name, node) for the selected nodes, one page (limit/continue, 500) at a time.
+
+        The paging of KubeClient.list_all, as a generator: the workers patch the nodes of one page while
+        the next page is read, instead of waiting for the whole list (5,000 nodes are 10 pages). A 410 on
+        an expired continue token restarts the list within the retry deadline; a node already yielded is
+        not yielded again.
+        """
+        kwargs = self.selector_kwargs()
+        seen = set()
+        token = None
+        started = time.monotonic()
+        while True:
+            page_kwargs = dict(kwargs, limit=PAGE_SIZE)
+            if token:
+                page_kwargs["_continue"] = token
+            try:
+                page = self.client.call_json(self.client.core.list_node, what="list nodes", **page_kwargs)
+            except KubeHwError as err:
+                if err.status == 410 and token and time.monotonic() - started < self.client.retry_deadline:
+                    token = None  # etcd compacted the list's revision: start again
+                    continue
+                raise with_hint(err, "list")
+            for node in sorted(page.get("items") or [], key=lambda n: n["metadata"]["name"]):
+                name = node["metadata"]["name"]
+                if name not in seen:
+                    seen.add(name)
+                    yield name, node
+            token = (page.get("metadata") or {}).get("continue")
+            if not token:
+                return
 
     # -- one node ----------------------------------------------------------------
     def read(self, name):
@@ -465,11 +497,11 @@ class ExtendedResourceTask(object):
         return result, node
 
     # -- waiting -------------------------------------------------------------------
-    def wait_for(self, results, nodes):
+    def wait_for(self, results):
         field = "capacity" if self.wait == "advertised" else "allocatable"
         getter = capacity_of if field == "capacity" else allocatable_of
-        pending = [r["name"] for r in results
-                   if not r["failed"] and not holds(getter(nodes.get(r["name"])), **self.scope())]
+        # each result holds the node's capacity and allocatable as last seen
+        pending = [r["name"] for r in results if not r["failed"] and not holds(r.get(field), **self.scope())]
         if not pending:
             return
         pending_set = set(pending)
@@ -515,21 +547,37 @@ class ExtendedResourceTask(object):
     def run(self):
         # before the first request: urllib3 sizes a host's pool when it first connects
         self._size_connection_pool()
-        targets = self.targets()
         params = self.module.params
-        if not targets and params.get("require_match"):
+        named = params.get("name") is not None or params.get("names") is not None
+        targets = self.targets()
+        results = []
+        error = None
+        # only the results are kept, not the nodes: 5,000 node objects are most of the module's memory
+        if self.parallel == 1 or (named and len(targets) == 1):
+            try:
+                for name, node in targets:
+                    results.append(self.process(name, node)[0])
+            except KubeHwError as err:
+                error = err
+        else:
+            with ThreadPoolExecutor(max_workers=self.parallel) as pool:
+                futures = []
+                try:
+                    for name, node in targets:
+                        futures.append(pool.submit(self.process, name, node))
+                except KubeHwError as err:
+                    error = err  # a later page failed: the nodes already submitted are still reported
+                results = [future.result()[0] for future in futures]
+        if not named:
+            results.sort(key=lambda r: r["name"])
+        if error is not None:
+            error.results = results
+            raise error
+        if not results and params.get("require_match"):
             raise KubeHwError("No node matches %s" % ", ".join(
                 "%s=%s" % (k, v) for k, v in sorted(self.selector_kwargs().items())), reason="NoMatch")
-        workers = max(1, min(self.parallel, len(targets) or 1))
-        if workers == 1:
-            outcomes = [self.process(name, node) for name, node in targets]
-        else:
-            with ThreadPoolExecutor(max_workers=workers) as pool:
-                outcomes = list(pool.map(lambda t: self.process(*t), targets))
-        results = [outcome[0] for outcome in outcomes]
-        nodes = dict((r["name"], n) for r, n in outcomes if n is not None)
-        if self.wait != "none" and not self.check_mode and nodes:
-            self.wait_for(results, nodes)
+        if self.wait != "none" and not self.check_mode and any(not r["failed"] for r in results):
+            self.wait_for(results)
         return results
 
     def _size_connection_pool(self):
@@ -614,6 +662,11 @@ def main():
     except KubeHwError as err:
         error = err
     if error is not None:
+        done = getattr(error, "results", None) or []
+        if done:  # a list page failed after earlier pages were patched: say what was changed
+            result.update(nodes=done, changed=any(n["changed"] for n in done),
+                          changed_nodes=[n["name"] for n in done if n["changed"]],
+                          failed_nodes=[n["name"] for n in done if n["failed"]])
         module.fail_json(msg=error.msg, status=error.status, reason=error.reason, **result)
     for text in task.warnings:
         module.warn(text)
