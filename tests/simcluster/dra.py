@@ -873,6 +873,8 @@ def _is_quantity_zero(value):
 def dra_served(store, requests, node_obj, mapping=None):
     """{resource: class name} of the pod's extended resource requests (``requests`` as the scheduler computed
     them) that DRA serves on ``node_obj``: mapped to a DeviceClass, and none of it in the node's allocatable."""
+    if not any("/" in r for r in requests):
+        return {}   # no extended resource asked for (they all have a domain): no list of classes per node
     mapping = extended_resource_classes(store) if mapping is None else mapping
     allocatable = (node_obj.get("status") or {}).get("allocatable") or {}
     return dict((r, mapping[r]) for r, v in requests.items()
