@@ -152,7 +152,7 @@ def test_compaction_ends_open_watches_with_an_expired_error(sim):
 
     thread = threading.Thread(target=watch)
     thread.start()
-    for _ in range(100):
+    for _attempt in range(100):
         if sim.store._watches:
             break
         threading.Event().wait(0.05)

@@ -385,8 +385,7 @@ class Stream(object):
         self.closed = False
 
     def stream(self, amt=None, decode_content=None):
-        for chunk in self.chunks:
-            yield chunk
+        yield from self.chunks
         if self.then is not None:
             raise self.then
 
