@@ -24,7 +24,8 @@ DS_REF = {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "agent", "uid": 
           "controller": True, "blockOwnerDeletion": True}
 
 
-def make_pod(cluster, name, node, labels=None, owner=RS_REF, annotations=None, namespace="default"):
+def make_pod(cluster, name, node, labels=None, owner="ReplicaSet", annotations=None, namespace="default"):
+    owner = dict(RS_REF) if owner == "ReplicaSet" else owner
     meta = {"name": name, "namespace": namespace, "labels": labels or {"app": "web"}}
     if owner:
         meta["ownerReferences"] = [owner]
