@@ -773,7 +773,8 @@ class DevicePluginDeploy(object):
         except KubeHwError as err:
             details = (err.body or {}).get("details") or {}
             if err.status == 404 and (details.get("kind") == "namespaces" or 'namespaces "' in (err.msg or "")):
-                hint = (" (playbooks/rbac.yml creates it, with the RBAC the plugin deployment needs)"
+                hint = (" (playbooks/rbac.yml with kubehw_rbac_plugin_namespace: %s creates it, with the RBAC the plugin "
+                        "deployment needs)" % self.namespace
                         if self.namespace == manifest.DEFAULT_NAMESPACE else "")
                 raise TaskFailed('Namespace "%s" does not exist: create it first%s, or set namespace to an existing '
                                  'one. Nothing was written.' % (self.namespace, hint))

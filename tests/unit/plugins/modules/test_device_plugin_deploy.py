@@ -263,7 +263,8 @@ def test_missing_namespace_is_named_with_the_playbook_that_creates_it(api, capsy
     result = run(capsys, {"preset": "nvidia"})
     assert result["failed"] and result["changed"] is False
     assert result["msg"].startswith('Namespace "kubehw-device-plugins" does not exist: create it first '
-                                    '(playbooks/rbac.yml creates it'), result["msg"]
+                                    '(playbooks/rbac.yml with kubehw_rbac_plugin_namespace: '
+                                    'kubehw-device-plugins creates it'), result["msg"]
     assert result.get("exception") is None
     assert [w[0] for w in api.writes()] == ["POST"]
 
