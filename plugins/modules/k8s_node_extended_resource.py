@@ -88,9 +88,10 @@ options:
     description:
       - Extended resources, as a dictionary of name to quantity.
       - A name has exactly one C(/), a lowercase DNS-subdomain domain that does not end in C(kubernetes.io)
-        (Kubernetes treats any name containing C(kubernetes.io/) as native), and a name part of at most 63 letters, digits, C(-), C(_) or C(.) that starts
-        and ends with a letter or digit, for example C(example.com/dongle). The whole string must match: a
-        trailing newline, space or other control character is refused.
+        (Kubernetes treats any name containing C(kubernetes.io/) as native), and a name part of at most 63
+        letters, digits, C(-), C(_) or C(.) that starts and ends with a letter or digit, for example
+        C(example.com/dongle). The whole string must match, so a trailing newline, a space or another
+        control character is refused.
       - A quantity is a non-negative whole number, as an integer or a Kubernetes quantity string
         such as V("4"), V("1Ki") (1024) or V("2k") (2000).
       - With O(state=absent), the values are ignored and a list of names is accepted too.

@@ -234,6 +234,9 @@ ROLE_CASES = [
 ]
 
 
+RECORD_FAILURE = "{{ {'msg': ansible_failed_result.msg | default(''), 'result': ansible_failed_result} }}"
+
+
 @pytest.mark.timeout(600)
 def test_hostile_role_variables_fail_cleanly_and_write_nothing(cluster, ansible):
     cluster.require_simulated("counts write requests in the simulated cluster's request log")
@@ -249,8 +252,7 @@ def test_hostile_role_variables_fail_cleanly_and_write_nothing(cluster, ansible)
             {"name": "Role case %02d did not fail" % i, "ansible.builtin.set_fact": {"role_case_%02d" % i: "passed"}},
         ], "rescue": [
             {"name": "Record role case %02d" % i, "ansible.builtin.set_fact": {
-                "role_case_%02d" % i: "{{ {'msg': ansible_failed_result.msg | default(''), "
-                                       "'result': ansible_failed_result} }}"}},
+                "role_case_%02d" % i: RECORD_FAILURE}},
         ]})
     run = ansible(tasks)
     assert "Traceback (most recent call last)" not in run.stdout + run.stderr, run.output()

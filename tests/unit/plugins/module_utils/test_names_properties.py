@@ -158,7 +158,7 @@ def spec_quantity(s):
 # ----------------------------------------------------------------------------- strategies near the edges
 EDGE_CHARS = ["-", ".", "_", "/", " ", "\n", "\n", "\n", "\r", "\t", "\x00", "\x7f", "\u00e9", "\u0131", "\u212a",
               "\u0664", "\u200b", "\uff41", "A", "Z", "~", ":", "%"]
-EDGE_LENGTHS = [0, 1, 2, 62, 63, 64, 252, 253, 254]
+EDGE_LENGTHS = (0, 1, 2, 62, 63, 64, 252, 253, 254)
 
 
 @st.composite
@@ -192,7 +192,7 @@ NAME_ALPHABET = list(LOWER[:4] + UPPER[:3] + DIGITS[:3]) + ["-", "_", "."]
 def subdomains(draw):
     """Dotted labels, sometimes with an empty label or a label of 63/64 characters, total near 253."""
     count = draw(st.integers(1, 6))
-    labels = [draw(near_valid(LABEL_ALPHABET, lengths=[1, 2, 3, 62, 63, 64])) for _ in range(count)]
+    labels = [draw(near_valid(LABEL_ALPHABET, lengths=(1, 2, 3, 62, 63, 64))) for dummy in range(count)]
     text = ".".join(labels)
     if draw(st.booleans()) and len(text) < 253:
         # pad to a length next to the 253 limit with extra labels of 'a'
@@ -208,7 +208,7 @@ def extended_names(draw):
     domain = draw(st.one_of(subdomains(), st.sampled_from(
         ["example.com", "kubernetes.io", "a.kubernetes.io", "my-kubernetes.io", "kubernetes.io.example.com",
          "requests.example.com", "nvidia.com", "x" * 244, "x" * 245])))
-    name = draw(near_valid(NAME_ALPHABET, lengths=[1, 2, 62, 63, 64]))
+    name = draw(near_valid(NAME_ALPHABET, lengths=(1, 2, 62, 63, 64)))
     sep = draw(st.sampled_from(["/", "/", "/", "", "//", "/\n"]))
     return domain + sep + name
 
@@ -223,7 +223,7 @@ def quantities(draw):
     suffix = draw(st.one_of(
         st.sampled_from(["", "m", "u", "n", "k", "K", "M", "G", "T", "P", "E", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei",
                          "KiB", "mi", "e3", "E3", "e-1", "e+2", "e", "e65", "e64", "e-65"]),
-        near_valid(QUANTITY_ALPHABET, lengths=[0, 1, 2, 3])))
+        near_valid(QUANTITY_ALPHABET, lengths=(0, 1, 2, 3))))
     tail = draw(st.sampled_from(["", "", "", "\n", " ", "\t", "\x00", "\u0664"]))
     return head + number + suffix + tail
 
