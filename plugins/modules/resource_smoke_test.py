@@ -80,6 +80,14 @@ options:
     type: list
     elements: dict
     default: []
+  runtime_class_name:
+    description:
+      - Runtime class of the pod (C(runtimeClassName)), for example V(nvidia), the RuntimeClass the
+        C(kubehw.devices.nvidia_container_toolkit) role creates: an image such as CUDA's needs the NVIDIA runtime to
+        see the GPU when it is not the node's default runtime.
+      - Left out or empty, the pod uses the node's default runtime.
+      - Must be a DNS-1123 subdomain; the RuntimeClass must exist, or the apiserver refuses the pod.
+    type: str
   expect:
     description:
       - V(scheduled) fails the task unless the pod is bound to a node.
@@ -111,6 +119,7 @@ EXAMPLES = r"""
     node: gpu-1
     image: nvcr.io/nvidia/cuda:12.4.1-base-ubuntu22.04
     command: [nvidia-smi, -L]
+    runtime_class_name: nvidia
     tolerations:
       - key: nvidia.com/gpu
         operator: Exists
@@ -187,6 +196,7 @@ from ansible_collections.kubehw.devices.plugins.module_utils._client import (
     KubeHwError,
     protect_kubeconfig_secrets,
 )
+from ansible_collections.kubehw.devices.plugins.module_utils._k8s_names import is_dns1123_subdomain
 from ansible_collections.kubehw.devices.plugins.module_utils._extended_resources import (
     extended_resource_name_problem,
 )
@@ -212,6 +222,8 @@ def pod_manifest(params, run_id):
         container["command"] = params["command"]
     spec = dict(restartPolicy="Never", containers=[container], tolerations=params["tolerations"],
                 terminationGracePeriodSeconds=0, activeDeadlineSeconds=active_deadline(params))
+    if params.get("runtime_class_name"):
+        spec["runtimeClassName"] = params["runtime_class_name"]
     if params.get("node"):
         spec["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
             "nodeSelectorTerms": [{"matchFields": [
@@ -334,6 +346,7 @@ def main():
         image=dict(type="str", default="registry.k8s.io/pause:3.10"),
         command=dict(type="list", elements="str"),
         tolerations=dict(type="list", elements="dict", default=[]),
+        runtime_class_name=dict(type="str"),
         expect=dict(type="str", choices=["scheduled", "unschedulable", "any"], default="scheduled"),
         wait_for=dict(type="str", choices=["scheduled", "completed"], default="scheduled"),
         timeout=dict(type="int", default=120),
@@ -345,6 +358,10 @@ def main():
         module.fail_json(msg="count must be a whole number of at least 1, got %s" % params["count"])
     if params["timeout"] < 1:
         module.fail_json(msg="timeout must be a whole number of seconds of at least 1, got %s" % params["timeout"])
+    if params["runtime_class_name"] and not is_dns1123_subdomain(params["runtime_class_name"]):
+        module.fail_json(msg="invalid runtime_class_name %r: must be a DNS-1123 subdomain (lowercase letters, digits, "
+                         "'-' and '.', starting and ending with a letter or digit, at most 253 characters)"
+                         % params["runtime_class_name"])
     problem = extended_resource_name_problem(params["resource"])
     if problem:
         module.fail_json(msg="invalid extended resource name %r: %s" % (params["resource"], problem))
