@@ -26,6 +26,7 @@ __metaclass__ = type
 
 import base64
 import contextlib
+import itertools
 import json
 import os
 import shutil
@@ -46,6 +47,9 @@ PLAYBOOK_TIMEOUT = 300
 # what this run creates is named kubehw-it-<RUN_ID>-..., so parallel runs and leftovers never collide
 RUN_ID = uuid.uuid4().hex[:6]
 OBJECT_PREFIX = "kubehw-it-%s" % RUN_ID
+# one counter for the whole run: a real apiserver deletes namespaces asynchronously, so a name must
+# never come back in a later test of the same run
+_SERIAL = itertools.count(1)
 
 
 def _use_real_cluster():
@@ -80,14 +84,12 @@ class Cluster:
         self._mark = 0
         self._cleanups = []     # (description, fn), undone last first by close()
         self._workdir = None
-        self._serial = 0
 
     # ------------------------------------------------------------ what the suite brings along
 
     def unique_name(self, what):
         """kubehw-it-<run>-<what>-<n>: a DNS label no other test or run uses."""
-        self._serial += 1
-        return "%s-%s-%d" % (OBJECT_PREFIX, what, self._serial)
+        return "%s-%s-%d" % (OBJECT_PREFIX, what, next(_SERIAL))
 
     def workdir(self):
         if self._workdir is None:
