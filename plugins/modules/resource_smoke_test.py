@@ -83,7 +83,7 @@ options:
   runtime_class_name:
     description:
       - Runtime class of the pod (C(runtimeClassName)), for example V(nvidia), the RuntimeClass the
-        C(kubehw.devices.nvidia_container_toolkit) role creates: an image such as CUDA's needs the NVIDIA runtime to
+        C(kubehw.devices.nvidia_container_toolkit) role creates. An image such as CUDA's needs the NVIDIA runtime to
         see the GPU when it is not the node's default runtime.
       - Left out or empty, the pod uses the node's default runtime.
       - Must be a DNS-1123 subdomain; the RuntimeClass must exist, or the apiserver refuses the pod.

@@ -224,8 +224,8 @@ class Cluster:
                     fn()
                 except ApiException as err:
                     if err.status != 404:
-                        sys.stderr.write("kubehw integration: could not %s: %s %s\n" % (description, err.status,
-                                                                                          err.reason))
+                        sys.stderr.write("kubehw integration: could not %s: %s %s\n"
+                                         % (description, err.status, err.reason))
         finally:
             self.api_client.close()
             if self._workdir:

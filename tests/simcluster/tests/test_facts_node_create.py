@@ -30,8 +30,8 @@ def sim(simcluster_factory):
 
 
 def create_bare_node(raw, name):
-    code, body, _ = raw.request("POST", "/api/v1/nodes", {"apiVersion": "v1", "kind": "Node",
-                                                         "metadata": {"name": name}})
+    code, body, _headers = raw.request("POST", "/api/v1/nodes", {"apiVersion": "v1", "kind": "Node",
+                                                                 "metadata": {"name": name}})
     assert code == 201, body
     return body
 
@@ -45,15 +45,15 @@ def test_node_created_without_status_is_stored_with_the_measured_zero_values(sim
     created = create_bare_node(raw, "bare-api")
     assert created["spec"] == {}
     assert created["status"] == MEASURED_STATUS
-    code, read, _ = raw.request("GET", "/api/v1/nodes/bare-api")
+    code, read, _headers = raw.request("GET", "/api/v1/nodes/bare-api")
     assert code == 200 and read["spec"] == {} and read["status"] == MEASURED_STATUS
 
 
 def test_whole_capacity_map_add_answers_200_on_a_bare_node(sim):
     raw = Raw(sim)
     create_bare_node(raw, "bare-api")
-    code, body, _ = patch_status(raw, "bare-api", [{"op": "add", "path": "/status/capacity",
-                                                    "value": {"example.com/dongle": "4"}}])
+    code, body, _headers = patch_status(raw, "bare-api", [{"op": "add", "path": "/status/capacity",
+                                                           "value": {"example.com/dongle": "4"}}])
     assert code == 200, body
     assert body["status"]["capacity"] == {"example.com/dongle": "4"}
     # defaulting copies capacity into the absent allocatable; the zero-valued structs stay
@@ -64,8 +64,8 @@ def test_whole_capacity_map_add_answers_200_on_a_bare_node(sim):
 def test_key_level_add_still_answers_the_generic_422_while_the_map_is_missing(sim):
     raw = Raw(sim)
     create_bare_node(raw, "bare-api")
-    code, body, _ = patch_status(raw, "bare-api", [{"op": "add", "path": "/status/capacity/example.com~1dongle",
-                                                    "value": "4"}])
+    code, body, _headers = patch_status(raw, "bare-api", [{"op": "add", "path": "/status/capacity/example.com~1dongle",
+                                                           "value": "4"}])
     assert code == 422 and body["reason"] == "Invalid" and body["message"] == GENERIC, body
     assert "capacity" not in sim.store.get("nodes", None, "bare-api")["status"]
 
@@ -74,7 +74,7 @@ def test_status_patch_cannot_remove_the_structs(sim):
     """The structs are re-serialized on every write: removing them leaves zero values again."""
     raw = Raw(sim)
     create_bare_node(raw, "bare-api")
-    code, body, _ = patch_status(raw, "bare-api", [{"op": "remove", "path": "/status/nodeInfo"}])
+    code, body, _headers = patch_status(raw, "bare-api", [{"op": "remove", "path": "/status/nodeInfo"}])
     assert code == 200, body
     assert body["status"] == MEASURED_STATUS
 

@@ -44,10 +44,10 @@ def send(raw, method, path, body, content_type="application/json"):
 
 def test_openapi_v3_tells_kubectl_the_server_validates_fields(sim):
     raw = Raw(sim)
-    code, root, _ = raw.request("GET", "/openapi/v3")
+    code, root, _headers = raw.request("GET", "/openapi/v3")
     assert code == 200
     assert {"api/v1", "apis/apps/v1", "apis/rbac.authorization.k8s.io/v1", "apis/node.k8s.io/v1"} <= set(root["paths"])
-    code, doc, _ = raw.request("GET", root["paths"]["apis/apps/v1"]["serverRelativeURL"])
+    code, doc, _headers = raw.request("GET", root["paths"]["apis/apps/v1"]["serverRelativeURL"])
     assert code == 200 and doc["openapi"].startswith("3.")
     # what kubectl looks for: a PATCH of this kind with a fieldValidation query parameter
     patch = doc["paths"]["/apis/apps/v1/namespaces/{namespace}/daemonsets/{name}"]["patch"]
@@ -59,7 +59,7 @@ def test_openapi_v3_tells_kubectl_the_server_validates_fields(sim):
 
 def test_strict_refuses_every_unknown_field_and_stores_nothing(sim):
     raw = Raw(sim)
-    code, body, _ = send(raw, "POST", "/api/v1/namespaces/default/configmaps?fieldValidation=Strict", BAD_CONFIGMAP)
+    code, body, _headers = send(raw, "POST", "/api/v1/namespaces/default/configmaps?fieldValidation=Strict", BAD_CONFIGMAP)
     assert code == 400 and body["reason"] == "BadRequest" and body["message"] == STRICT_MESSAGE, body
     assert sim.store.get("configmaps", "default", "typo") is None
 
@@ -86,9 +86,10 @@ def test_patch_and_update_results_are_checked_down_to_containers(sim):
               "metadata": {"labels": {"app": "p"}},
               "spec": {"containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10"}]}}}}
     assert send(raw, "POST", "/apis/apps/v1/namespaces/default/daemonsets?fieldValidation=Strict", ds)[0] == 201
-    code, body, _ = send(raw, "PATCH", "/apis/apps/v1/namespaces/default/daemonsets/p?fieldValidation=Strict",
-                         {"spec": {"template": {"spec": {"containers": [{"name": "c", "imag": "x"}]}}}},
-                         "application/strategic-merge-patch+json")
+    code, body, _headers = send(
+        raw, "PATCH", "/apis/apps/v1/namespaces/default/daemonsets/p?fieldValidation=Strict",
+        {"spec": {"template": {"spec": {"containers": [{"name": "c", "imag": "x"}]}}}},
+        "application/strategic-merge-patch+json")
     assert code == 400, body
     assert body["message"].endswith('strict decoding error: unknown field "spec.template.spec.containers[0].imag"')
     stored = sim.store.get("daemonsets", "default", "p")
