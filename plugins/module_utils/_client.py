@@ -580,36 +580,25 @@ class KubeClient(object):
         return find
 
     # -- listing ---------------------------------------------------------------
-    def list_all(self, list_fn, *args, **kwargs):
-        """List every object in pages of ``limit`` (500), following ``continue`` tokens.
+    def list_pages(self, list_fn, *args, **kwargs):
+        """Yield ``(page, restarted)`` for every page of ``limit`` (500) objects, following ``continue`` tokens.
 
-        Returns a dict shaped like a List: ``{"items": [...], "metadata": {"resourceVersion": rv}}``
-        (every page of one list is served at the first page's resourceVersion). A continue
-        token that expired (410, etcd compacted it) restarts the list from the first page,
-        within the retry deadline.
+        ``restarted`` is true on the first page after a continue token expired (410, etcd compacted
+        it): the list starts again from the first page, within the retry deadline, and the caller
+        drops or skips what it took from the pages before.
         """
         kwargs.setdefault("what", "list " + getattr(list_fn, "__name__", "objects").replace("list_", "", 1)
                           .replace("_", " "))
         limit = kwargs.pop("limit", None) or PAGE_SIZE
         started = time.monotonic()
         restarts = 0
+        token = None
         while True:
-            items = []
-            resource_version = None
-            token = None
+            page_kwargs = dict(kwargs, limit=limit)
+            if token:
+                page_kwargs["_continue"] = token
             try:
-                while True:
-                    page_kwargs = dict(kwargs, limit=limit)
-                    if token:
-                        page_kwargs["_continue"] = token
-                    page = self.call_json(list_fn, *args, **page_kwargs)
-                    meta = page.get("metadata") or {}
-                    items.extend(page.get("items") or [])
-                    if resource_version is None:
-                        resource_version = meta.get("resourceVersion")
-                    token = meta.get("continue")
-                    if not token:
-                        return {"items": items, "metadata": {"resourceVersion": resource_version}}
+                page = self.call_json(list_fn, *args, **page_kwargs)
             except KubeHwError as err:
                 if err.status != 410 or not token:
                     raise
@@ -617,6 +606,28 @@ class KubeClient(object):
                 if time.monotonic() - started > self.retry_deadline:
                     err.msg += " (the list was restarted %d times)" % restarts
                     raise
+                token = None
+                continue
+            yield page, restarts > 0 and token is None
+            token = (page.get("metadata") or {}).get("continue")
+            if not token:
+                return
+
+    def list_all(self, list_fn, *args, **kwargs):
+        """List every object through list_pages().
+
+        Returns a dict shaped like a List: ``{"items": [...], "metadata": {"resourceVersion": rv}}``
+        (every page of one list is served at the first page's resourceVersion).
+        """
+        items = []
+        resource_version = None
+        for page, restarted in self.list_pages(list_fn, *args, **kwargs):
+            if restarted:
+                items = []
+            if restarted or resource_version is None:
+                resource_version = (page.get("metadata") or {}).get("resourceVersion")
+            items.extend(page.get("items") or [])
+        return {"items": items, "metadata": {"resourceVersion": resource_version}}
 
     # -- watching ------------------------------------------------------------
     def watch(self, list_fn, predicate, timeout, what="watch", **list_kwargs):

@@ -258,12 +258,13 @@ WATCHED_MODULES = (
     'mlx5_core', 'vfio_pci',
 )
 
-HEX4 = re.compile(r'^(?:0x)?([0-9a-fA-F]{4})$')
-HEX6 = re.compile(r'^(?:0x)?([0-9a-fA-F]{6})$')
+# HEX4, HEX6 and the *_NODE patterns are used with fullmatch only (no '$', which allows a final newline).
+HEX4 = re.compile(r'(?:0x)?([0-9a-fA-F]{4})')
+HEX6 = re.compile(r'(?:0x)?([0-9a-fA-F]{6})')
 NVIDIA_PROC_VERSION = re.compile(r'Kernel Module(?:\s+for\s+\S+)?\s+([0-9]+(?:\.[0-9]+)+)')
-NVIDIA_NODE = re.compile(r'^nvidia(?:[0-9]+|ctl|-uvm|-uvm-tools|-modeset)$')
-NVIDIA_INDEXED_NODE = re.compile(r'^nvidia[0-9]+$')
-DRI_NODE = re.compile(r'^(?:card|renderD)[0-9]+$')
+NVIDIA_NODE = re.compile(r'nvidia(?:[0-9]+|ctl|-uvm|-uvm-tools|-modeset)')
+NVIDIA_INDEXED_NODE = re.compile(r'nvidia[0-9]+')
+DRI_NODE = re.compile(r'(?:card|renderD)[0-9]+')
 
 COUNT_KEY = re.compile(
     r'^(?:pci:[0-9a-f]{4}(?::[0-9a-f]{4})?'

@@ -265,7 +265,6 @@ waited_for:
 """
 
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
@@ -391,34 +390,23 @@ class ExtendedResourceTask(object):
     def listed_nodes(self):
         """Yield (name, node) for the selected nodes, one page (limit/continue, 500) at a time.
 
-        The paging of KubeClient.list_all, as a generator: the workers patch the nodes of one page while
+        KubeClient.list_pages, node by node: the workers patch the nodes of one page while
         the next page is read, instead of waiting for the whole list (5,000 nodes are 10 pages). A 410 on
         an expired continue token restarts the list within the retry deadline; a node already yielded is
         not yielded again.
         """
-        kwargs = self.selector_kwargs()
         seen = set()
-        token = None
-        started = time.monotonic()
-        while True:
-            page_kwargs = dict(kwargs, limit=PAGE_SIZE)
-            if token:
-                page_kwargs["_continue"] = token
-            try:
-                page = self.client.call_json(self.client.core.list_node, what="list nodes", **page_kwargs)
-            except KubeHwError as err:
-                if err.status == 410 and token and time.monotonic() - started < self.client.retry_deadline:
-                    token = None  # etcd compacted the list's revision: start again
-                    continue
-                raise with_hint(err, "list")
-            for node in sorted(page.get("items") or [], key=lambda n: n["metadata"]["name"]):
-                name = node["metadata"]["name"]
-                if name not in seen:
-                    seen.add(name)
-                    yield name, node
-            token = (page.get("metadata") or {}).get("continue")
-            if not token:
-                return
+        pages = self.client.list_pages(self.client.core.list_node, what="list nodes", limit=PAGE_SIZE,
+                                       **self.selector_kwargs())
+        try:
+            for page, _restarted in pages:
+                for node in sorted(page.get("items") or [], key=lambda n: n["metadata"]["name"]):
+                    name = node["metadata"]["name"]
+                    if name not in seen:
+                        seen.add(name)
+                        yield name, node
+        except KubeHwError as err:
+            raise with_hint(err, "list")
 
     # -- one node ----------------------------------------------------------------
     def read(self, name):

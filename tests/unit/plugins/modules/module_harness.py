@@ -17,7 +17,7 @@ import pytest
 
 from ansible.module_utils.testing import patch_module_args
 
-from ansible_collections.kubehw.devices.plugins.module_utils._client import KubeHwError
+from ansible_collections.kubehw.devices.plugins.module_utils._client import KubeClient, KubeHwError
 
 
 def run_module(module, capsys, args, check=False, diff=False):
@@ -61,6 +61,9 @@ class FakeClient(object):
     create_json = call_json
     replace_json = call_json
     list_all = call_json
+    # KubeClient's own paging over the fake's list function (the fake decides which pages it serves)
+    list_pages = KubeClient.list_pages
+    retry_deadline = 45
 
     def watch(self, list_fn, predicate, timeout, what="watch", **kw):
         """One list, judged once: the predicate holds now or the wait 'times out' like KubeClient.watch."""
