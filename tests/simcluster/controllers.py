@@ -1371,6 +1371,8 @@ class Controllers:
         usage = self._node_usage(pods)
         for _prio, _order, key, pod in pending:
             uid = _meta(pod).get("uid")
+            if dra.waiting_for_claims(self.store, pod):
+                continue  # DynamicResources' PreEnqueue holds it back until its claims exist (dra.py)
             spec_sig = json.dumps(pod.get("spec"), sort_keys=True) + dra.claims_signature(self.store, pod)
             last = self._unschedulable.get(uid)
             if last and last[0] == self._cluster_gen and last[1] == spec_sig:
@@ -1384,6 +1386,7 @@ class Controllers:
                                                    node, usage.get(name))
                 if not reasons:
                     reasons = dra.claim_filter_reasons(self.store, pod, name, node, requests)
+                    resolvable = resolvable and not reasons  # DRA refusals are unresolvable (dra.py)
                 if reasons:
                     statuses[name] = (reasons, resolvable)
                 else:
@@ -1400,7 +1403,7 @@ class Controllers:
                     self._unschedulable.pop(uid, None)
                     self._pending_order.pop(uid, None)
                 continue
-            message = self._fit_error(len(nodes), statuses)
+            message = self._fit_error(len(nodes), statuses, dra.post_filter_message(pod))
             previous = last[2] if last else None
             self._unschedulable[uid] = (self._cluster_gen, spec_sig, message)
             self._mark_unschedulable(key, uid, pod, message, emit_event=(message != previous))
@@ -1470,8 +1473,9 @@ class Controllers:
     def _histogram(counts):
         return ", ".join(sorted("%d %s" % (n, reason) for reason, n in counts.items()))
 
-    def _fit_error(self, total, statuses):
-        """FitError.Error() of kube-scheduler 1.32 with DefaultPreemption's post-filter message."""
+    def _fit_error(self, total, statuses, post_filter=""):
+        """FitError.Error() of kube-scheduler 1.32 with DefaultPreemption's post-filter message (after
+        ``post_filter``, the reasons of post-filter plugins that run before it, joined with ", ")."""
         if total == 0:
             return "no nodes available to schedule pods"
         reasons, preemption = {}, {}
@@ -1482,8 +1486,9 @@ class Controllers:
             verdict = "No preemption victims found for incoming pod" if resolvable \
                 else "Preemption is not helpful for scheduling"
             preemption[verdict] = preemption.get(verdict, 0) + 1
-        return "0/%d nodes are available: %s. preemption: 0/%d nodes are available: %s." % (
-            total, self._histogram(reasons), total, self._histogram(preemption))
+        return "0/%d nodes are available: %s. %spreemption: 0/%d nodes are available: %s." % (
+            total, self._histogram(reasons), post_filter + ", " if post_filter else "", total,
+            self._histogram(preemption))
 
     def _bind(self, key, uid, node_name):
         stamp = now_rfc3339()

@@ -983,6 +983,31 @@ def plan_allocation(store, pod, node, node_obj=None, requests=None):
     return plan
 
 
+def waiting_for_claims(store, pod):
+    """Whether the scheduler holds the pod back before trying any node (DynamicResources' PreEnqueue): a claim
+    made from a template is not created yet, or a claim it names is missing or being deleted. Such a pod gets no
+    PodScheduled condition; the claim's creation brings it back (dynamicresources.go PreEnqueue and
+    foreachPodResourceClaim, kubernetes 1.33/1.34)."""
+    namespace = pod["metadata"].get("namespace")
+    for _pod_claim, claim_name in _pod_claims(pod):
+        claim = store.get("resourceclaims", namespace, claim_name) if claim_name else None
+        if claim is None or claim["metadata"].get("deletionTimestamp"):
+            return True
+    return False
+
+
+# DynamicResources' PostFilter for a pod with claims it tried to allocate and could not (no allocated claim to
+# give back): dynamicresources.go PostFilter, kubernetes 1.33/1.34. RunPostFilterPlugins joins the reasons of
+# the post-filter plugins (DynamicResources before DefaultPreemption) with ", ".
+POST_FILTER_STILL = "still not schedulable"
+
+
+def post_filter_message(pod):
+    """What DynamicResources' PostFilter adds to the scheduler's message for ``pod``: nothing for a pod without
+    spec.resourceClaims (its fast path), else "still not schedulable"."""
+    return POST_FILTER_STILL if (pod.get("spec") or {}).get("resourceClaims") else ""
+
+
 def _needs_dra(store, pod, node_obj, requests):
     return bool((pod.get("spec") or {}).get("resourceClaims")) or bool(
         node_obj is not None and requests and dra_served(store, requests, node_obj))
@@ -990,7 +1015,9 @@ def _needs_dra(store, pod, node_obj, requests):
 
 def claim_filter_reasons(store, pod, node, node_obj=None, requests=None):
     """The scheduler's DynamicResources filter: [] when the pod's claims (and the extended resources DRA
-    serves on the node, given ``node_obj`` and the pod's ``requests``) can be allocated on the node."""
+    serves on the node, given ``node_obj`` and the pod's ``requests``) can be allocated on the node.
+    A refusal is UnschedulableAndUnresolvable (``statusUnschedulable`` in dynamicresources.go), so preemption
+    answers "Preemption is not helpful for scheduling" for that node."""
     if not _needs_dra(store, pod, node_obj, requests):
         return []
     return [] if plan_allocation(store, pod, node, node_obj, requests) is not None else [NO_ALLOCATION]

@@ -8,6 +8,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import time
+
 import pytest
 
 from tests.simcluster.dra import compile_cel
@@ -242,7 +244,17 @@ def test_claims_from_templates_are_allocated_by_the_scheduler_and_go_with_their_
     # no device left for c: unschedulable, with the scheduler's DynamicResources reason
     waiting = _wait(lambda: [c for c in (raw.request("GET", pods + "/c")[1]["status"].get("conditions") or [])
                              if c.get("reason") == "Unschedulable"])
-    assert "cannot allocate all claims" in waiting[0]["message"]
+    # DynamicResources' refusal is unresolvable, and its PostFilter speaks before DefaultPreemption
+    # (dynamicresources.go statusUnschedulable and PostFilter; the text a v1.34 cluster printed, FACTS.md)
+    assert waiting[0]["message"] == (
+        "0/2 nodes are available: 2 cannot allocate all claims. still not schedulable, preemption: 0/2 nodes are "
+        "available: 2 Preemption is not helpful for scheduling.")
+    # a pod whose template does not exist has no claim: held back before any node is tried, no condition
+    orphan = pod("orphan")
+    orphan["spec"]["resourceClaims"][0]["resourceClaimTemplateName"] = "no-such-template"
+    assert raw.request("POST", pods, orphan)[0] == 201
+    time.sleep(1.0)
+    assert raw.request("GET", pods + "/orphan")[1].get("status", {}).get("conditions") in (None, [])
     # deleting a pod deletes its generated claim, and c gets the freed device
     raw.request("DELETE", pods + "/a?gracePeriodSeconds=0")
     assert _wait(lambda: by_pod["a"]["metadata"]["name"] not in
