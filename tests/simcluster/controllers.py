@@ -1266,6 +1266,11 @@ class Controllers:
         pod_spec.setdefault("terminationGracePeriodSeconds", 30)
         pod_spec.setdefault("serviceAccountName", "default")
         pod_spec.setdefault("securityContext", {})
+        account = pod_spec["serviceAccountName"]
+        if account != "default" and self.store.get("serviceaccounts", meta.get("namespace"), account) is None:
+            # ServiceAccount admission refuses the pod ("error looking up service account"); the controller
+            # retries on its next pass (FACTS.md, DRA kubelet plugins). "default" exists in every namespace.
+            return None
         pod = {
             "metadata": {
                 "name": "%s-%s" % (meta.get("name"), random_suffix()),

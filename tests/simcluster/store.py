@@ -202,7 +202,12 @@ FIELD_PATHS = {
 }
 
 
+# Field selectors a kind adds to the common ones (ResourceSlice: spec.driver; its API reference, resource.k8s.io/v1).
+RESOURCE_FIELD_PATHS = {"resourceslices": {"spec.driver": ("spec", "driver")}}
+
+
 def parse_field_selector(text, resource=None):
+    paths = dict(FIELD_PATHS, **RESOURCE_FIELD_PATHS.get(resource, {}))
     reqs = []
     if not text:
         return reqs
@@ -214,13 +219,13 @@ def parse_field_selector(text, resource=None):
         if not m:
             raise StoreError(400, "BadRequest", "invalid selector: '%s'; can't understand '%s'" % (text, part))
         field, op, value = m.group(1), m.group(2), m.group(3)
-        if field not in FIELD_PATHS:
+        if field not in paths:
             kind = kind_of(resource) if resource in RESOURCES else resource
             raise StoreError(400, "BadRequest",
                              'field label not supported: %s' % field if kind is None else
                              '"%s" is not a known field selector: only "metadata.name", "metadata.namespace"'
                              % field)
-        reqs.append((FIELD_PATHS[field], op != "!=", value))
+        reqs.append((paths[field], op != "!=", value))
     return reqs
 
 

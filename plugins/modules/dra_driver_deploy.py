@@ -1,0 +1,1027 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright (c) kubehw.devices contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+module: dra_driver_deploy
+short_description: Roll out a Dynamic Resource Allocation driver and wait until its devices are published
+version_added: 0.2.0
+description:
+  - Deploys a DRA driver from a O(preset) the way M(kubehw.devices.device_plugin_deploy) deploys device plugins,
+    sharing its rollout code: the kubelet-plugin DaemonSet (plugin registration and DRA sockets under
+    C(/var/lib/kubelet/plugins) and C(/var/lib/kubelet/plugins_registry)), the ServiceAccount, ClusterRole and
+    ClusterRoleBinding the driver needs (O(rbac=create)), and the driver's DeviceClasses (O(device_classes)).
+  - Every object is read first and compared semantically with what the task describes (the DaemonSet with the
+    defaults the apiserver fills in); only what differs is written, so a second run sends no write.
+  - With O(wait=devices) the task returns when every node running a ready kubelet-plugin pod has published
+    ResourceSlices of the driver with at least O(min_count) devices. It watches ResourceSlices (a field selector on
+    C(spec.driver)), it does not poll. Only the slices of each pool's newest generation count, and a pool counts once
+    all its C(resourceSliceCount) slices are there. On timeout it names every node and what is missing.
+  - The objects carry the label C(app.kubernetes.io/managed-by=kubehw.devices). A ServiceAccount, ClusterRole or
+    ClusterRoleBinding of the same name made by someone else fails the task before any write; a DeviceClass made by
+    someone else (for example by the driver's Helm chart) is left alone with a warning.
+  - The served version of C(resource.k8s.io) is found by discovery (v1, then v1beta2, then v1beta1) before any
+    write; where none is served the task fails naming what the cluster needs.
+  - Every input is validated before the first request; a bad value fails with a message naming it.
+author:
+  - kubehw.devices contributors (@kubehw)
+extends_documentation_fragment:
+  - kubehw.devices.k8s_auth_options
+  - kubehw.devices.attributes
+attributes:
+  check_mode:
+    support: full
+    details:
+      - Reads every object and reports what would change; sends no write and does not wait.
+  diff_mode:
+    support: full
+    details:
+      - Each object that changes, before and after, without status and server-populated metadata.
+  idempotent:
+    support: full
+options:
+  preset:
+    description:
+      - Which DRA driver to deploy. V(example) is kubernetes-sigs/dra-example-driver v0.4.0 (driver
+        C(gpu.example.com), simulated GPUs for test clusters), V(nvidia) is the GPU part of NVIDIA/k8s-dra-driver-gpu
+        v25.12.0 (C(gpu.nvidia.com); ComputeDomains are not deployed), V(intel) is Intel's GPU resource driver
+        gpu-v0.11.0 (C(gpu.intel.com)). See C(docs/dra.md) for the upstream file of every default.
+      - Required with O(state=present); with O(state=absent) it gives the default O(name) and the DeviceClasses to remove.
+    type: str
+    required: true
+    choices: [example, nvidia, intel]
+  state:
+    description:
+      - V(present) creates or updates the driver's objects.
+      - V(absent) deletes the DaemonSet, the RBAC objects and the DeviceClasses this module created (those labelled
+        C(app.kubernetes.io/managed-by=kubehw.devices)); objects already gone are not an error.
+    type: str
+    choices: [present, absent]
+    default: present
+  namespace:
+    description:
+      - Namespace of the DaemonSet and the ServiceAccount. It must exist; the task fails naming it when it does not.
+    type: str
+    default: kubehw-dra-drivers
+  name:
+    description:
+      - Name of the DaemonSet, and of the ServiceAccount, ClusterRole and ClusterRoleBinding made for it.
+      - Defaults to the upstream DaemonSet name of the preset (C(dra-example-driver-kubeletplugin),
+        C(nvidia-dra-driver-gpu-kubelet-plugin), C(intel-gpu-resource-driver-kubelet-plugin)).
+    type: str
+  image:
+    description: Container image, replacing the preset's (all containers of the kubelet plugin use it).
+    type: str
+  env:
+    description:
+      - Environment variables of the kubelet-plugin container, added to or replacing the preset's, as name to value
+        (for example C(NUM_DEVICES) of the example driver). A dictionary value is the variable's definition.
+    type: dict
+  node_selector:
+    description:
+      - Node labels the kubelet-plugin pods require. When set it replaces the preset's default node affinity.
+    type: dict
+  tolerations:
+    description: Tolerations of the kubelet-plugin pods, replacing the preset's (none upstream).
+    type: list
+    elements: dict
+  rbac:
+    description:
+      - V(create) creates (and updates) the ServiceAccount, the ClusterRole with the preset's rules and its
+        ClusterRoleBinding. The identity running the task then needs the permissions it grants, or C(escalate) and
+        C(bind) on C(clusterroles).
+      - V(existing) writes no RBAC object and only checks that the ServiceAccount O(name) exists in O(namespace):
+        the collection's C(playbooks/rbac.yml) (or an administrator) created it, the ClusterRole and the binding.
+        The deploying identity then needs no RBAC rights at all.
+    type: str
+    choices: [create, existing]
+    default: create
+  device_classes:
+    description: Create (and with O(state=absent) remove) the preset's DeviceClasses.
+    type: bool
+    default: true
+  extended_resource_name:
+    description:
+      - Set C(spec.extendedResourceName) on the preset's main DeviceClass (C(gpu.example.com), C(gpu.nvidia.com),
+        C(gpu.intel.com)), so pods asking for that extended resource are served by the driver (KEP-5004, the
+        C(DRAExtendedResource) feature gate). For the migration from a device plugin; see C(docs/dra.md).
+      - A dry run checks first that the apiserver keeps the field; the task fails naming the gate when it drops it.
+    type: str
+  wait:
+    description:
+      - V(none) returns after the writes.
+      - V(rollout) waits until the DaemonSet's rollout is done (every scheduled pod updated and available).
+      - V(devices) also waits until every node running a ready kubelet-plugin pod has published ResourceSlices of the
+        driver with at least O(min_count) devices (complete pools of the newest generation).
+      - A rollout over zero nodes fails the task (the driver runs nowhere) unless O(allow_empty_rollout=true).
+    type: str
+    choices: [none, rollout, devices]
+    default: devices
+  min_count:
+    description: With O(wait=devices), the smallest number of devices each node must publish.
+    type: int
+    default: 1
+  wait_timeout:
+    description: Seconds to wait for O(wait) in total.
+    type: int
+    default: 300
+  allow_empty_rollout:
+    description: Succeed with a warning when the DaemonSet selects no node, instead of failing.
+    type: bool
+    default: false
+notes:
+  - The identity needs C(get), C(list), C(watch), C(create), C(update) and C(delete) on C(daemonsets) and C(get),
+    C(create), C(update), C(delete) on C(serviceaccounts) in O(namespace), C(list) on C(pods) there, C(get), C(list),
+    C(watch) on C(nodes) and on C(resourceslices), C(get), C(create), C(update), C(delete) on C(deviceclasses), and
+    with O(rbac=create) the same on C(clusterroles) and C(clusterrolebindings) plus the rights the ClusterRole grants
+    (or C(escalate)/C(bind)). See C(docs/dra.md).
+  - The kubelet plugin needs Kubernetes 1.32 or later with DRA enabled on the kubelets.
+seealso:
+  - module: kubehw.devices.dra_device_class
+  - module: kubehw.devices.device_plugin_deploy
+  - name: Dynamic Resource Allocation
+    description: The Kubernetes documentation.
+    link: https://kubernetes.io/docs/concepts/scheduling-eviction/dynamic-resource-allocation/
+"""
+
+EXAMPLES = r"""
+- name: Roll out the DRA example driver and wait until every node publishes at least 2 devices
+  kubehw.devices.dra_driver_deploy:
+    preset: example
+    min_count: 2
+    wait_timeout: 600
+  register: dra
+
+- name: Show what each node published
+  ansible.builtin.debug:
+    msg: "{{ item.name }}: {{ item.devices | join(', ') }}"
+  loop: "{{ dra.nodes }}"
+  loop_control:
+    label: "{{ item.name }}"
+
+- name: NVIDIA's GPU DRA driver on the nodes moved to DRA, its RBAC made by playbooks/rbac.yml
+  kubehw.devices.dra_driver_deploy:
+    preset: nvidia
+    rbac: existing
+    node_selector:
+      kubehw.devices/gpu-allocation: dra
+    extended_resource_name: nvidia.com/gpu
+
+- name: Remove the example driver, its RBAC and its DeviceClass
+  kubehw.devices.dra_driver_deploy:
+    preset: example
+    state: absent
+"""
+
+RETURN = r"""
+changed:
+  description: Whether a write was made (or, in check mode, would be made).
+  returned: always
+  type: bool
+daemonset:
+  description: The kubelet-plugin DaemonSet as the server last returned it (predicted in check mode); none when absent.
+  returned: always
+  type: dict
+driver:
+  description: The DRA driver name of the preset.
+  returned: always
+  type: str
+  sample: gpu.example.com
+api_version:
+  description: The version of C(resource.k8s.io) used.
+  returned: when the group is served
+  type: str
+  sample: resource.k8s.io/v1
+device_classes:
+  description: Names of the preset's DeviceClasses this task manages (empty with O(device_classes=false)).
+  returned: always
+  type: list
+  elements: str
+  sample: ["gpu.example.com"]
+rbac:
+  description: Names of the ServiceAccount, ClusterRole and ClusterRoleBinding, and whether the module manages them.
+  returned: always
+  type: dict
+  sample: {"mode": "create", "service_account": "kubehw-dra-drivers/dra-example-driver-kubeletplugin",
+           "cluster_role": "dra-example-driver-kubeletplugin", "cluster_role_binding": "dra-example-driver-kubeletplugin"}
+changed_objects:
+  description: The objects written (or, in check mode, that would be written or deleted), as C(Kind/name).
+  returned: always
+  type: list
+  elements: str
+  sample: ["ServiceAccount/dra-example-driver-kubeletplugin", "DaemonSet/dra-example-driver-kubeletplugin"]
+rollout:
+  description: Rollout state of the DaemonSet, as M(kubehw.devices.device_plugin_deploy) reports it.
+  returned: when state is present and the DaemonSet exists
+  type: dict
+nodes:
+  description:
+    - With O(wait=devices), per node running a ready kubelet-plugin pod, what the driver published there (complete
+      pools of the newest generation), sorted by node name.
+  returned: when O(wait=devices) succeeded
+  type: list
+  elements: dict
+  contains:
+    name:
+      description: The node.
+      type: str
+    driver:
+      description: The DRA driver.
+      type: str
+    pools:
+      description: The pools the node's devices are in (one per node for the three presets, named after the node).
+      type: list
+      elements: str
+    devices:
+      description: The device names published for the node.
+      type: list
+      elements: str
+    device_count:
+      description: How many devices.
+      type: int
+  sample: [{"name": "gpu-1", "driver": "gpu.example.com", "pools": ["gpu-1"], "devices": ["gpu-0", "gpu-1"],
+            "device_count": 2}]
+waited_for:
+  description: What the task waited for (V(none) in check mode or when nothing was waited for).
+  returned: always
+  type: str
+diff:
+  description: The objects before and after, when run with C(--diff).
+  returned: when diff mode is on and something changed
+  type: list
+  elements: dict
+"""
+
+import copy
+import functools
+import json
+import time
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.kubehw.devices.plugins.module_utils._client import (
+    AUTH_ARG_SPEC,
+    KubeClient,
+    KubeHwError,
+    protect_kubeconfig_secrets,
+)
+from ansible_collections.kubehw.devices.plugins.module_utils import _daemonset_compare as compare
+from ansible_collections.kubehw.devices.plugins.module_utils import _daemonset_manifest as manifest
+from ansible_collections.kubehw.devices.plugins.module_utils import _daemonset_rollout as ds_rollout
+from ansible_collections.kubehw.devices.plugins.module_utils import _dra as dra
+from ansible_collections.kubehw.devices.plugins.module_utils import _dra_driver_presets as presets
+from ansible_collections.kubehw.devices.plugins.module_utils import _k8s_objects as objects
+from ansible_collections.kubehw.devices.plugins.module_utils._daemonset_manifest import (
+    COMPONENT_LABEL,
+    NAME_LABEL,
+    DaemonSetSpecError,
+)
+from ansible_collections.kubehw.devices.plugins.module_utils._daemonset_manifest import (
+    _check_dns_label as check_dns_label,
+    _default_affinity as default_affinity,
+    _env_list as env_list,
+    _hash as content_hash,
+    _positive_int as whole_number,
+)
+from ansible_collections.kubehw.devices.plugins.module_utils._k8s_names import LABEL_VALUE_RE, label_key_problem
+from ansible_collections.kubehw.devices.plugins.module_utils._k8s_objects import TaskFailed
+
+DEFAULT_NAMESPACE = "kubehw-dra-drivers"
+WAIT_MODES = ("none", "rollout", "devices")
+COMPONENT = "dra-kubelet-plugin"
+# On the pod template: which DRA driver the pods run (read by people and by the simulated kubelet).
+DRIVER_ANNOTATION = "devices.kubehw.io/dra-driver"
+TOLERATION_OPERATORS = ("Exists", "Equal")
+TOLERATION_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+RBAC_GROUP = "rbac.authorization.k8s.io"
+
+
+# -- validation and building (pure functions) ------------------------------------------------------
+
+def validate(params):
+    """Everything that can be checked without a cluster; raises DaemonSetSpecError naming the value and the rule."""
+    preset = params.get("preset")
+    if preset not in presets.PRESETS:
+        raise DaemonSetSpecError("preset %r must be one of %s" % (preset, ", ".join(presets.PRESET_NAMES)))
+    check_dns_label(params.get("name") or presets.PRESETS[preset]["name"], "name")
+    check_dns_label(params.get("namespace") or DEFAULT_NAMESPACE, "namespace")
+    image = params.get("image")
+    if image is not None and (not isinstance(image, str) or not image.strip() or any(c.isspace() for c in image)):
+        raise DaemonSetSpecError("image %r must be a container image reference without spaces" % (image,))
+    for key, value in (params.get("node_selector") or {}).items():
+        problem = label_key_problem(key)
+        if problem:
+            raise DaemonSetSpecError("node_selector key %r: %s" % (key, problem))
+        text = objects.to_text(value)
+        if len(text) > 63 or not LABEL_VALUE_RE.match(text):
+            raise DaemonSetSpecError("node_selector value %r of %r must be at most 63 characters of letters, digits, "
+                                     "'-', '_' or '.', starting and ending with a letter or digit" % (text, key))
+    for index, toleration in enumerate(params.get("tolerations") or []):
+        _check_toleration(index, toleration)
+    for key in params.get("env") or {}:
+        if not manifest._ENV_NAME_RE.fullmatch(key):  # pylint: disable=protected-access
+            raise DaemonSetSpecError("env name %r must consist of letters, digits, '_', '-' or '.', and must not "
+                                     "start with a digit" % key)
+    if params.get("min_count") is not None:
+        params["min_count"] = whole_number(params["min_count"], "min_count", minimum=0)
+    if params.get("wait_timeout") is not None:
+        params["wait_timeout"] = whole_number(params["wait_timeout"], "wait_timeout", minimum=0)
+    extended = params.get("extended_resource_name")
+    if extended is not None:
+        if not params.get("device_classes", True):
+            raise DaemonSetSpecError("extended_resource_name is set on the preset's DeviceClass: it needs "
+                                     "device_classes: true")
+        problem = dra.extended_name_problem(extended)
+        if problem:
+            raise DaemonSetSpecError("extended_resource_name %r %s" % (extended, problem))
+
+
+def _check_toleration(index, toleration):
+    where = "tolerations[%d]" % index
+    if not isinstance(toleration, dict):
+        raise DaemonSetSpecError("%s must be a mapping (key, operator, value, effect)" % where)
+    unknown = sorted(set(toleration) - set(["key", "operator", "value", "effect", "tolerationSeconds"]))
+    if unknown:
+        raise DaemonSetSpecError("%s has unknown field(s) %s" % (where, ", ".join(unknown)))
+    operator = toleration.get("operator") or "Equal"
+    if operator not in TOLERATION_OPERATORS:
+        raise DaemonSetSpecError("%s operator %r must be Exists or Equal" % (where, operator))
+    key = toleration.get("key")
+    if key:
+        problem = label_key_problem(key)
+        if problem:
+            raise DaemonSetSpecError("%s key %r: %s" % (where, key, problem))
+    elif operator != "Exists":
+        raise DaemonSetSpecError("%s without a key must have operator Exists (it then tolerates every taint)" % where)
+    if operator == "Exists" and toleration.get("value"):
+        raise DaemonSetSpecError("%s value %r must be empty with operator Exists" % (where, toleration["value"]))
+    effect = toleration.get("effect")
+    if effect and effect not in TOLERATION_EFFECTS:
+        raise DaemonSetSpecError("%s effect %r must be one of %s" % (where, effect, ", ".join(TOLERATION_EFFECTS)))
+    if toleration.get("tolerationSeconds") is not None and effect != "NoExecute":
+        raise DaemonSetSpecError("%s tolerationSeconds needs effect NoExecute" % where)
+
+
+def object_names(params):
+    preset = presets.PRESETS[params["preset"]]
+    name = params.get("name") or preset["name"]
+    return name, params.get("namespace") or DEFAULT_NAMESPACE
+
+
+def _labels(name):
+    return {NAME_LABEL: name, COMPONENT_LABEL: COMPONENT, objects.MANAGED_BY_LABEL: objects.MANAGED_BY}
+
+
+def _container(spec, image, user_env=None):
+    container = {"name": spec["name"], "image": image}
+    for key, field in (("command", "command"), ("args", "args"), ("ports", "ports")):
+        if spec.get(key):
+            container[field] = copy.deepcopy(spec[key])
+    preset_env = [dict(e, value=image) if e.get("name") == "IMAGE_NAME" else e for e in spec.get("env") or []]
+    env = env_list(preset_env, user_env)
+    if env:
+        container["env"] = env
+    if spec.get("startup_probe"):
+        container["startupProbe"] = copy.deepcopy(spec["startup_probe"])
+    if spec.get("liveness_probe"):
+        container["livenessProbe"] = copy.deepcopy(spec["liveness_probe"])
+    container["securityContext"] = copy.deepcopy(spec["security_context"])
+    container["volumeMounts"] = copy.deepcopy(spec["mounts"])
+    return container
+
+
+def build_daemonset(params):
+    """The kubelet-plugin DaemonSet for params that passed validate()."""
+    preset = presets.PRESETS[params["preset"]]
+    name, namespace = object_names(params)
+    image = params.get("image") or preset["image"]
+    containers = [_container(c, image, params.get("env") if index == 0 else None)
+                  for index, c in enumerate(preset["containers"])]
+    pod_spec = {"serviceAccountName": name, "containers": containers, "volumes": copy.deepcopy(preset["volumes"])}
+    if preset["init_containers"]:
+        pod_spec["initContainers"] = [_container(c, image) for c in preset["init_containers"]]
+    if preset["priority_class"]:
+        pod_spec["priorityClassName"] = preset["priority_class"]
+    tolerations = params["tolerations"] if params.get("tolerations") is not None else preset["tolerations"]
+    if tolerations:
+        pod_spec["tolerations"] = copy.deepcopy(tolerations)
+    if params.get("node_selector"):
+        pod_spec["nodeSelector"] = dict((k, objects.to_text(v)) for k, v in params["node_selector"].items())
+    elif preset["node_terms"]:
+        pod_spec["affinity"] = default_affinity(preset["node_terms"])
+    labels = _labels(name)
+    spec = {
+        "selector": {"matchLabels": {NAME_LABEL: name}},
+        "template": {"metadata": {"labels": dict(labels), "annotations": {DRIVER_ANNOTATION: preset["driver"]}},
+                     "spec": pod_spec},
+    }
+    if preset["update_strategy"]:
+        spec["updateStrategy"] = copy.deepcopy(preset["update_strategy"])
+    annotations = {DRIVER_ANNOTATION: preset["driver"]}
+    daemonset = {"apiVersion": "apps/v1", "kind": "DaemonSet",
+                 "metadata": {"name": name, "namespace": namespace, "labels": labels, "annotations": annotations},
+                 "spec": spec}
+    # The same bookkeeping as device_plugin_deploy: which keys are ours, and a fingerprint of what was applied.
+    annotations[objects.MANAGED_KEYS_ANNOTATION] = json.dumps(
+        {"labels": sorted(labels), "annotations": sorted(annotations) + [objects.MANAGED_KEYS_ANNOTATION]},
+        sort_keys=True, separators=(",", ":"))
+    annotations[manifest.APPLIED_HASH_ANNOTATION] = content_hash(
+        {"spec": spec, "labels": labels, "annotations": annotations})
+    return daemonset
+
+
+def build_rbac(params):
+    """(ServiceAccount, ClusterRole, ClusterRoleBinding), all named after the DaemonSet."""
+    preset = presets.PRESETS[params["preset"]]
+    name, namespace = object_names(params)
+    labels = _labels(name)
+    account = {"apiVersion": "v1", "kind": "ServiceAccount",
+               "metadata": {"name": name, "namespace": namespace, "labels": dict(labels)}}
+    role = {"apiVersion": "%s/v1" % RBAC_GROUP, "kind": "ClusterRole",
+            "metadata": {"name": name, "labels": dict(labels)}, "rules": copy.deepcopy(preset["rules"])}
+    binding = {"apiVersion": "%s/v1" % RBAC_GROUP, "kind": "ClusterRoleBinding",
+               "metadata": {"name": name, "labels": dict(labels)},
+               "roleRef": {"apiGroup": RBAC_GROUP, "kind": "ClusterRole", "name": name},
+               "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": namespace}]}
+    return account, role, binding
+
+
+def build_device_classes(params):
+    """The preset's DeviceClasses (v1 shape); the first is the main one, which carries extended_resource_name."""
+    if not params.get("device_classes", True):
+        return []
+    preset = presets.PRESETS[params["preset"]]
+    out = []
+    for index, entry in enumerate(preset["device_classes"]):
+        spec = {"selectors": [{"cel": {"expression": e}} for e in entry["selectors"]]}
+        if index == 0 and params.get("extended_resource_name"):
+            spec["extendedResourceName"] = params["extended_resource_name"]
+        out.append({"apiVersion": "%s/v1" % dra.GROUP, "kind": "DeviceClass",
+                    "metadata": {"name": entry["name"],
+                                 "labels": {objects.MANAGED_BY_LABEL: objects.MANAGED_BY}},
+                    "spec": spec})
+    return out
+
+
+def _labels_differ(desired, live):
+    have = (live.get("metadata") or {}).get("labels") or {}
+    return [k for k, v in sorted((desired["metadata"].get("labels") or {}).items()) if have.get(k) != v]
+
+
+def rbac_differences(desired, live):
+    """JSON-pointer-ish paths where a live RBAC object or ServiceAccount differs from the desired one."""
+    if live is None:
+        return ["/"]
+    paths = ["/metadata/labels/%s" % k for k in _labels_differ(desired, live)]
+    for field in ("rules", "roleRef", "subjects"):
+        if field in desired and _canonical_rbac(desired[field]) != _canonical_rbac(live.get(field)):
+            paths.append("/" + field)
+    return paths
+
+
+def _canonical_rbac(value):
+    # The apiserver stores rules and subjects as sent, dropping empty lists (omitempty) and defaulting nothing
+    # else the module sends; compare as data.
+    def strip(item):
+        if isinstance(item, dict):
+            return dict((k, strip(v)) for k, v in item.items() if v not in (None, [], {}))
+        if isinstance(item, list):
+            return [strip(v) for v in item]
+        return item
+    return json.dumps(strip(value), sort_keys=True)
+
+
+def device_class_differences(desired, live):
+    paths = []
+    want, have = desired.get("spec") or {}, live.get("spec") or {}
+    for field in ("selectors", "config", "extendedResourceName"):
+        if json.dumps(want.get(field) or None, sort_keys=True) != json.dumps(have.get(field) or None, sort_keys=True):
+            paths.append("/spec/%s" % field)
+    paths.extend("/metadata/labels/%s" % k for k in _labels_differ(desired, live))
+    return paths
+
+
+def managed_here(obj, name=None):
+    labels = ((obj or {}).get("metadata") or {}).get("labels") or {}
+    return labels.get(objects.MANAGED_BY_LABEL) == objects.MANAGED_BY and (
+        name is None or labels.get(NAME_LABEL) == name)
+
+
+# -- ResourceSlices: what a node published ----------------------------------------------------------
+
+def published_by_node(slices, driver, version="v1"):
+    """node -> {"pools": {pool: state}, "devices": [names]} from the driver's slices.
+
+    Per pool (driver, pool name) only the slices of the newest generation count, and the pool is complete once
+    as many slices of that generation exist as its ``resourceSliceCount`` says; the devices of incomplete
+    pools are not counted (the scheduler does not use them either). Slices not tied to one node are skipped.
+    """
+    pools = {}
+    for item in slices:
+        spec = (dra.slice_to_v1(item, version).get("spec") or {})
+        if spec.get("driver") != driver or not spec.get("nodeName"):
+            continue
+        pool = spec.get("pool") or {}
+        key = (spec["nodeName"], pool.get("name"))
+        generation = pool.get("generation") or 0
+        entry = pools.get(key)
+        if entry is None or generation > entry["generation"]:
+            entry = pools[key] = {"generation": generation, "expected": pool.get("resourceSliceCount") or 1,
+                                  "slices": 0, "devices": []}
+        elif generation < entry["generation"]:
+            continue
+        entry["slices"] += 1
+        entry["devices"].extend(d.get("name") for d in spec.get("devices") or [])
+    nodes = {}
+    for (node, pool_name), entry in sorted(pools.items()):
+        out = nodes.setdefault(node, {"pools": {}, "devices": []})
+        complete = entry["slices"] >= entry["expected"]
+        out["pools"][pool_name] = {"generation": entry["generation"], "slices": entry["slices"],
+                                   "expected": entry["expected"], "complete": complete}
+        if complete:
+            out["devices"].extend(entry["devices"])
+    for out in nodes.values():
+        out["devices"].sort()
+    return nodes
+
+
+def nodes_missing_devices(published, node_names, min_count):
+    """{node: what is missing} for the nodes that have not published min_count devices in complete pools."""
+    missing = {}
+    for node in node_names:
+        entry = published.get(node)
+        if entry is None:
+            missing[node] = "no ResourceSlice"
+            continue
+        incomplete = ["pool %s has %d of %d slices of generation %d" % (p, s["slices"], s["expected"], s["generation"])
+                      for p, s in sorted(entry["pools"].items()) if not s["complete"]]
+        if len(entry["devices"]) < min_count:
+            text = "%d of %d devices" % (len(entry["devices"]), min_count)
+            if incomplete:
+                text += " (%s)" % "; ".join(incomplete)
+            missing[node] = text
+    return missing
+
+
+def node_results(published, node_names, driver):
+    return [{"name": node, "driver": driver, "pools": sorted((published.get(node) or {}).get("pools") or {}),
+             "devices": list((published.get(node) or {}).get("devices") or []),
+             "device_count": len((published.get(node) or {}).get("devices") or [])}
+            for node in sorted(node_names)]
+
+
+# -- the task --------------------------------------------------------------------------------------
+
+class DraDriverDeploy(object):
+    """One task: read, compare, write what differs, wait; every request through self.client."""
+
+    def __init__(self, module, client, dra_api=None):
+        self.module = module
+        self.client = client
+        self.params = module.params
+        self.check_mode = module.check_mode
+        self.preset = presets.PRESETS[self.params["preset"]]
+        self.driver = self.preset["driver"]
+        self.name, self.namespace = object_names(self.params)
+        self.api = dra_api or dra.DraApi(client)
+        self.result = dict(changed=False, daemonset=None, driver=self.driver, device_classes=[],
+                           changed_objects=[], waited_for="none",
+                           rbac={"mode": self.params["rbac"],
+                                 "service_account": "%s/%s" % (self.namespace, self.name),
+                                 "cluster_role": self.name, "cluster_role_binding": self.name})
+        self.diffs = []
+        self.warnings = []
+        self.deadline = None
+
+    def remaining(self):
+        return max(0.0, self.deadline - time.monotonic())
+
+    # -- reads -------------------------------------------------------------------------------------
+    def _read(self, fn, *args, **kwargs):
+        try:
+            return self.client.call_json(fn, *args, **kwargs)
+        except KubeHwError as err:
+            if err.status == 404:
+                return None
+            raise
+
+    def read_daemonset(self):
+        return self._read(self.client.apps.read_namespaced_daemon_set, self.name, self.namespace,
+                          what='read DaemonSet "%s/%s"' % (self.namespace, self.name))
+
+    def read_rbac(self):
+        account = self._read(self.client.core.read_namespaced_service_account, self.name, self.namespace,
+                             what='read ServiceAccount "%s/%s"' % (self.namespace, self.name))
+        if self.params["rbac"] != "create":
+            return account, None, None
+        role = self._read(self.client.rbac.read_cluster_role, self.name, what='read ClusterRole "%s"' % self.name)
+        binding = self._read(self.client.rbac.read_cluster_role_binding, self.name,
+                             what='read ClusterRoleBinding "%s"' % self.name)
+        return account, role, binding
+
+    def read_device_class(self, name):
+        live = self.api.get("deviceclasses", name, what='read DeviceClass "%s"' % name)
+        return dra.device_class_from_version(live) if live is not None else None
+
+    def list_pods(self, daemonset):
+        selector = ",".join("%s=%s" % kv for kv in sorted(daemonset["spec"]["selector"]["matchLabels"].items()))
+        listing = self.client.list_all(self.client.core.list_namespaced_pod, self.namespace, label_selector=selector,
+                                       what='list pods of DaemonSet "%s/%s"' % (self.namespace, self.name))
+        return [p for p in listing.get("items") or [] if ds_rollout.owned_by(p, daemonset)]
+
+    def list_nodes(self):
+        listing = self.client.list_all(self.client.core.list_node, what="list nodes")
+        return dict((n["metadata"]["name"], n) for n in listing.get("items") or [])
+
+    def _add_diff(self, kind, name, before, after):
+        header = "%s %s" % (kind, name)
+        self.diffs.append(dict(before_header=header, after_header=header,
+                               before=objects.clean(before) or {}, after=objects.clean(after) or {}))
+
+    def _changed(self, kind, name):
+        self.result["changed"] = True
+        self.result["changed_objects"].append("%s/%s" % (kind, name))
+
+    # -- present -----------------------------------------------------------------------------------
+    def present(self):
+        version = self.api.discover()
+        self.result["api_version"] = "%s/%s" % (dra.GROUP, version)
+        desired_ds = build_daemonset(self.params)
+        account, role, binding = build_rbac(self.params)
+        classes = build_device_classes(self.params)
+        self.result["device_classes"] = [c["metadata"]["name"] for c in classes]
+
+        # Every read and every refusal before the first write.
+        live_ds = self.read_daemonset()
+        conflict = compare.selector_conflict(desired_ds, live_ds)
+        if conflict:
+            raise TaskFailed(conflict)
+        if live_ds is not None and not managed_here(live_ds):
+            self.warnings.append("DaemonSet %s/%s was not created by this module; it is now managed by it"
+                                 % (self.namespace, self.name))
+        live_account, live_role, live_binding = self.read_rbac()
+        rbac_plan = []
+        if self.params["rbac"] == "existing":
+            if live_account is None:
+                raise TaskFailed(
+                    'ServiceAccount "%s/%s" does not exist, and rbac is existing: create it, the ClusterRole "%s" and '
+                    'its ClusterRoleBinding "%s" first (playbooks/rbac.yml does), or set rbac: create. Nothing was '
+                    "written." % (self.namespace, self.name, self.name, self.name))
+        else:
+            for kind, desired, live in (("ServiceAccount", account, live_account), ("ClusterRole", role, live_role),
+                                        ("ClusterRoleBinding", binding, live_binding)):
+                if live is not None and not managed_here(live, self.name):
+                    raise TaskFailed(
+                        "%s %s exists and was not created by this module (%s): it would be replaced and deleted with "
+                        "the driver. Remove it, choose another name, or set rbac: existing to use it as it is. "
+                        "Nothing was written." % (kind, self._display(desired), objects.owner_description(live)))
+                paths = rbac_differences(desired, live)
+                if paths:
+                    rbac_plan.append((kind, desired, live))
+        class_plan = []
+        for desired in classes:
+            name = desired["metadata"]["name"]
+            live = self.read_device_class(name)
+            if live is not None and not managed_here(live):
+                paths = [p for p in device_class_differences(desired, live)
+                         if not p.startswith("/metadata/labels/")]
+                differs = "; it differs from the preset in %s" % ", ".join(paths) if paths else ""
+                self.warnings.append(
+                    'DeviceClass "%s" exists but was not created by kubehw.devices: left unchanged%s.' % (name, differs))
+                continue
+            if live is None or device_class_differences(desired, live):
+                class_plan.append((desired, live))
+        ds_diffs = compare.differences(desired_ds, live_ds)
+
+        for kind, desired, live in rbac_plan:
+            self._add_diff(kind, self._display(desired), live, desired if live is None else self._update(desired, live))
+        for desired, live in class_plan:
+            self._add_diff("DeviceClass", desired["metadata"]["name"], live,
+                           desired if live is None else self._update(desired, live))
+        if ds_diffs:
+            self._add_diff("DaemonSet", "%s/%s" % (self.namespace, self.name), live_ds,
+                           desired_ds if live_ds is None else objects.update_body(desired_ds, live_ds))
+            if live_ds is not None:
+                self.result["changed_paths"] = ds_diffs
+
+        if self.check_mode:
+            for kind, desired, _live in rbac_plan:
+                self._changed(kind, desired["metadata"]["name"])
+            for desired, _live in class_plan:
+                self._changed("DeviceClass", desired["metadata"]["name"])
+            if ds_diffs:
+                self._changed("DaemonSet", self.name)
+            self.result["daemonset"] = live_ds if not ds_diffs else (
+                desired_ds if live_ds is None else objects.update_body(desired_ds, live_ds))
+            if live_ds is not None:
+                self.result["rollout"] = ds_rollout.rollout_status(live_ds)
+            return
+
+        # RBAC first: pods of the DaemonSet need their ServiceAccount, and the plugin its rights, when they start.
+        for kind, desired, live in rbac_plan:
+            self._write_rbac(kind, desired, live)
+        for desired, live in class_plan:
+            self._write_device_class(desired, live)
+        current = live_ds
+        if ds_diffs:
+            current = self._write_daemonset(desired_ds, live_ds)
+        self.result["daemonset"] = current
+
+        wait = self.params["wait"]
+        if wait == "none":
+            self.result["rollout"] = ds_rollout.rollout_status(current)
+            return
+        self.result["waited_for"] = wait
+        current = self._wait_rollout(current)
+        self.result["daemonset"] = current
+        if wait == "devices":
+            self._wait_devices(current, version)
+
+    def _display(self, obj):
+        meta = obj["metadata"]
+        return '"%s/%s"' % (meta["namespace"], meta["name"]) if meta.get("namespace") else '"%s"' % meta["name"]
+
+    @staticmethod
+    def _update(desired, live):
+        body = objects.update_body(desired, live)
+        for field in ("rules", "roleRef", "subjects", "spec"):
+            if field in desired:
+                body[field] = copy.deepcopy(desired[field])
+        return body
+
+    def _create(self, fn, args, body, what, find):
+        try:
+            return self.client.create_json(fn, *(args + (body,)), what=what, find=find)
+        except KubeHwError as err:
+            details = (err.body or {}).get("details") or {}
+            if err.status == 404 and (details.get("kind") == "namespaces" or 'namespaces "' in (err.msg or "")):
+                raise TaskFailed('Namespace "%s" does not exist: create it first (playbooks/rbac.yml creates %s), or set '
+                                 "namespace to an existing one." % (self.namespace, DEFAULT_NAMESPACE))
+            raise
+
+    def _write_rbac(self, kind, desired, live):
+        name = desired["metadata"]["name"]
+        core, rbac = self.client.core, self.client.rbac
+        calls = {
+            "ServiceAccount": (core.create_namespaced_service_account, core.replace_namespaced_service_account,
+                               core.read_namespaced_service_account, (self.namespace,)),
+            "ClusterRole": (rbac.create_cluster_role, rbac.replace_cluster_role, rbac.read_cluster_role, ()),
+            "ClusterRoleBinding": (rbac.create_cluster_role_binding, rbac.replace_cluster_role_binding,
+                                   rbac.read_cluster_role_binding, ()),
+        }
+        create_fn, replace_fn, read_fn, scope = calls[kind]
+        find = self.client.finder(read_fn, name, *scope, what="read %s %s again" % (kind, self._display(desired)))
+        if live is None:
+            self._create(create_fn, scope, desired, "create %s %s" % (kind, self._display(desired)), find)
+        elif kind == "ClusterRoleBinding" and live.get("roleRef") != desired["roleRef"]:
+            # roleRef is immutable: a binding of ours pointing elsewhere is replaced by delete and create.
+            self.client.call_json(rbac.delete_cluster_role_binding, name, what='delete ClusterRoleBinding "%s"' % name)
+            self._create(create_fn, scope, desired, "create %s %s" % (kind, self._display(desired)), find)
+        else:
+            self.client.replace_json(replace_fn, name, *(scope + (self._update(desired, live),)),
+                                     what="replace %s %s" % (kind, self._display(desired)), find=find)
+        self._changed(kind, name)
+
+    def _write_device_class(self, desired, live):
+        name = desired["metadata"]["name"]
+        label = 'DeviceClass "%s"' % name
+        version = self.api.version
+        body = dra.device_class_to_version(desired if live is None else self._update(desired, live), version)
+        if live is None:
+            send = functools.partial(self.api.create, "deviceclasses", body)
+        else:
+            send = functools.partial(self.api.replace, "deviceclasses", name, body)
+        wanted = (desired.get("spec") or {}).get("extendedResourceName")
+        if wanted is not None:
+            # An apiserver without the DRAExtendedResource gate drops the field silently: find out before storing.
+            answer = send(what="validate (dry run) " + label, dry_run=True)
+            if ((answer or {}).get("spec") or {}).get("extendedResourceName") != wanted:
+                raise TaskFailed("the apiserver dropped spec.extendedResourceName %r from %s: it needs Kubernetes 1.34 "
+                                 "or later with the DRAExtendedResource feature gate on (beta and on by default from "
+                                 "1.36). The DeviceClass was not written." % (wanted, label))
+        send(what=("create " if live is None else "replace ") + label)
+        self._changed("DeviceClass", name)
+
+    def _write_daemonset(self, desired, live):
+        what = 'DaemonSet "%s/%s"' % (self.namespace, self.name)
+        for _attempt in range(3):
+            try:
+                if live is None:
+                    written = self._create(self.client.apps.create_namespaced_daemon_set, (self.namespace,), desired,
+                                           "create " + what, None)
+                else:
+                    written = self.client.replace_json(self.client.apps.replace_namespaced_daemon_set, self.name,
+                                                       self.namespace, objects.update_body(desired, live),
+                                                       what="replace " + what)
+                self._changed("DaemonSet", self.name)
+                return written
+            except KubeHwError as err:
+                if err.status != 409:
+                    raise
+                live = self.read_daemonset()
+                if live is not None and not compare.differences(desired, live):
+                    return live
+        raise KubeHwError("Failed to write %s: it kept changing under us (409 Conflict three times)" % what,
+                          status=409, reason="Conflict")
+
+    # -- waiting -----------------------------------------------------------------------------------
+    def _wait_rollout(self, current):
+        key = "%s/%s" % (self.namespace, self.name)
+        try:
+            found = self.client.watch(
+                self.client.apps.list_namespaced_daemon_set,
+                lambda objs: key in objs and ds_rollout.rollout_done(objs[key]),
+                timeout=self.remaining(), what="finish the rollout of DaemonSet %s" % key,
+                namespace=self.namespace, field_selector="metadata.name=%s" % self.name)
+            current = found[key]
+        except KubeHwError as err:
+            if err.reason != "Timeout":
+                raise
+            current = self.read_daemonset() or current
+            state = ds_rollout.rollout_status(current)
+            self.result.update(daemonset=current, rollout=state)
+            report = ds_rollout.node_report(self.list_pods(current), self.list_nodes(), [], 0,
+                                            current["metadata"].get("generation"))
+            raise TaskFailed(ds_rollout.timeout_message("the rollout", self.params["wait_timeout"], current, state,
+                                                        report, [], 0, False))
+        state = ds_rollout.rollout_status(current)
+        self.result["rollout"] = state
+        if state["desired"] == 0:
+            selection = ds_rollout.node_selection_report(current["spec"]["template"].get("spec"),
+                                                         list(self.list_nodes().values()))
+            if not self.params["allow_empty_rollout"]:
+                raise TaskFailed("DaemonSet %s selects no node (desiredNumberScheduled is 0), so the DRA driver runs "
+                                 "nowhere: %s. Label the nodes, set node_selector, or set allow_empty_rollout: true if "
+                                 "no such node exists yet." % (key, selection))
+            self.warnings.append("DaemonSet %s selects no node (allow_empty_rollout): %s" % (key, selection))
+        return current
+
+    def _slices_fn(self, version):
+        return functools.partial(self.api.custom.list_cluster_custom_object, dra.GROUP, version, "resourceslices")
+
+    def _wait_devices(self, current, version):
+        min_count = self.params["min_count"]
+        pods = [p for p in self.list_pods(current) if not p["metadata"].get("deletionTimestamp")]
+        ready = sorted(set(ds_rollout.pod_node(p) for p in pods if ds_rollout.pod_node(p) and ds_rollout.pod_ready(p)))
+        not_ready = sorted(set(ds_rollout.pod_node(p) for p in pods if ds_rollout.pod_node(p)) - set(ready))
+
+        def enough(found):
+            return not nodes_missing_devices(published_by_node(found.values(), self.driver, version), ready, min_count)
+
+        try:
+            found = self.client.watch(
+                self._slices_fn(version), enough, timeout=self.remaining(),
+                what="see ResourceSlices of driver %s with at least %d device(s) on %d node(s)"
+                % (self.driver, min_count, len(ready)),
+                field_selector="spec.driver=%s" % self.driver)
+        except KubeHwError as err:
+            if err.reason != "Timeout":
+                raise
+            published = published_by_node((getattr(err, "objects", None) or {}).values(), self.driver, version)
+            self.result["nodes"] = node_results(published, ready, self.driver)
+            raise TaskFailed(self._devices_timeout(published, ready, not_ready, pods, min_count))
+        published = published_by_node(found.values(), self.driver, version)
+        self.result["nodes"] = node_results(published, ready, self.driver)
+
+    def _devices_timeout(self, published, ready, not_ready, pods, min_count):
+        parts = ["Timed out after %ss waiting for the nodes running DaemonSet %s/%s to publish ResourceSlices of driver "
+                 "%s with at least %d device(s) each" % (self.params["wait_timeout"], self.namespace, self.name,
+                                                         self.driver, min_count)]
+        missing = nodes_missing_devices(published, ready, min_count)
+        if missing:
+            parts.append("nodes without enough devices: %s" % ", ".join(
+                "%s (%s)" % (node, text) for node, text in sorted(missing.items())))
+        if not_ready:
+            reasons = {}
+            for pod in pods:
+                node = ds_rollout.pod_node(pod)
+                if node in not_ready:
+                    reasons[node] = "; ".join(ds_rollout.pod_waiting_reasons(pod)) or "not ready"
+            parts.append("nodes whose kubelet-plugin pod is not ready: %s" % ", ".join(
+                "%s (%s)" % (node, reasons.get(node, "not ready")) for node in not_ready))
+        return "; ".join(parts)
+
+    # -- absent ------------------------------------------------------------------------------------
+    def absent(self):
+        # Discovery first: a cluster without resource.k8s.io has no DeviceClasses of ours to remove.
+        served = dra.choose_version(self.api.served_versions())
+        self.api.version = served
+        if served:
+            self.result["api_version"] = "%s/%s" % (dra.GROUP, served)
+        plan = []
+        live_ds = self.read_daemonset()
+        if live_ds is not None:
+            if managed_here(live_ds):
+                plan.append(("DaemonSet", live_ds))
+            else:
+                self.warnings.append("DaemonSet %s/%s was not created by this module: left alone"
+                                     % (self.namespace, self.name))
+        if self.params["rbac"] == "create":
+            for kind, live in zip(("ServiceAccount", "ClusterRole", "ClusterRoleBinding"), self.read_rbac()):
+                if live is not None and managed_here(live, self.name):
+                    plan.append((kind, live))
+                elif live is not None:
+                    self.warnings.append("%s %s was not created by this module: left alone"
+                                         % (kind, self._display(live)))
+        if served and self.params["device_classes"]:
+            self.result["device_classes"] = [c["name"] for c in self.preset["device_classes"]]
+            for entry in self.preset["device_classes"]:
+                live = self.read_device_class(entry["name"])
+                if live is not None and managed_here(live):
+                    plan.append(("DeviceClass", live))
+                elif live is not None:
+                    self.warnings.append('DeviceClass "%s" was not created by kubehw.devices: left alone'
+                                         % entry["name"])
+        # The DaemonSet first (its pods stop publishing), then the binding before the role, the account last.
+        order = ("DaemonSet", "DeviceClass", "ClusterRoleBinding", "ClusterRole", "ServiceAccount")
+        plan.sort(key=lambda item: order.index(item[0]))
+        for kind, live in plan:
+            self._add_diff(kind, self._display(live), live, None)
+            if self.check_mode:
+                self._changed(kind, live["metadata"]["name"])
+            elif self._delete(kind, live):
+                self._changed(kind, live["metadata"]["name"])
+
+    def _delete(self, kind, live):
+        name = live["metadata"]["name"]
+        what = "delete %s %s" % (kind, self._display(live))
+        if kind == "DeviceClass":
+            return self.api.delete("deviceclasses", name, live["metadata"].get("uid"), what=what)
+        calls = {
+            "DaemonSet": (self.client.apps.delete_namespaced_daemon_set, (name, self.namespace)),
+            "ServiceAccount": (self.client.core.delete_namespaced_service_account, (name, self.namespace)),
+            "ClusterRole": (self.client.rbac.delete_cluster_role, (name,)),
+            "ClusterRoleBinding": (self.client.rbac.delete_cluster_role_binding, (name,)),
+        }
+        fn, args = calls[kind]
+        try:
+            self.client.call_json(fn, *args, propagation_policy="Background", what=what)
+        except KubeHwError as err:
+            if err.status == 404:
+                return False
+            raise
+        return True
+
+
+def argument_spec():
+    spec = dict(
+        preset=dict(type="str", required=True, choices=list(presets.PRESET_NAMES)),
+        state=dict(type="str", default="present", choices=["present", "absent"]),
+        namespace=dict(type="str", default=DEFAULT_NAMESPACE),
+        name=dict(type="str"),
+        image=dict(type="str"),
+        env=dict(type="dict"),
+        node_selector=dict(type="dict"),
+        tolerations=dict(type="list", elements="dict"),
+        rbac=dict(type="str", default="create", choices=["create", "existing"]),
+        device_classes=dict(type="bool", default=True),
+        extended_resource_name=dict(type="str"),
+        wait=dict(type="str", default="devices", choices=list(WAIT_MODES)),
+        min_count=dict(type="int", default=1),
+        wait_timeout=dict(type="int", default=300),
+        allow_empty_rollout=dict(type="bool", default=False),
+    )
+    spec.update(AUTH_ARG_SPEC)
+    return spec
+
+
+def main():
+    module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
+    protect_kubeconfig_secrets(module)  # before any failure can echo a kubeconfig dict
+    problem = None
+    try:
+        validate(module.params)
+    except DaemonSetSpecError as err:
+        problem = "Invalid input: %s. Nothing was sent to the cluster." % err
+    if problem:
+        # failed outside the except block: ansible-core 2.19 would attach the active exception's traceback
+        module.fail_json(msg=problem, changed=False)
+
+    task = None
+    error = None
+    try:
+        task = DraDriverDeploy(module, KubeClient(module))
+        task.deadline = time.monotonic() + module.params["wait_timeout"]
+        if module.params["state"] == "present":
+            task.present()
+        else:
+            task.absent()
+    except (KubeHwError, TaskFailed) as err:
+        error = err
+    result = dict(task.result) if task is not None else dict(changed=False)
+    if task is not None and module._diff and task.diffs:
+        result["diff"] = task.diffs
+    for text in (task.warnings if task is not None else []):
+        module.warn(text)
+    if error is not None:
+        module.fail_json(msg=error.msg, status=getattr(error, "status", None),
+                         reason=getattr(error, "reason", None), **result)
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,399 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) kubehw.devices contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""dra_driver_deploy without a network: the presets field by field (each fact with the upstream file and release
+it comes from), the manifests built from them, validation before any request, the comparison that makes a re-run
+write nothing, how published ResourceSlices are counted, and which requests a run sends."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import copy
+import json
+
+import pytest
+
+from ansible_collections.kubehw.devices.plugins.module_utils import _daemonset_compare as compare
+from ansible_collections.kubehw.devices.plugins.module_utils import _dra_driver_presets as presets
+from ansible_collections.kubehw.devices.plugins.module_utils._client import KubeHwError
+from ansible_collections.kubehw.devices.plugins.module_utils._daemonset_manifest import DaemonSetSpecError
+from ansible_collections.kubehw.devices.plugins.modules import dra_driver_deploy as mod
+
+from tests.unit.plugins.modules.module_harness import run_module
+
+
+def params(**overrides):
+    out = dict(preset="example", state="present", namespace="kubehw-dra-drivers", name=None, image=None, env=None,
+               node_selector=None, tolerations=None, rbac="create", device_classes=True,
+               extended_resource_name=None, wait="devices", min_count=1, wait_timeout=300,
+               allow_empty_rollout=False)
+    out.update(overrides)
+    return out
+
+
+def container(ds, name):
+    pod = ds["spec"]["template"]["spec"]
+    return next(c for c in pod["containers"] + pod.get("initContainers", []) if c["name"] == name)
+
+
+def env_of(c):
+    return dict((e["name"], e.get("value", e.get("valueFrom"))) for e in c.get("env") or [])
+
+
+def mounts_of(c):
+    return dict((m["mountPath"], m) for m in c["volumeMounts"])
+
+
+def host_paths(ds):
+    return dict((v["name"], v["hostPath"]) for v in ds["spec"]["template"]["spec"]["volumes"])
+
+
+# -- presets, field by field ----------------------------------------------------------------------------
+
+def test_example_preset_is_the_dra_example_driver_chart_v0_4_0():
+    ds = mod.build_daemonset(params())
+    pod = ds["spec"]["template"]["spec"]
+    assert ds["metadata"]["name"] == "dra-example-driver-kubeletplugin"    # templates/kubeletplugin.yaml
+    plugin = container(ds, "plugin")
+    # values.yaml image.repository, Chart.yaml appVersion v0.4.0
+    assert plugin["image"] == "registry.k8s.io/dra-example-driver/dra-example-driver:v0.4.0"
+    assert plugin["command"] == ["dra-example-kubeletplugin"]
+    env = env_of(plugin)
+    assert env["DRIVER_NAME"] == "gpu.example.com" and env["DEVICE_PROFILE"] == "gpu"   # values.yaml deviceProfile
+    assert env["NUM_DEVICES"] == "8"                                                     # kubeletPlugin.numDevices
+    assert env["KUBELET_PLUGINS_DIRECTORY_PATH"] == "/var/lib/kubelet/plugins"
+    assert env["KUBELET_REGISTRAR_DIRECTORY_PATH"] == "/var/lib/kubelet/plugins_registry"
+    assert env["NODE_NAME"] == {"fieldRef": {"fieldPath": "spec.nodeName"}}
+    assert plugin["securityContext"] == {"privileged": True}            # kubeletPlugin.containers.plugin
+    assert plugin["livenessProbe"]["grpc"] == {"port": 51515, "service": "liveness"}     # healthcheckPort
+    assert set(mounts_of(plugin)) == set(["/var/lib/kubelet/plugins", "/var/lib/kubelet/plugins_registry",
+                                          "/var/run/cdi"])
+    assert host_paths(ds)["plugins"] == {"path": "/var/lib/kubelet/plugins"}
+    assert host_paths(ds)["plugins-registry"] == {"path": "/var/lib/kubelet/plugins_registry"}
+    assert pod["priorityClassName"] == "system-node-critical"           # kubeletPlugin.priorityClassName
+    assert ds["spec"]["updateStrategy"] == {"type": "RollingUpdate",    # kubeletPlugin.updateStrategy
+                                            "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}
+    assert "affinity" not in pod and "tolerations" not in pod and "initContainers" not in pod
+    assert pod["serviceAccountName"] == ds["metadata"]["name"]
+    # templates/clusterrole.yaml: the kubelet plugin publishes slices and reads claims and its node
+    rules = presets.EXAMPLE["rules"]
+    assert {"apiGroups": ["resource.k8s.io"], "resources": ["resourceslices"],
+            "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]} in rules
+    assert {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]} in rules
+    assert {"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaims"], "verbs": ["get", "list", "watch"]} in rules
+    # templates/deviceclass.yaml
+    assert mod.build_device_classes(params()) == [{
+        "apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
+        "metadata": {"name": "gpu.example.com", "labels": {"app.kubernetes.io/managed-by": "kubehw.devices"}},
+        "spec": {"selectors": [{"cel": {"expression": "device.driver == 'gpu.example.com'"}}]}}]
+
+
+def test_nvidia_preset_is_the_gpu_part_of_k8s_dra_driver_gpu_v25_12_0():
+    ds = mod.build_daemonset(params(preset="nvidia"))
+    pod = ds["spec"]["template"]["spec"]
+    assert ds["metadata"]["name"] == "nvidia-dra-driver-gpu-kubelet-plugin"   # templates/kubeletplugin.yaml
+    assert [c["name"] for c in pod["containers"]] == ["gpus"]                 # resources.gpus only
+    assert [c["name"] for c in pod["initContainers"]] == ["init-container"]
+    gpus = container(ds, "gpus")
+    assert gpus["image"] == "nvcr.io/nvidia/k8s-dra-driver-gpu:v25.12.0"     # values.yaml, Chart.yaml appVersion
+    assert gpus["command"] == ["gpu-kubelet-plugin"] and gpus["args"] == ["-v", "$(LOG_VERBOSITY)"]
+    env = env_of(gpus)
+    assert env["LOG_VERBOSITY"] == "4" and env["NVIDIA_DRIVER_ROOT"] == "/" and env["HEALTHCHECK_PORT"] == "51516"
+    assert env["IMAGE_NAME"] == gpus["image"]
+    assert mounts_of(gpus)["/var/lib/kubelet/plugins"]["mountPropagation"] == "Bidirectional"
+    assert mounts_of(gpus)["/driver-root"]["mountPropagation"] == "HostToContainer"
+    assert gpus["startupProbe"]["failureThreshold"] == 60 and gpus["livenessProbe"]["periodSeconds"] == 30
+    assert container(ds, "init-container")["command"] == ["bash", "/usr/bin/kubelet-plugin-prestart.sh"]
+    assert host_paths(ds)["driver-root"] == {"path": "/", "type": "DirectoryOrCreate"}
+    assert ds["spec"]["updateStrategy"] == {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "100%"}}
+    terms = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert [t["matchExpressions"][0]["key"] for t in terms] == [      # values.yaml kubeletPlugin.affinity, ORed
+        "feature.node.kubernetes.io/pci-10de.present", "feature.node.kubernetes.io/cpu-model.vendor_id",
+        "nvidia.com/gpu.present"]
+    # templates/rbac-kubeletplugin.yaml (computedomains left out with the ComputeDomain part)
+    assert {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch", "update"]} in presets.NVIDIA["rules"]
+    assert not any("computedomains" in r["resources"] for r in presets.NVIDIA["rules"])
+    classes = mod.build_device_classes(params(preset="nvidia"))
+    assert [c["metadata"]["name"] for c in classes] == ["gpu.nvidia.com", "mig.nvidia.com"]
+    assert "device.attributes['gpu.nvidia.com'].type == 'gpu'" in classes[0]["spec"]["selectors"][0]["cel"]["expression"]
+    assert "extendedResourceName" not in classes[0]["spec"]     # only when asked (the chart maps nvidia.com/gpu)
+
+
+def test_intel_preset_is_the_gpu_resource_driver_gpu_v0_11_0():
+    ds = mod.build_daemonset(params(preset="intel"))
+    pod = ds["spec"]["template"]["spec"]
+    assert ds["metadata"]["name"] == "intel-gpu-resource-driver-kubelet-plugin"    # deployments/gpu/base
+    plugin = container(ds, "kubelet-plugin")
+    assert plugin["image"] == "ghcr.io/intel/intel-resource-drivers-for-kubernetes/intel-gpu-resource-driver:v0.11.0"
+    assert plugin["command"] == ["/kubelet-gpu-plugin"]
+    assert env_of(plugin)["SYSFS_ROOT"] == "/sysfs"
+    assert plugin["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+    assert plugin["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert mounts_of(plugin)["/sysfs"]["name"] == "sysfs" and host_paths(ds)["sysfs"] == {"path": "/sys"}
+    assert "priorityClassName" not in pod and "updateStrategy" not in ds["spec"] and "affinity" not in pod
+    assert {"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaims"], "verbs": ["get"]} in presets.INTEL["rules"]
+    assert [c["metadata"]["name"] for c in mod.build_device_classes(params(preset="intel"))] == ["gpu.intel.com"]
+
+
+@pytest.mark.parametrize("preset", presets.PRESET_NAMES)
+def test_every_preset_mounts_the_kubelet_plugin_directories(preset):
+    ds = mod.build_daemonset(params(preset=preset))
+    paths = set(v["path"] for v in host_paths(ds).values())
+    assert {"/var/lib/kubelet/plugins", "/var/lib/kubelet/plugins_registry"} <= paths
+    first = ds["spec"]["template"]["spec"]["containers"][0]
+    assert {"/var/lib/kubelet/plugins", "/var/lib/kubelet/plugins_registry"} <= set(mounts_of(first))
+
+
+# -- building from options ---------------------------------------------------------------------------------
+
+def test_options_replace_image_env_affinity_and_tolerations():
+    tolerations = [{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}]
+    ds = mod.build_daemonset(params(preset="nvidia", name="gpus", namespace="dra", image="mirror.local/dra:1",
+                                    env={"LOG_VERBOSITY": 6}, node_selector={"pool": "dra", "on": True},
+                                    tolerations=tolerations))
+    pod = ds["spec"]["template"]["spec"]
+    assert all(c["image"] == "mirror.local/dra:1" for c in pod["containers"] + pod["initContainers"])
+    assert env_of(container(ds, "gpus"))["IMAGE_NAME"] == "mirror.local/dra:1"
+    assert env_of(container(ds, "gpus"))["LOG_VERBOSITY"] == "6"
+    assert pod["nodeSelector"] == {"pool": "dra", "on": "true"} and "affinity" not in pod
+    assert pod["tolerations"] == tolerations
+    assert ds["metadata"]["namespace"] == "dra" and pod["serviceAccountName"] == "gpus"
+    account, role, binding = mod.build_rbac(params(name="gpus", namespace="dra"))
+    assert account["metadata"] == {"name": "gpus", "namespace": "dra", "labels": ds["metadata"]["labels"]}
+    assert role["metadata"]["name"] == binding["metadata"]["name"] == "gpus"
+    assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "gpus"}
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "gpus", "namespace": "dra"}]
+
+
+def test_extended_resource_name_goes_on_the_main_class_only():
+    classes = mod.build_device_classes(params(preset="nvidia", extended_resource_name="nvidia.com/gpu"))
+    assert classes[0]["spec"]["extendedResourceName"] == "nvidia.com/gpu"
+    assert "extendedResourceName" not in classes[1]["spec"]
+    assert mod.build_device_classes(params(device_classes=False)) == []
+
+
+@pytest.mark.parametrize("preset", presets.PRESET_NAMES)
+def test_a_stored_daemonset_compares_equal_so_a_rerun_writes_nothing(preset):
+    desired = mod.build_daemonset(params(preset=preset))
+    stored = compare.apply_defaults(desired)        # what the apiserver stores: defaults filled in
+    stored["metadata"].update(uid="u1", resourceVersion="7", generation=1)
+    stored["status"] = {"numberReady": 1}
+    assert compare.differences(desired, stored) == []
+    changed = mod.build_daemonset(params(preset=preset, env={"EXTRA": "1"}))
+    assert any(p.startswith("/spec/template/spec/containers/0/env") for p in compare.differences(changed, stored))
+
+
+def test_rbac_comparison_sees_rules_labels_and_subjects():
+    account, role, binding = mod.build_rbac(params())
+    assert mod.rbac_differences(role, copy.deepcopy(role)) == []
+    assert mod.rbac_differences(account, dict(copy.deepcopy(account), secrets=[{"name": "x"}])) == []
+    other = copy.deepcopy(role)
+    other["rules"][0]["verbs"] = ["get"]
+    assert mod.rbac_differences(role, other) == ["/rules"]
+    other = copy.deepcopy(binding)
+    other["subjects"][0]["namespace"] = "elsewhere"
+    other["metadata"]["labels"].pop("app.kubernetes.io/managed-by")
+    assert mod.rbac_differences(binding, other) == ["/metadata/labels/app.kubernetes.io/managed-by", "/subjects"]
+    assert mod.rbac_differences(role, None) == ["/"]
+
+
+# -- validation --------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("overrides, message", [
+    (dict(name="Bad_Name"), "name 'Bad_Name' must be a lowercase RFC 1123 DNS label"),
+    (dict(namespace="x" * 64), "namespace"),
+    (dict(image="registry/x: 1"), "image 'registry/x: 1' must be a container image reference"),
+    (dict(image=""), "image '' must be a container image reference"),
+    (dict(node_selector={"bad key": "x"}), "node_selector key 'bad key'"),
+    (dict(node_selector={"pool": "a b"}), "node_selector value 'a b' of 'pool'"),
+    (dict(tolerations=[{"key": "gpu", "operator": "Maybe"}]), "tolerations[0] operator 'Maybe' must be Exists or Equal"),
+    (dict(tolerations=[{"operator": "Equal", "value": "x"}]), "tolerations[0] without a key must have operator Exists"),
+    (dict(tolerations=[{"key": "gpu", "operator": "Exists", "value": "x"}]), "value 'x' must be empty"),
+    (dict(tolerations=[{"key": "gpu", "effect": "Never"}]), "effect 'Never' must be one of"),
+    (dict(tolerations=[{"key": "gpu", "tolerationSeconds": 5}]), "tolerationSeconds needs effect NoExecute"),
+    (dict(tolerations=["gpu"]), "tolerations[0] must be a mapping"),
+    (dict(env={"1BAD": "x"}), "env name '1BAD'"),
+    (dict(min_count=-1), "min_count -1 must be a whole number >= 0"),
+    (dict(min_count="many"), "min_count 'many' must be a whole number >= 0"),
+    (dict(wait_timeout=-5), "wait_timeout -5 must be a whole number >= 0"),
+    (dict(extended_resource_name="kubernetes.io/gpu"), "extended_resource_name 'kubernetes.io/gpu'"),
+    (dict(extended_resource_name="gpu"), "extended_resource_name 'gpu'"),
+    (dict(extended_resource_name="example.com/gpu", device_classes=False), "needs device_classes: true"),
+    (dict(preset="amd"), "preset 'amd' must be one of example, nvidia, intel"),
+])
+def test_validation_names_the_value_and_the_rule(overrides, message):
+    with pytest.raises(DaemonSetSpecError) as err:
+        mod.validate(params(**overrides))
+    assert message in str(err.value)
+
+
+def test_min_count_from_an_awx_string_becomes_a_number():
+    given = params(min_count="3", wait_timeout=" 60 ")
+    mod.validate(given)
+    assert given["min_count"] == 3 and given["wait_timeout"] == 60
+
+
+# -- what nodes published ----------------------------------------------------------------------------------
+
+def rs(node, pool, generation, count, names, driver="gpu.example.com"):
+    return {"metadata": {"name": "%s-%s-%d" % (node, pool, generation)},
+            "spec": {"driver": driver, "nodeName": node, "pool": {"name": pool, "generation": generation,
+                                                                   "resourceSliceCount": count},
+                     "devices": [{"name": n} for n in names]}}
+
+
+def test_only_complete_pools_of_the_newest_generation_count():
+    slices = [
+        rs("n1", "n1", 1, 1, ["gpu-0", "gpu-1", "gpu-2"]),      # superseded by generation 2
+        rs("n1", "n1", 2, 2, ["gpu-0"]), rs("n1", "n1", 2, 2, ["gpu-1"]),
+        rs("n2", "n2", 1, 2, ["gpu-0"]),                         # 1 of 2 slices: incomplete
+        rs("n3", "n3", 1, 1, ["gpu-9"], driver="gpu.nvidia.com"),    # another driver
+        {"spec": {"driver": "gpu.example.com", "allNodes": True, "pool": {"name": "p", "generation": 1},
+                  "devices": [{"name": "shared"}]}},           # not tied to one node
+    ]
+    published = mod.published_by_node(slices, "gpu.example.com")
+    assert published["n1"]["devices"] == ["gpu-0", "gpu-1"]
+    assert published["n2"]["devices"] == [] and not published["n2"]["pools"]["n2"]["complete"]
+    assert "n3" not in published
+    missing = mod.nodes_missing_devices(published, ["n1", "n2", "n4"], 2)
+    assert missing == {"n2": "0 of 2 devices (pool n2 has 1 of 2 slices of generation 1)", "n4": "no ResourceSlice"}
+    assert mod.node_results(published, ["n2", "n1"], "gpu.example.com") == [
+        {"name": "n1", "driver": "gpu.example.com", "pools": ["n1"], "devices": ["gpu-0", "gpu-1"], "device_count": 2},
+        {"name": "n2", "driver": "gpu.example.com", "pools": ["n2"], "devices": [], "device_count": 0}]
+
+
+def test_v1beta1_slices_are_read_in_the_v1_shape():
+    old = rs("n1", "n1", 1, 1, [])
+    old["spec"]["devices"] = [{"name": "gpu-0", "basic": {"attributes": {}}}]
+    assert mod.published_by_node([old], "gpu.example.com", version="v1beta1")["n1"]["devices"] == ["gpu-0"]
+
+
+# -- requests a run sends ----------------------------------------------------------------------------------
+
+class FakeApi(object):
+    """core, apps and rbac at once: objects by (kind, name); every call is recorded."""
+
+    def __init__(self, objects=None):
+        self.objects = dict(objects or {})
+        self.calls = []
+
+    def _read(self, kind, name):
+        self.calls.append(("read", kind, name))
+        if (kind, name) not in self.objects:
+            raise KubeHwError("not found", status=404, reason="NotFound")
+        return copy.deepcopy(self.objects[(kind, name)])
+
+    def read_namespaced_daemon_set(self, name, namespace):
+        return self._read("DaemonSet", name)
+
+    def read_namespaced_service_account(self, name, namespace):
+        return self._read("ServiceAccount", name)
+
+    def read_cluster_role(self, name):
+        return self._read("ClusterRole", name)
+
+    def read_cluster_role_binding(self, name):
+        return self._read("ClusterRoleBinding", name)
+
+    def __getattr__(self, name):
+        if name.startswith(("create_", "replace_", "delete_")):
+            return lambda *args, **kwargs: self.calls.append(("write", name)) or {}
+        raise AttributeError(name)
+
+
+class FakeDra(object):
+    version = None
+
+    def __init__(self, classes=None):
+        self.classes = classes or {}
+        self.writes = []
+
+    def served_versions(self):
+        return ["v1"]
+
+    def discover(self):
+        self.version = "v1"
+        return "v1"
+
+    def get(self, plural, name, what):
+        return copy.deepcopy(self.classes.get(name))
+
+    def create(self, *args, **kwargs):
+        self.writes.append(("create",) + args)
+
+    def replace(self, *args, **kwargs):
+        self.writes.append(("replace",) + args)
+
+    def delete(self, *args, **kwargs):
+        self.writes.append(("delete",) + args)
+        return True
+
+
+@pytest.fixture
+def fakes(monkeypatch):
+    state = {}
+
+    def install(api, dra_api):
+        state.update(api=api, dra=dra_api)
+
+        class Client(object):
+            def __init__(self, module):
+                self.core = self.apps = self.rbac = api
+
+            def call_json(self, fn, *args, **kwargs):
+                kwargs.pop("what", None)
+                return fn(*args, **kwargs)
+
+        monkeypatch.setattr(mod, "KubeClient", Client)
+        monkeypatch.setattr(mod.dra, "DraApi", lambda client: dra_api)
+        return state
+
+    return install
+
+
+def test_rbac_existing_without_its_service_account_fails_before_any_write(fakes, capsys):
+    api, dra_api = FakeApi(), FakeDra()
+    fakes(api, dra_api)
+    out = run_module(mod, capsys, params(rbac="existing"))
+    assert out["failed"] and not out["changed"]
+    assert 'ServiceAccount "kubehw-dra-drivers/dra-example-driver-kubeletplugin" does not exist, and rbac is ' \
+           'existing' in out["msg"]
+    assert [c for c in api.calls if c[0] == "write"] == [] and dra_api.writes == []
+    # rbac=existing reads no ClusterRole (the deploying identity needs no RBAC rights)
+    assert not any(c[1].startswith("ClusterRole") for c in api.calls)
+
+
+def test_a_foreign_cluster_role_fails_before_any_write(fakes, capsys):
+    role = {"metadata": {"name": "dra-example-driver-kubeletplugin", "labels": {"app": "helm"}}, "rules": []}
+    api, dra_api = FakeApi({("ClusterRole", "dra-example-driver-kubeletplugin"): role}), FakeDra()
+    fakes(api, dra_api)
+    out = run_module(mod, capsys, params())
+    assert out["failed"] and not out["changed"]
+    assert 'ClusterRole "dra-example-driver-kubeletplugin" exists and was not created by this module' in out["msg"]
+    assert [c for c in api.calls if c[0] == "write"] == [] and dra_api.writes == []
+
+
+def test_check_mode_predicts_every_object_and_writes_nothing(fakes, capsys):
+    api, dra_api = FakeApi(), FakeDra()
+    fakes(api, dra_api)
+    out = run_module(mod, capsys, params(), check=True, diff=True)
+    assert out["changed"] and not out.get("failed"), out
+    assert out["changed_objects"] == ["ServiceAccount/dra-example-driver-kubeletplugin",
+                                      "ClusterRole/dra-example-driver-kubeletplugin",
+                                      "ClusterRoleBinding/dra-example-driver-kubeletplugin",
+                                      "DeviceClass/gpu.example.com", "DaemonSet/dra-example-driver-kubeletplugin"]
+    assert len(out["diff"]) == 5 and out["waited_for"] == "none"
+    assert [c for c in api.calls if c[0] == "write"] == [] and dra_api.writes == []
+
+
+def test_a_foreign_device_class_is_left_alone_with_a_warning(fakes, capsys):
+    foreign = {"metadata": {"name": "gpu.example.com", "labels": {"app.kubernetes.io/managed-by": "Helm"}},
+               "spec": {"selectors": []}}
+    api, dra_api = FakeApi(), FakeDra({"gpu.example.com": foreign})
+    fakes(api, dra_api)
+    out = run_module(mod, capsys, params(), check=True)
+    assert "DeviceClass/gpu.example.com" not in out["changed_objects"]
+    # ansible-core 2.19 returns warnings as structured summaries: look for the text in them
+    assert 'DeviceClass \\"gpu.example.com\\" exists but was not created by kubehw.devices' in json.dumps(out["warnings"])
+
