@@ -138,6 +138,37 @@ class DraApi(object):
             return list_all(fn, GROUP, self.version, plural, what=what).get("items") or []
         return self.client.call_json(fn, GROUP, self.version, plural, what=what).get("items") or []
 
+    # -- namespaced kinds (ResourceClaimTemplates, ResourceClaims) ------------------------------------
+
+    def create_namespaced(self, plural, namespace, body, what, find):
+        """POST a namespaced object once: after a lost answer ``find()`` looks for it (by the run label of a
+        generateName object) before anything is sent again (the client layer's create_json)."""
+        return self.client.create_json(self.custom.create_namespaced_custom_object, GROUP, self.version, namespace,
+                                       plural, body, what=what, find=find)
+
+    def list_namespaced(self, plural, namespace, what, label_selector=None):
+        kwargs = dict(what=what)
+        if label_selector:
+            kwargs["label_selector"] = label_selector
+        return self.client.list_all(self.custom.list_namespaced_custom_object, GROUP, self.version, namespace,
+                                    plural, **kwargs).get("items") or []
+
+    def delete_namespaced(self, plural, namespace, name, what):
+        """Delete a namespaced object; False when it was already gone."""
+        try:
+            self.client.call_json(self.custom.delete_namespaced_custom_object, GROUP, self.version, namespace,
+                                  plural, name, what=what)
+        except KubeHwError as err:
+            if err.status == 404:
+                return False
+            raise
+        return True
+
+    def watch_namespaced(self, plural, namespace, predicate, timeout, what, **selectors):
+        """Follow a watch on a namespaced kind (client.watch) until ``predicate(objects)``."""
+        return self.client.watch(self.custom.list_namespaced_custom_object, predicate, timeout, what=what,
+                                 group=GROUP, version=self.version, namespace=namespace, plural=plural, **selectors)
+
     def delete(self, plural, name, uid, what):
         """Delete with the uid that was read as precondition; False when it was already gone."""
         body = self.delete_options(preconditions=self.preconditions(uid=uid)) if uid else None
@@ -251,6 +282,36 @@ def claim_spec_from_v1(spec, version):
             converted.append(new)
         out["devices"]["requests"] = converted
     return out
+
+
+# The name of the one request (and pod claim) of the claim templates the collection writes.
+SMOKE_REQUEST = "device"
+
+
+def claim_template(name_prefix, namespace, labels, device_class, count, version):
+    """A ResourceClaimTemplate asking for ``count`` devices of ``device_class`` (one request named "device"),
+    in the shape of ``version``: the request's fields under ``exactly`` in v1 and v1beta2, flat in v1beta1.
+
+    ``labels`` go on the template and, through ``spec.metadata``, on every claim made from it, so the claims
+    of a run can be found by label (the resource claim controller copies spec.metadata into the claim).
+    """
+    spec = {"devices": {"requests": [{"name": SMOKE_REQUEST, "exactly": {
+        "deviceClassName": device_class, "allocationMode": "ExactCount", "count": count}}]}}
+    return {"apiVersion": "%s/%s" % (GROUP, version), "kind": "ResourceClaimTemplate",
+            "metadata": {"generateName": name_prefix, "namespace": namespace, "labels": dict(labels)},
+            "spec": {"metadata": {"labels": dict(labels)}, "spec": claim_spec_from_v1(spec, version)}}
+
+
+def allocation_results(claim):
+    """The devices allocated to a claim: [{request, driver, pool, device}] (empty when not allocated)."""
+    allocation = (claim.get("status") or {}).get("allocation") or {}
+    return [dict((k, r.get(k)) for k in ("request", "driver", "pool", "device"))
+            for r in (allocation.get("devices") or {}).get("results") or []]
+
+
+def allocated_node(claim):
+    """The node an allocated claim is tied to by its allocation's node selector (matchFields metadata.name)."""
+    return _allocated_node(claim, {})
 
 
 # -- validation -----------------------------------------------------------------------------------
@@ -384,8 +445,36 @@ def _allocated_node(claim, device_nodes):
     return None
 
 
-def claim_report(claims, devices_by_node):
-    """(node name -> allocated claims, pending claims) from ResourceClaims in the v1 shape."""
+def claim_consumers(pods):
+    """(namespace, claim name) -> the pods that use that claim: by ``spec.resourceClaims[].resourceClaimName``
+    or, for claims made from a template, by the pod's ``status.resourceClaimStatuses``."""
+    users = {}
+    for pod in pods or []:
+        meta = pod.get("metadata") or {}
+        names = set(entry.get("resourceClaimName") for entry in (pod.get("spec") or {}).get("resourceClaims") or [])
+        names.update(s.get("resourceClaimName") for s in (pod.get("status") or {}).get("resourceClaimStatuses") or [])
+        extended = ((pod.get("status") or {}).get("extendedResourceClaimStatus") or {}).get("resourceClaimName")
+        names.add(extended)
+        for name in names:
+            if name:
+                users.setdefault((meta.get("namespace"), name), []).append(pod)
+    return users
+
+
+def _scheduling_problem(pod):
+    """The pod's PodScheduled=False condition as {pod, reason, message}, or None."""
+    for cond in (pod.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == "PodScheduled" and cond.get("status") == "False":
+            return {"pod": (pod.get("metadata") or {}).get("name"), "reason": cond.get("reason"),
+                    "message": cond.get("message")}
+    return None
+
+
+def claim_report(claims, devices_by_node, consumers=None):
+    """(node name -> allocated claims, pending claims) from ResourceClaims in the v1 shape.
+
+    ``consumers`` ((namespace, claim) -> pods, from claim_consumers) names the pods waiting for a pending
+    claim and the scheduler's reason (their ``PodScheduled=False`` condition)."""
     device_nodes = {}
     for node, devices in devices_by_node.items():
         for dev in devices:
@@ -399,17 +488,27 @@ def claim_report(claims, devices_by_node):
         if status.get("allocation"):
             entry["devices"] = ["%s/%s/%s" % (r.get("driver"), r.get("pool"), r.get("device"))
                                 for r in ((status["allocation"].get("devices") or {}).get("results") or [])]
-            allocated.setdefault(_allocated_node(claim, device_nodes), []).append(entry)
+            node = _allocated_node(claim, device_nodes)
+            entry["node"] = node
+            allocated.setdefault(node, []).append(entry)
         else:
             entry["requests"] = [r.get("name") for r in _requests(claim.get("spec")) or []]
+            waiting = (consumers or {}).get((meta.get("namespace"), meta.get("name"))) or []
+            entry["pods"] = sorted((p.get("metadata") or {}).get("name") for p in waiting)
+            problems = [x for x in (_scheduling_problem(p) for p in waiting) if x]
+            if problems:
+                problems.sort(key=lambda x: x["pod"] or "")
+                entry.update(reason=problems[0]["reason"], message=problems[0]["message"])
             pending.append(entry)
     return allocated, pending
 
 
-def report(api, node_names=None):
+def report(api, node_names=None, pods=None, list_pods=None):
     """What DRA drivers published and which claims are allocated, per node (all nodes when node_names is None).
 
-    Never fails for a cluster without resource.k8s.io: ``served`` is then false.
+    The pods that wait for a pending claim come from ``pods`` (every pod, when the caller listed them) or,
+    only when some claim is pending, from ``list_pods()``. Never fails for a cluster without resource.k8s.io:
+    ``served`` is then false.
     """
     version = choose_version(api.served_versions())
     if version is None:
@@ -419,7 +518,9 @@ def report(api, node_names=None):
     claims = [dict(c, spec=claim_spec_to_v1(c.get("spec"), version))
               for c in api.list("resourceclaims", what="list ResourceClaims")]
     devices = published_devices(slices, version)
-    allocated, pending = claim_report(claims, devices)
+    if pods is None and list_pods is not None and any(not (c.get("status") or {}).get("allocation") for c in claims):
+        pods = list_pods()
+    allocated, pending = claim_report(claims, devices, claim_consumers(pods))
     wanted = set(node_names) if node_names is not None else set(n for n in list(devices) + list(allocated) if n)
     nodes = dict((name, {"devices": devices.get(name, []), "claims": allocated.get(name, [])})
                  for name in sorted(wanted))

@@ -78,9 +78,11 @@ options:
     description:
       - Also report Dynamic Resource Allocation (C(resource.k8s.io)), in RV(dra), for the reported nodes, that is
         the devices DRA drivers published for each in ResourceSlices (driver, pool, device, attributes such as
-        model or memory, capacity), the ResourceClaims allocated there (with the pods they are reserved for),
-        and the claims not allocated yet. Two more list requests; a cluster without the API group is reported
-        as not served, not as an error.
+        model or memory, capacity), the ResourceClaims allocated there (with the pods they are reserved for, their
+        devices and node), and the claims not allocated yet with the pods waiting for them and the scheduler's
+        reason (the C(PodScheduled=False) condition of the waiting pod). Two more list requests, and a list of pods
+        when a claim is pending and O(include_pods=false); every list is paged. A cluster without the API group is
+        reported as not served, not as an error.
     type: bool
     default: false
 notes:
@@ -157,13 +159,23 @@ dra:
     - Dynamic Resource Allocation per reported node (C(nodes), by name, each with C(devices) and C(claims)),
       C(pending_claims), the C(api_version) used, and C(served) (false when the cluster has no
       C(resource.k8s.io); nothing else is then returned).
+    - "Each device: C(driver), C(pool), C(device), C(attributes) (plain values), C(capacity) (quantities)."
+    - "Each allocated claim: C(namespace), C(name), C(devices) (C(driver/pool/device)), C(reserved_for)
+      (C(pods/<name>)), C(node)."
+    - "Each pending claim: C(namespace), C(name), C(requests) (request names), C(reserved_for), C(pods) (the pods
+      that use it), and, when one of them is unschedulable, C(reason) and C(message) of its C(PodScheduled)
+      condition (the scheduler's reason, for example C(cannot allocate all claims))."
   returned: when O(include_dra=true)
   type: dict
-  sample: {"served": true, "api_version": "resource.k8s.io/v1", "pending_claims": [],
+  sample: {"served": true, "api_version": "resource.k8s.io/v1",
+           "pending_claims": [{"namespace": "default", "name": "big-device-k2j4d", "requests": ["device"],
+                               "reserved_for": [], "pods": ["big"], "reason": "Unschedulable",
+                               "message": "0/3 nodes are available: 3 cannot allocate all claims. ..."}],
            "nodes": {"gpu-1": {"devices": [{"driver": "gpu.example.com", "pool": "gpu-1", "device": "gpu-0",
                                             "attributes": {"model": "a100"}, "capacity": {"memory": "40Gi"}}],
                                "claims": [{"namespace": "default", "name": "pod-gpu-x1y2z",
-                                           "devices": ["gpu.example.com/gpu-1/gpu-0"], "reserved_for": ["pods/pod"]}]}}}
+                                           "devices": ["gpu.example.com/gpu-1/gpu-0"], "reserved_for": ["pods/pod"],
+                                           "node": "gpu-1"}]}}}
 pending_pods:
   description: Pods that request extended resources and are not scheduled, with the scheduler's reason.
   returned: when O(include_pods=true)
@@ -366,7 +378,11 @@ def main():
         summary, pending = summarize(nodes, pods)
         dra = None
         if module.params["include_dra"]:
-            dra = dra_report(DraApi(client), [n["name"] for n in summary])
+            # the pods waiting for a pending claim carry the scheduler's reason: listed here only if not yet
+            dra = dra_report(DraApi(client), [n["name"] for n in summary],
+                             pods=pods if module.params["include_pods"] else None,
+                             list_pods=lambda: client.list_all(client.core.list_pod_for_all_namespaces,
+                                                               what="list pods").get("items") or [])
     except KubeHwError as err:
         fail_from_error(module, err, changed=False)
     result = dict(changed=False, nodes=summary)

@@ -22,6 +22,17 @@ description:
   - The pod has C(activeDeadlineSeconds) (O(timeout), twice with O(wait_for=completed), plus 60 seconds), so
     even if the controller dies before the clean-up the kubelet stops a running pod and frees the device.
   - The answer tells whether the resource is schedulable, not only advertised.
+  - With O(device_class) instead of O(resource) the proof goes through Dynamic Resource Allocation
+    (C(resource.k8s.io), version found by discovery as in M(kubehw.devices.dra_device_class)). The module
+    creates a C(ResourceClaimTemplate) asking for O(count) devices of that DeviceClass and a pod that
+    references it in C(spec.resourceClaims) and uses the claim in its container. It waits, watching, until the
+    pod is bound and the claim made for it from the template is allocated on that node and reserved for the
+    pod, and returns the allocated devices (driver, pool, device). A claim that cannot be allocated leaves
+    the pod unschedulable, and the task reports the scheduler's message.
+  - The template, and through it every claim made from it, carries the run label too. The clean-up deletes
+    the pod, the claims of the run and the template, and waits (at most 30 seconds) until the claims are gone;
+    a claim made from a template is owned by its pod and is deleted with it by the resource claim controller.
+  - Every input is validated before the first request; a bad value fails with a message naming it and the rule.
   - Makes no lasting change, so it always reports C(changed=false). In check mode it creates nothing.
 author:
   - kubehw.devices contributors (@kubehw)
@@ -40,11 +51,22 @@ options:
   resource:
     description:
       - Extended-resource name to request, for example C(nvidia.com/gpu) or C(example.com/dongle).
+      - One of O(resource) and O(device_class) is required; they are mutually exclusive.
+      - A name a DeviceClass maps with C(extendedResourceName) is served by DRA on nodes that do not
+        advertise it, so this also proves the migration path of M(kubehw.devices.dra_device_class).
     type: str
-    required: true
+  device_class:
+    description:
+      - Name of a DeviceClass (C(resource.k8s.io)) to request O(count) devices of, through a
+        C(ResourceClaimTemplate) the module creates and deletes. A lowercase DNS subdomain.
+      - The identity then also needs C(create), C(list), C(watch) and C(delete) on C(resourceclaimtemplates)
+        and C(resourceclaims) in O(namespace).
+    type: str
+    version_added: 0.2.0
   count:
     description:
-      - How many units the pod requests.
+      - How many units the pod requests (with O(device_class), how many devices the claim asks for,
+        C(allocationMode=ExactCount)).
     type: int
     default: 1
   node:
@@ -53,15 +75,17 @@ options:
         C(metadata.name), as the DaemonSet controller pins its pods). The C(kubernetes.io/hostname) label is
         not used because it differs from the node name under C(--hostname-override) and on some clouds.
         By default any node may take the pod.
+      - Must be a node name (a lowercase RFC 1123 DNS subdomain); an empty or blank value is refused.
     type: str
   namespace:
     description:
-      - Namespace of the pod.
+      - Namespace of the pod (and of the claim template). A lowercase RFC 1123 DNS label; empty is refused.
     type: str
     default: default
   name_prefix:
     description:
-      - Prefix of the pod's generated name.
+      - Prefix of the pod's generated name (and of the claim template's). At most 58 characters that start a
+        lowercase DNS subdomain; empty is refused.
     type: str
     default: kubehw-smoke-
   image:
@@ -136,6 +160,16 @@ EXAMPLES = r"""
 - name: Show the scheduler's reason
   ansible.builtin.debug:
     msg: "{{ too_many.message }}"
+
+- name: A pod on gpu-1 gets one device of the DRA example driver through a claim template
+  kubehw.devices.resource_smoke_test:
+    device_class: gpu.example.com
+    node: gpu-1
+  register: dra_proof
+
+- name: Show the device the scheduler allocated
+  ansible.builtin.debug:
+    msg: "{{ dra_proof.allocation[0].driver }} {{ dra_proof.allocation[0].pool }}/{{ dra_proof.allocation[0].device }}"
 """
 
 RETURN = r"""
@@ -177,8 +211,50 @@ log:
   returned: when completed
   type: str
 deleted:
-  description: Whether every pod of the run was deleted at the end.
+  description:
+    - Whether every pod of the run was deleted at the end; with O(device_class), also its claims (gone, not
+      only deleted) and its ResourceClaimTemplate.
   returned: unless check mode
+  type: bool
+api_version:
+  description: The C(resource.k8s.io) version the module talked to, found by discovery.
+  returned: with O(device_class)
+  type: str
+  sample: resource.k8s.io/v1
+template:
+  description: Name of the ResourceClaimTemplate the run created (and deleted).
+  returned: with O(device_class)
+  type: str
+  sample: kubehw-smoke-4xk9q
+claim:
+  description: Name of the ResourceClaim made for the pod from the template.
+  returned: with O(device_class), when the pod was scheduled
+  type: str
+  sample: kubehw-smoke-x7k2p-device-b8w2m
+allocation:
+  description: The devices allocated to the claim (C(status.allocation.devices.results)).
+  returned: with O(device_class), when the pod was scheduled
+  type: list
+  elements: dict
+  contains:
+    request:
+      description: The claim's request the device serves (always C(device)).
+      type: str
+    driver:
+      description: The DRA driver of the device.
+      type: str
+      sample: gpu.example.com
+    pool:
+      description: The pool of the device (for node-local drivers usually the node's name).
+      type: str
+      sample: gpu-1
+    device:
+      description: The device's name in its ResourceSlice.
+      type: str
+      sample: gpu-0
+claims_deleted:
+  description: Whether the claims of the run were seen gone within 30 seconds after the clean-up.
+  returned: with O(device_class)
   type: bool
 skipped_reason:
   description: Why nothing ran.
@@ -187,6 +263,7 @@ skipped_reason:
 """
 
 import copy
+import time
 import uuid
 
 from ansible.module_utils.basic import AnsibleModule
@@ -196,9 +273,22 @@ from ansible_collections.kubehw.devices.plugins.module_utils._client import (
     KubeHwError,
     protect_kubeconfig_secrets,
 )
-from ansible_collections.kubehw.devices.plugins.module_utils._k8s_names import is_dns1123_subdomain
+from ansible_collections.kubehw.devices.plugins.module_utils._k8s_names import (
+    is_dns1123_label,
+    is_dns1123_subdomain,
+    object_name_problem,
+)
 from ansible_collections.kubehw.devices.plugins.module_utils._extended_resources import (
     extended_resource_name_problem,
+)
+from ansible_collections.kubehw.devices.plugins.module_utils._dra import (
+    GROUP as DRA_GROUP,
+    SMOKE_REQUEST,
+    DraApi,
+    allocated_node,
+    allocation_results,
+    claim_template,
+    device_class_name_problem,
 )
 
 
@@ -212,16 +302,71 @@ def active_deadline(params):
     return params["timeout"] * waits + DEADLINE_MARGIN
 
 
-def pod_manifest(params, run_id):
-    container = dict(
-        name="smoke",
-        image=params["image"],
-        resources=dict(limits={params["resource"]: str(params["count"])}),
-    )
+# generateName: the apiserver appends 5 random characters to at most 58 of the prefix (63 - 5)
+NAME_PREFIX_MAX = 58
+# How long the clean-up waits for the claims of the run to be gone once their pod is deleted.
+CLAIM_GONE_TIMEOUT = 30
+
+
+def input_problem(params):
+    """Why the task's input is refused before any request (naming the value and the rule), or None."""
+    if params["count"] < 1:
+        return "count must be a whole number of at least 1, got %s" % params["count"]
+    if params["timeout"] < 1:
+        return "timeout must be a whole number of seconds of at least 1, got %s" % params["timeout"]
+    if params.get("node") is not None:
+        problem = object_name_problem(params["node"])
+        if problem:
+            return "invalid node %r: %s" % (params["node"], problem)
+    namespace = params["namespace"]
+    if not isinstance(namespace, str) or not namespace.strip():
+        return "invalid namespace %r: must not be empty or blank" % (namespace,)
+    if not is_dns1123_label(namespace):
+        return ("invalid namespace %r: must be a lowercase RFC 1123 DNS label (a-z, 0-9 and '-', starting and ending "
+                "with a letter or digit, at most 63 characters)" % namespace)
+    prefix = params["name_prefix"]
+    if not isinstance(prefix, str) or not prefix.strip():
+        return "invalid name_prefix %r: must not be empty or blank" % (prefix,)
+    if len(prefix) > NAME_PREFIX_MAX or not is_dns1123_subdomain(prefix + "x"):
+        return ("invalid name_prefix %r: must be at most %d characters that start a lowercase RFC 1123 DNS subdomain "
+                "(a-z, 0-9, '-' and '.', starting with a letter or digit); the apiserver appends 5 random characters"
+                % (prefix, NAME_PREFIX_MAX))
+    if params["runtime_class_name"] and not is_dns1123_subdomain(params["runtime_class_name"]):
+        return ("invalid runtime_class_name %r: must be a DNS-1123 subdomain (lowercase letters, digits, '-' and '.', "
+                "starting and ending with a letter or digit, at most 253 characters)" % params["runtime_class_name"])
+    if params.get("device_class") is not None:
+        problem = device_class_name_problem(params["device_class"])
+        if problem:
+            return "invalid device_class %r: %s" % (params["device_class"], problem)
+        return None
+    problem = extended_resource_name_problem(params["resource"])
+    if problem:
+        return "invalid extended resource name %r: %s" % (params["resource"], problem)
+    return None
+
+
+def what_is_asked(params):
+    """The request in words, for messages: "2 example.com/dongle" or "1 device of DeviceClass gpu.example.com"."""
+    if params.get("device_class"):
+        return "%s device%s of DeviceClass %s" % (params["count"], "" if params["count"] == 1 else "s",
+                                                  params["device_class"])
+    return "%s %s" % (params["count"], params["resource"])
+
+
+def pod_manifest(params, run_id, template=None):
+    """The smoke-test pod: limits on the extended resource, or (with ``template``, the name of the run's
+    ResourceClaimTemplate) a pod claim made from that template and used by the container."""
+    container = dict(name="smoke", image=params["image"])
+    if template:
+        container["resources"] = dict(claims=[dict(name=SMOKE_REQUEST)])
+    else:
+        container["resources"] = dict(limits={params["resource"]: str(params["count"])})
     if params.get("command"):
         container["command"] = params["command"]
     spec = dict(restartPolicy="Never", containers=[container], tolerations=params["tolerations"],
                 terminationGracePeriodSeconds=0, activeDeadlineSeconds=active_deadline(params))
+    if template:
+        spec["resourceClaims"] = [dict(name=SMOKE_REQUEST, resourceClaimTemplateName=template)]
     if params.get("runtime_class_name"):
         spec["runtimeClassName"] = params["runtime_class_name"]
     if params.get("node"):
@@ -230,12 +375,18 @@ def pod_manifest(params, run_id):
                 {"key": "metadata.name", "operator": "In", "values": [params["node"]]}]}]}}}
     return dict(
         apiVersion="v1", kind="Pod",
-        metadata=dict(generateName=params["name_prefix"], namespace=params["namespace"],
-                      labels={"app.kubernetes.io/managed-by": "kubehw.devices",
-                              "app.kubernetes.io/component": "smoke-test",
-                              RUN_LABEL: run_id}),
+        metadata=dict(generateName=params["name_prefix"], namespace=params["namespace"], labels=run_labels(run_id)),
         spec=spec,
     )
+
+
+def run_labels(run_id):
+    return {"app.kubernetes.io/managed-by": "kubehw.devices", "app.kubernetes.io/component": "smoke-test",
+            RUN_LABEL: run_id}
+
+
+def run_selector(run_id):
+    return "%s=%s" % (RUN_LABEL, run_id)
 
 
 def run_pods(client, namespace, run_id):
@@ -246,7 +397,7 @@ def run_pods(client, namespace, run_id):
                                                    p["metadata"]["name"]))
 
 
-def create_pod(client, params, run_id):
+def create_pod(client, params, run_id, template=None):
     """Create the pod once: after a lost answer, find it by the run label instead of creating another."""
     namespace = params["namespace"]
 
@@ -254,27 +405,85 @@ def create_pod(client, params, run_id):
         pods = run_pods(client, namespace, run_id)
         return pods[0] if pods else None
 
-    return client.create_json(client.core.create_namespaced_pod, namespace, pod_manifest(params, run_id), find=find,
-                              what="create the smoke-test pod in namespace %s" % namespace)
+    return client.create_json(client.core.create_namespaced_pod, namespace, pod_manifest(params, run_id, template),
+                              find=find, what="create the smoke-test pod in namespace %s" % namespace)
 
 
-def clean_up(module, client, namespace, run_id, name, result):
-    """Delete the pod and any other pod of the run (a create whose answer was lost may have stored one)."""
-    names = set([name]) if name else set()
+def create_template(dra, params, run_id):
+    """Create the run's ResourceClaimTemplate once (found by the run label after a lost answer)."""
+    namespace = params["namespace"]
+
+    def find():
+        found = sorted(dra.list_namespaced("resourceclaimtemplates", namespace, label_selector=run_selector(run_id),
+                                           what="list the ResourceClaimTemplates of smoke-test run %s" % run_id),
+                       key=lambda t: ((t.get("metadata") or {}).get("creationTimestamp") or "", t["metadata"]["name"]))
+        return found[0] if found else None
+
+    body = claim_template(params["name_prefix"], namespace, run_labels(run_id), params["device_class"],
+                          params["count"], dra.version)
+    return dra.create_namespaced("resourceclaimtemplates", namespace, body, find=find,
+                                 what="create the smoke-test ResourceClaimTemplate in namespace %s" % namespace)
+
+
+def delete_run_objects(module, list_names, delete, kind, namespace, run_id, known=None):
+    """Delete every object of a kind that carries the run label (and ``known``); False when one could not be."""
+    names = set([known]) if known else set()
     try:
-        names.update(p["metadata"]["name"] for p in run_pods(client, namespace, run_id))
+        names.update(list_names())
     except KubeHwError as err:
-        module.warn("Could not list the smoke-test pods of run %s: %s" % (run_id, err.msg))
+        module.warn("Could not list the smoke-test %ss of run %s: %s" % (kind, run_id, err.msg))
     deleted = True
-    for pod in sorted(names):
+    for name in sorted(names):
         try:
-            client.call(client.core.delete_namespaced_pod, pod, namespace, grace_period_seconds=0,
-                        what="delete the smoke-test pod %s/%s" % (namespace, pod))
+            delete(name)
         except KubeHwError as err:
             if err.status != 404:
                 deleted = False
-                module.warn("The smoke-test pod %s/%s could not be deleted: %s (delete the pods labelled %s=%s)"
-                            % (namespace, pod, err.msg, RUN_LABEL, run_id))
+                module.warn("The smoke-test %s %s/%s could not be deleted: %s (delete the %ss labelled %s=%s)"
+                            % (kind, namespace, name, err.msg, kind, RUN_LABEL, run_id))
+    return deleted
+
+
+def clean_up(module, client, namespace, run_id, name, result, dra=None, template=None):
+    """Delete the pod and any other pod of the run (a create whose answer was lost may have stored one);
+    with DRA, also the run's claims (made from the template, so they carry the run label) and its template,
+    and wait until the claims are gone."""
+    deleted = delete_run_objects(
+        module, lambda: [p["metadata"]["name"] for p in run_pods(client, namespace, run_id)],
+        lambda pod: client.call(client.core.delete_namespaced_pod, pod, namespace, grace_period_seconds=0,
+                                what="delete the smoke-test pod %s/%s" % (namespace, pod)),
+        "pod", namespace, run_id, name)
+    if dra is not None:
+        def claims():
+            return dra.list_namespaced("resourceclaims", namespace, label_selector=run_selector(run_id),
+                                       what="list the ResourceClaims of smoke-test run %s" % run_id)
+
+        # A claim made from a template is owned by its pod and goes with it (the resource claim controller
+        # deletes it once the pod is gone); deleting it here as well leaves nothing behind if that controller lags.
+        deleted = delete_run_objects(
+            module, lambda: [c["metadata"]["name"] for c in claims()],
+            lambda claim: dra.delete_namespaced("resourceclaims", namespace, claim,
+                                                what="delete the smoke-test ResourceClaim %s/%s" % (namespace, claim)),
+            "ResourceClaim", namespace, run_id) and deleted
+        deleted = delete_run_objects(
+            module, lambda: [t["metadata"]["name"] for t in dra.list_namespaced(
+                "resourceclaimtemplates", namespace, label_selector=run_selector(run_id),
+                what="list the ResourceClaimTemplates of smoke-test run %s" % run_id)],
+            lambda tmpl: dra.delete_namespaced("resourceclaimtemplates", namespace, tmpl,
+                                               what="delete the smoke-test ResourceClaimTemplate %s/%s"
+                                               % (namespace, tmpl)),
+            "ResourceClaimTemplate", namespace, run_id, template) and deleted
+        # An allocated claim keeps its finalizer until the controller has seen its pod go: wait for that.
+        try:
+            dra.watch_namespaced("resourceclaims", namespace, lambda objs: not objs, CLAIM_GONE_TIMEOUT,
+                                 what="see the ResourceClaims of smoke-test run %s gone" % run_id,
+                                 label_selector=run_selector(run_id))
+            result["claims_deleted"] = True
+        except KubeHwError as err:
+            result["claims_deleted"] = False
+            deleted = False
+            module.warn("The ResourceClaims of smoke-test run %s are not gone yet: %s (they are deleted with their "
+                        "pod; check the ResourceClaims labelled %s=%s)" % (run_id, err.msg, RUN_LABEL, run_id))
     result["deleted"] = deleted
 
 
@@ -293,18 +502,62 @@ def finished(pod):
     return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
 
 
+def pod_claim_name(pod):
+    """The name of the ResourceClaim made for the pod's claim from the template, once the controller made it."""
+    for status in (pod.get("status") or {}).get("resourceClaimStatuses") or []:
+        if status.get("name") == SMOKE_REQUEST and status.get("resourceClaimName"):
+            return status["resourceClaimName"]
+    return None
+
+
+def wait_allocated(dra, params, pod, node, deadline, result):
+    """Watch the pod's claim until it is allocated (on ``node``) and reserved for the pod; record it."""
+    namespace = params["namespace"]
+    name = pod_claim_name(pod)
+    if name is None:
+        raise KubeHwError("Pod %s/%s was scheduled but names no ResourceClaim for its claim %r in "
+                          "status.resourceClaimStatuses" % (namespace, pod["metadata"]["name"], SMOKE_REQUEST),
+                          reason="NoClaim")
+    result["claim"] = name
+
+    def allocated(objs):
+        claim = objs.get("%s/%s" % (namespace, name))
+        return claim is not None and bool(allocation_results(claim)) and any(
+            r.get("uid") == pod["metadata"].get("uid") for r in (claim.get("status") or {}).get("reservedFor") or [])
+
+    claims = dra.watch_namespaced("resourceclaims", namespace, allocated, max(1, deadline - time.monotonic()),
+                                  what="see ResourceClaim %s/%s allocated" % (namespace, name),
+                                  field_selector="metadata.name=%s" % name)
+    claim = claims["%s/%s" % (namespace, name)]
+    result["allocation"] = allocation_results(claim)
+    where = allocated_node(claim)
+    if where not in (None, node):
+        raise KubeHwError("ResourceClaim %s/%s was allocated on node %s, but its pod was bound to %s"
+                          % (namespace, name, where, node), reason="WrongNode")
+
+
 def run(module, client):
     params = module.params
     namespace = params["namespace"]
     run_id = uuid.uuid4().hex[:16]
+    deadline = time.monotonic() + params["timeout"]
+    dra = None
+    template = None
+    if params.get("device_class"):
+        dra = DraApi(client)
+        dra.discover()
     try:
-        created = create_pod(client, params, run_id)
+        if dra is not None:
+            template = create_template(dra, params, run_id)["metadata"]["name"]
+        created = create_pod(client, params, run_id, template)
     except KubeHwError:
-        # the create may have been stored although it failed: leave no pod of this run behind
-        clean_up(module, client, namespace, run_id, None, {})
+        # the create may have been stored although it failed: leave no object of this run behind
+        clean_up(module, client, namespace, run_id, None, {}, dra, template)
         raise
     name = created["metadata"]["name"]
     result = dict(changed=False, pod=name, run_id=run_id, scheduled=False, deleted=False)
+    if dra is not None:
+        result.update(template=template, api_version="%s/%s" % (DRA_GROUP, dra.version))
     selector = "metadata.name=%s" % name
     try:
         pods = client.watch(client.core.list_namespaced_pod, lambda objs: any(
@@ -315,6 +568,8 @@ def run(module, client):
         result["phase"] = (pod.get("status") or {}).get("phase")
         if outcome == "scheduled":
             result.update(scheduled=True, node=detail)
+            if dra is not None:
+                wait_allocated(dra, params, pod, detail, deadline, result)
             if params["wait_for"] == "completed":
                 pods = client.watch(client.core.list_namespaced_pod, lambda objs: any(
                     finished(p) for p in objs.values()), params["timeout"],
@@ -331,14 +586,15 @@ def run(module, client):
         else:
             result.update(reason=detail.get("reason"), message=detail.get("message"))
     finally:
-        clean_up(module, client, namespace, run_id, name, result)
+        clean_up(module, client, namespace, run_id, name, result, dra, template)
     return result
 
 
 def main():
     argument_spec = copy.deepcopy(AUTH_ARG_SPEC)
     argument_spec.update(
-        resource=dict(type="str", required=True),
+        resource=dict(type="str"),
+        device_class=dict(type="str"),
         count=dict(type="int", default=1),
         node=dict(type="str"),
         namespace=dict(type="str", default="default"),
@@ -351,20 +607,14 @@ def main():
         wait_for=dict(type="str", choices=["scheduled", "completed"], default="scheduled"),
         timeout=dict(type="int", default=120),
     )
-    module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
+    module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True,
+                           mutually_exclusive=[("resource", "device_class")],
+                           required_one_of=[("resource", "device_class")])
     protect_kubeconfig_secrets(module)
     params = module.params
-    if params["count"] < 1:
-        module.fail_json(msg="count must be a whole number of at least 1, got %s" % params["count"])
-    if params["timeout"] < 1:
-        module.fail_json(msg="timeout must be a whole number of seconds of at least 1, got %s" % params["timeout"])
-    if params["runtime_class_name"] and not is_dns1123_subdomain(params["runtime_class_name"]):
-        module.fail_json(msg="invalid runtime_class_name %r: must be a DNS-1123 subdomain (lowercase letters, digits, "
-                         "'-' and '.', starting and ending with a letter or digit, at most 253 characters)"
-                         % params["runtime_class_name"])
-    problem = extended_resource_name_problem(params["resource"])
+    problem = input_problem(params)
     if problem:
-        module.fail_json(msg="invalid extended resource name %r: %s" % (params["resource"], problem))
+        module.fail_json(msg=problem, changed=False)
     if module.check_mode:
         module.exit_json(changed=False, skipped_reason="check mode: no pod was created")
     try:
@@ -373,11 +623,11 @@ def main():
     except KubeHwError as err:
         module.fail_json(msg=err.msg, status=err.status, reason=err.reason, changed=False)
     if params["expect"] == "scheduled" and not result["scheduled"]:
-        module.fail_json(msg="The pod requesting %s %s was not scheduled: %s" % (
-            params["count"], params["resource"], result.get("message") or "no reason given"), **result)
+        module.fail_json(msg="The pod requesting %s was not scheduled: %s" % (
+            what_is_asked(params), result.get("message") or "no reason given"), **result)
     if params["expect"] == "unschedulable" and result["scheduled"]:
-        module.fail_json(msg="The pod requesting %s %s was expected to stay Pending but was bound to %s" % (
-            params["count"], params["resource"], result["node"]), **result)
+        module.fail_json(msg="The pod requesting %s was expected to stay Pending but was bound to %s" % (
+            what_is_asked(params), result["node"]), **result)
     if params["wait_for"] == "completed" and result.get("phase") == "Failed":
         module.fail_json(msg="The smoke-test pod failed on %s; its log: %s" % (
             result.get("node"), result.get("log", "")), **result)

@@ -19,6 +19,8 @@ import pytest
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
+from tests.integration.conftest import wait_for
+
 MODULE = "kubehw.devices.dra_device_class"
 GROUP = "resource.k8s.io"
 MANAGED_BY = "app.kubernetes.io/managed-by"
@@ -313,9 +315,10 @@ def test_extended_resource_info_reports_published_devices_and_claims(cluster, an
          "capacity": {"memory": "40Gi"}}]
     held = [c for c in dra["nodes"][node]["claims"] if c["name"] == "held-" + suffix]
     assert held == [{"namespace": "default", "name": "held-" + suffix, "reserved_for": ["pods/user-" + suffix],
-                     "devices": ["%s/%s/gpu-0" % (driver, pool)]}]
-    assert {"namespace": "default", "name": "waiting-" + suffix, "reserved_for": [], "requests": ["gpu"]} in \
-        dra["pending_claims"]
+                     "devices": ["%s/%s/gpu-0" % (driver, pool)], "node": node}]
+    # no pod uses this one: nobody waits for it, so there is no scheduler's reason either
+    assert {"namespace": "default", "name": "waiting-" + suffix, "reserved_for": [], "requests": ["gpu"],
+            "pods": []} in dra["pending_claims"]
 
 
 def _pod(name, resource, hostname=None):
@@ -410,3 +413,120 @@ def test_extended_resource_served_through_dra(cluster, ansible, dc_name):
             api.delete_cluster_custom_object(GROUP, "v1", "resourceslices", slice_name)
         except ApiException:
             pass
+
+
+def _claim_pod(name, namespace, claim, node):
+    """A pod pinned to ``node`` (by name, as the smoke test pins) that uses the ResourceClaim ``claim``."""
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": namespace},
+            "spec": {"resourceClaims": [{"name": "gpu", "resourceClaimName": claim}],
+                     "tolerations": [{"operator": "Exists"}], "terminationGracePeriodSeconds": 0,
+                     "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                         "nodeSelectorTerms": [{"matchFields": [
+                             {"key": "metadata.name", "operator": "In", "values": [node]}]}]}}},
+                     "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10",
+                                     "resources": {"claims": [{"name": "gpu"}]}}]}}
+
+
+def test_smoke_test_through_a_claim_template_and_the_claims_report(cluster, ansible):
+    """resource_smoke_test with device_class: its pod is scheduled on the chosen node and the claim made from its
+    ResourceClaimTemplate is allocated there (driver, pool, device reported); pod, template and claim are gone
+    afterwards; asking for more devices than are free fails with the scheduler's reason. extended_resource_info
+    reports, for the same node, an allocated claim (its pod, devices and node) and a pending one (the pod waiting
+    for it and the scheduler's reason).
+
+    The test brings its own driver's ResourceSlice (two devices), DeviceClass, and a pod holding one device; on a
+    real cluster the pods never start (no kubelet plugin serves the test driver) but scheduling and allocation,
+    which is what is proved, happen all the same. One playbook run for every check."""
+    api = client.CustomObjectsApi(cluster.api_client)
+    node = schedulable_node(cluster)
+    namespace = cluster.namespace()
+    suffix = uuid.uuid4().hex[:6]
+    driver, pool = "smoke-%s.kubehw.example.com" % suffix, "%s-smoke-%s" % (node, suffix)
+    slice_name = "%s-1" % pool
+    holder, waiter = "holder-" + suffix, "waiter-" + suffix
+    api.create_cluster_custom_object(GROUP, "v1", "resourceslices", {
+        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": slice_name},
+        "spec": {"driver": driver, "nodeName": node, "pool": {"name": pool, "generation": 1, "resourceSliceCount": 1},
+                 "devices": [{"name": "gpu-%d" % i, "attributes": {"model": {"string": "a100"}, "index": {"int": i}},
+                              "capacity": {"memory": {"value": "40Gi"}}} for i in (0, 1)]}})
+    api.create_cluster_custom_object(GROUP, "v1", "deviceclasses", {
+        "apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": driver},
+        "spec": {"selectors": [{"cel": {"expression": 'device.driver == "%s"' % driver}}]}})
+    try:
+        for claim, count in ((holder, 1), (waiter, 2)):
+            api.create_namespaced_custom_object(GROUP, "v1", namespace, "resourceclaims", {
+                "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": claim},
+                "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
+                    "deviceClassName": driver, "allocationMode": "ExactCount", "count": count}}]}}})
+            cluster.core.create_namespaced_pod(namespace, _claim_pod(claim, namespace, claim, node))
+        # the holder gets one of the two devices, the waiter (two devices) stays Unschedulable
+        wait_for(lambda: (api.get_namespaced_custom_object(GROUP, "v1", namespace, "resourceclaims", holder)
+                          .get("status") or {}).get("reservedFor"), timeout=60, what="the holder's claim allocated")
+        held = api.get_namespaced_custom_object(GROUP, "v1", namespace, "resourceclaims", holder)
+        held_device = held["status"]["allocation"]["devices"]["results"][0]["device"]
+        free_device = ({"gpu-0", "gpu-1"} - {held_device}).pop()
+        wait_for(lambda: [c for c in (_read_pod_in(cluster, namespace, waiter).get("status") or {}).get(
+            "conditions") or [] if c.get("reason") == "Unschedulable"], timeout=60, what="the waiter unschedulable")
+
+        smoke = {"device_class": driver, "node": node, "namespace": namespace, "timeout": 60,
+                 "tolerations": [{"operator": "Exists"}]}
+        run = ansible([
+            {"name": "Smoke", "kubehw.devices.resource_smoke_test": smoke},
+            {"name": "Report", "kubehw.devices.extended_resource_info": {
+                "names": [node], "include_pods": False, "include_dra": True}},
+            {"name": "Too many", "ignore_errors": True,
+             "kubehw.devices.resource_smoke_test": dict(smoke, count=2, timeout=30)},
+        ])
+        out = run.result("Smoke")
+        assert out.get("failed") is not True, run.output()
+        assert out["scheduled"] is True and out["node"] == node, out
+        assert out["api_version"] == "resource.k8s.io/v1"
+        # the one free device, on the chosen node
+        assert out["allocation"] == [{"request": "device", "driver": driver, "pool": pool, "device": free_device}]
+        assert out["claim"].startswith(out["pod"] + "-device-"), out
+        assert out["template"].startswith("kubehw-smoke-")
+        assert out["deleted"] is True and out["claims_deleted"] is True and out["changed"] is False
+
+        dra = run.result("Report")["dra"]
+        claims = dict((c["name"], c) for c in dra["nodes"][node]["claims"])
+        assert claims[holder] == {"namespace": namespace, "name": holder, "reserved_for": ["pods/" + holder],
+                                  "devices": ["%s/%s/%s" % (driver, pool, held_device)], "node": node}
+        pending = [c for c in dra["pending_claims"] if c["name"] == waiter]
+        assert len(pending) == 1 and pending[0]["pods"] == [waiter] and pending[0]["requests"] == ["gpu"], pending
+        assert pending[0]["reason"] == "Unschedulable"
+        assert "cannot allocate all claims" in pending[0]["message"], pending
+        # the smoke test's own claim is gone from the report too
+        assert not [c for c in dra["pending_claims"] + dra["nodes"][node]["claims"]
+                    if c["name"].startswith(out["pod"])]
+
+        too_many = run.result("Too many")
+        assert too_many["failed"] is True and too_many["scheduled"] is False, too_many
+        assert "2 devices of DeviceClass %s was not scheduled" % driver in too_many["msg"], too_many["msg"]
+        assert "cannot allocate all claims" in too_many["msg"] and too_many["reason"] == "Unschedulable"
+        assert too_many["deleted"] is True and too_many["claims_deleted"] is True
+
+        # nothing of either run is left: no pod, template or claim with the smoke-test label
+        label = "app.kubernetes.io/component=smoke-test"
+        assert cluster.core.list_namespaced_pod(namespace, label_selector=label).items == []
+        for plural in ("resourceclaimtemplates", "resourceclaims"):
+            assert api.list_namespaced_custom_object(GROUP, "v1", namespace, plural, label_selector=label)["items"] \
+                == [], plural
+    finally:
+        for name in (holder, waiter):
+            try:
+                cluster.core.delete_namespaced_pod(name, namespace, grace_period_seconds=0)
+            except ApiException:
+                pass
+            try:
+                api.delete_namespaced_custom_object(GROUP, "v1", namespace, "resourceclaims", name)
+            except ApiException:
+                pass
+        for plural, name in (("deviceclasses", driver), ("resourceslices", slice_name)):
+            try:
+                api.delete_cluster_custom_object(GROUP, "v1", plural, name)
+            except ApiException:
+                pass
+
+
+def _read_pod_in(cluster, namespace, name):
+    return json.loads(cluster.core.read_namespaced_pod(name, namespace, _preload_content=False).data)

@@ -107,6 +107,13 @@ CASES = [
     (SMOKE, {"resource": DONGLE, "count": 0}, "count", "at least 1"),
     (SMOKE, {"resource": DONGLE, "count": "3 GPUs"}, "count", "int"),
     (SMOKE, {"resource": DONGLE, "timeout": 0}, "timeout", "at least 1"),
+    (SMOKE, {"resource": DONGLE, "node": ""}, "''", "must not be empty or blank"),
+    (SMOKE, {"resource": DONGLE, "node": "hostile-1\n"}, "'hostile-1\\n'", "DNS subdomain"),
+    (SMOKE, {"resource": DONGLE, "namespace": " "}, "' '", "must not be empty or blank"),
+    (SMOKE, {"resource": DONGLE, "namespace": "kube system"}, "kube system", "DNS label"),
+    (SMOKE, {"resource": DONGLE, "name_prefix": ""}, "name_prefix", "must not be empty or blank"),
+    (SMOKE, {"resource": DONGLE, "name_prefix": "Smoke-\n"}, "Smoke-\\n", "DNS subdomain"),
+    (SMOKE, {"device_class": "GPU.example.com\n"}, "GPU.example.com\\n", "DNS subdomain"),
     # --- device_plugin_deploy
     (DEPLOY, {"name": "hostile-plugin\n"}, "hostile-plugin\\n", "DNS"),
     (DEPLOY, {"name": "Hostile"}, "Hostile", "DNS"),

@@ -30,3 +30,53 @@ def test_pod_requests_sum_containers_by_value_and_take_limits_for_missing_reques
         {"resources": {"limits": {"example.com/dongle": "3"}, "requests": {"example.com/dongle": "2"}}},
     ]}}
     assert pod_extended_requests(pod) == {"example.com/dongle": 1002}
+
+
+def test_the_claims_report_names_the_pods_and_the_node_and_the_scheduler_reason_of_pending_claims():
+    from ansible_collections.kubehw.devices.plugins.module_utils import _dra
+
+    devices = {"gpu-1": [{"driver": "gpu.example.com", "pool": "gpu-1", "device": "gpu-0"}]}
+    allocated_claim = {"metadata": {"namespace": "ml", "name": "trainer-gpu-x1y2z"}, "spec": {},
+                       "status": {"allocation": {"devices": {"results": [
+                           {"request": "gpu", "driver": "gpu.example.com", "pool": "gpu-1", "device": "gpu-0"}]}},
+                           "reservedFor": [{"resource": "pods", "name": "trainer", "uid": "u1"}]}}
+    pending_claim = {"metadata": {"namespace": "ml", "name": "big-gpu-a1b2c"},
+                     "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "c"}}]}}}
+    waiting = {"metadata": {"namespace": "ml", "name": "big"},
+               "spec": {"resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "two-gpus"}]},
+               "status": {"resourceClaimStatuses": [{"name": "gpu", "resourceClaimName": "big-gpu-a1b2c"}],
+                          "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                                          "message": "0/3 nodes are available: 3 cannot allocate all claims."}]}}
+    other_namespace = {"metadata": {"namespace": "other", "name": "big"},
+                       "spec": {"resourceClaims": [{"name": "gpu", "resourceClaimName": "big-gpu-a1b2c"}]}}
+    allocated, pending = _dra.claim_report([allocated_claim, pending_claim], devices,
+                                           _dra.claim_consumers([waiting, other_namespace]))
+    assert allocated == {"gpu-1": [{"namespace": "ml", "name": "trainer-gpu-x1y2z", "reserved_for": ["pods/trainer"],
+                                    "devices": ["gpu.example.com/gpu-1/gpu-0"], "node": "gpu-1"}]}
+    assert pending == [{"namespace": "ml", "name": "big-gpu-a1b2c", "reserved_for": [], "requests": ["gpu"],
+                        "pods": ["big"], "reason": "Unschedulable",
+                        "message": "0/3 nodes are available: 3 cannot allocate all claims."}]
+
+
+def test_pods_are_listed_for_the_dra_report_only_when_a_claim_is_pending():
+    from ansible_collections.kubehw.devices.plugins.module_utils import _dra
+
+    class Api(object):
+        version = None
+
+        def __init__(self, claims):
+            self.claims = claims
+
+        def served_versions(self):
+            return ["v1"]
+
+        def list(self, plural, what):
+            return self.claims if plural == "resourceclaims" else []
+
+    listed = []
+    allocated = {"metadata": {"namespace": "ml", "name": "a"}, "status": {"allocation": {"devices": {"results": []}}}}
+    _dra.report(Api([allocated]), ["gpu-1"], list_pods=lambda: listed.append(1) or [])
+    assert listed == []
+    out = _dra.report(Api([allocated, {"metadata": {"namespace": "ml", "name": "p"}}]), ["gpu-1"],
+                      list_pods=lambda: listed.append(1) or [])
+    assert listed == [1] and out["pending_claims"][0]["pods"] == []

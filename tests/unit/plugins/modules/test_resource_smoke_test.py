@@ -1,7 +1,8 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) kubehw.devices contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""resource_smoke_test: the pod it makes, and input refused before any request."""
+"""resource_smoke_test: the pod it makes (with limits, or through a ResourceClaimTemplate in each DRA version),
+and input refused before any request."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -9,6 +10,7 @@ __metaclass__ = type
 
 import pytest
 
+from ansible_collections.kubehw.devices.plugins.module_utils import _dra
 from ansible_collections.kubehw.devices.plugins.modules import resource_smoke_test as mod
 from tests.unit.plugins.modules.module_harness import run_module
 
@@ -47,3 +49,99 @@ def test_a_bad_runtime_class_name_is_refused_before_any_request(value, capsys, m
     assert result["failed"]
     assert "runtime_class_name" in result["msg"] and repr(value) in result["msg"]
     assert "DNS-1123 subdomain" in result["msg"]
+
+
+# --- DRA: the claim template in each served version, and the pod that uses it
+
+LABELS = {mod.RUN_LABEL: "run1"}
+
+
+@pytest.mark.parametrize("version", ["v1", "v1beta2"])
+def test_the_claim_template_puts_the_request_under_exactly_from_v1beta2_on(version):
+    tmpl = _dra.claim_template("kubehw-smoke-", "default", LABELS, "gpu.example.com", 2, version)
+    assert tmpl["apiVersion"] == "resource.k8s.io/" + version
+    assert tmpl["kind"] == "ResourceClaimTemplate"
+    assert tmpl["metadata"] == {"generateName": "kubehw-smoke-", "namespace": "default", "labels": LABELS}
+    # spec.metadata is copied into every claim made from the template: the claims carry the run label
+    assert tmpl["spec"]["metadata"] == {"labels": LABELS}
+    assert tmpl["spec"]["spec"] == {"devices": {"requests": [{"name": "device", "exactly": {
+        "deviceClassName": "gpu.example.com", "allocationMode": "ExactCount", "count": 2}}]}}
+
+
+def test_the_claim_template_is_flat_in_v1beta1():
+    tmpl = _dra.claim_template("kubehw-smoke-", "default", LABELS, "gpu.example.com", 1, "v1beta1")
+    assert tmpl["apiVersion"] == "resource.k8s.io/v1beta1"
+    assert tmpl["spec"]["spec"] == {"devices": {"requests": [{
+        "name": "device", "deviceClassName": "gpu.example.com", "allocationMode": "ExactCount", "count": 1}]}}
+    # and read back, it is the v1 shape again
+    assert _dra.claim_spec_to_v1(tmpl["spec"]["spec"], "v1beta1")["devices"]["requests"][0]["exactly"] == {
+        "deviceClassName": "gpu.example.com", "allocationMode": "ExactCount", "count": 1}
+
+
+def test_the_dra_pod_references_the_template_and_its_container_uses_the_claim():
+    params = dict(PARAMS, resource=None, device_class="gpu.example.com")
+    pod = mod.pod_manifest(params, "run1", template="kubehw-smoke-abcde")
+    assert pod["spec"]["resourceClaims"] == [{"name": "device", "resourceClaimTemplateName": "kubehw-smoke-abcde"}]
+    container = pod["spec"]["containers"][0]
+    assert container["resources"] == {"claims": [{"name": "device"}]}
+    # pinned, labelled for the run and bounded in time as the extended-resource pod is
+    assert pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+        "nodeSelectorTerms"][0]["matchFields"][0]["values"] == ["gpu-1"]
+    assert pod["metadata"]["labels"][mod.RUN_LABEL] == "run1"
+    assert pod["spec"]["activeDeadlineSeconds"] == mod.active_deadline(params)
+
+
+def test_allocation_results_and_node_of_a_claim():
+    claim = {"status": {"allocation": {
+        "devices": {"results": [{"request": "device", "driver": "gpu.example.com", "pool": "gpu-1", "device": "gpu-0",
+                                 "adminAccess": None}]},
+        "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [
+            {"key": "metadata.name", "operator": "In", "values": ["gpu-1"]}]}]}}}}
+    assert _dra.allocation_results(claim) == [
+        {"request": "device", "driver": "gpu.example.com", "pool": "gpu-1", "device": "gpu-0"}]
+    assert _dra.allocated_node(claim) == "gpu-1"
+    assert _dra.allocation_results({"status": {}}) == []
+
+
+# --- input refused before any request (issue 10: node, namespace and name_prefix are whole-string checked)
+
+@pytest.mark.parametrize("option, value, rule", [
+    ("node", "", "must not be empty or blank"),
+    ("node", " ", "must not be empty or blank"),
+    ("node", "gpu-1\n", "DNS subdomain"),
+    ("node", "GPU-1", "lowercase"),
+    ("namespace", "", "must not be empty or blank"),
+    ("namespace", "kube system", "DNS label"),
+    ("namespace", "default\n", "DNS label"),
+    ("namespace", "my.namespace", "DNS label"),
+    ("name_prefix", "", "must not be empty or blank"),
+    ("name_prefix", "Smoke-", "DNS subdomain"),
+    ("name_prefix", "smoke-\n", "DNS subdomain"),
+    ("name_prefix", "-smoke", "DNS subdomain"),
+    ("name_prefix", "s" * 59, "at most 58"),
+    ("device_class", "GPU.example.com", "DNS subdomain"),
+    ("device_class", "gpu.example.com\n", "DNS subdomain"),
+])
+def test_bad_targets_are_refused_before_any_request(option, value, rule, capsys, monkeypatch):
+    monkeypatch.setattr(mod, "KubeClient", NoClient)
+    args = {"resource": "nvidia.com/gpu", option: value}
+    if option == "device_class":
+        args.pop("resource")
+    result = run_module(mod, capsys, args)
+    assert result["failed"]
+    assert option in result["msg"] and repr(value) in result["msg"] and rule in result["msg"], result["msg"]
+
+
+@pytest.mark.parametrize("args, words", [
+    ({"resource": "nvidia.com/gpu", "device_class": "gpu.example.com"}, "mutually exclusive"),
+    ({}, "one of the following is required"),
+])
+def test_resource_and_device_class_are_one_or_the_other(args, words, capsys, monkeypatch):
+    monkeypatch.setattr(mod, "KubeClient", NoClient)
+    result = run_module(mod, capsys, args)
+    assert result["failed"] and words in result["msg"], result["msg"]
+
+
+def test_a_valid_prefix_of_58_characters_and_a_dotted_one_pass():
+    for prefix in ("s" * 57 + "-", "smoke.test-"):
+        assert mod.input_problem(dict(PARAMS, name_prefix=prefix, device_class=None)) is None
