@@ -1269,7 +1269,8 @@ class Controllers:
         account = pod_spec["serviceAccountName"]
         if account != "default" and self.store.get("serviceaccounts", meta.get("namespace"), account) is None:
             # ServiceAccount admission refuses the pod ("error looking up service account"); the controller
-            # retries on its next pass (FACTS.md, DRA kubelet plugins). "default" exists in every namespace.
+            # requeues the DaemonSet and tries again (FACTS.md, DRA kubelet plugins). "default" always exists.
+            self._add_timer(self.sync_interval, "ds", _key(ds))
             return None
         pod = {
             "metadata": {

@@ -1,0 +1,177 @@
+# Copyright (c) kubehw.devices contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""kubehw.devices.dra_driver_deploy against a cluster (simulated unless KUBECONFIG is set).
+
+On a real cluster (resource.k8s.io/v1, the DRA example driver's image pullable, DRA enabled on the kubelets)
+the first test deploys the example driver on the nodes that run it and checks what they publish; the exact
+device counts, the request log, the timeout on a node without devices and the fault injection need the
+simulated kubelet plugins (a real example driver publishes NUM_DEVICES on every node), so those parts run
+only on the simulated cluster.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import threading
+import time
+import uuid
+
+import pytest
+from kubernetes import client
+from kubernetes.client.rest import ApiException
+
+MODULE = "kubehw.devices.dra_driver_deploy"
+DS = "dra-example-driver-kubeletplugin"
+# how long the helper thread waits for the module to start watching (the play starts a Python per task)
+PLAYBOOK_WAIT = 240
+GPU_LABEL = {"kubehw.devices/it-dra-gpu": "true"}
+NODES = {"sync_interval": 0.2, "pod_start_delay": 0.1, "nodes": [
+    {"name": "gpu-1", "labels": GPU_LABEL, "inventory": {"example.com/gpu": 2}},
+    {"name": "gpu-2", "labels": GPU_LABEL, "inventory": {"example.com/gpu": 4}},
+]}
+
+
+@pytest.fixture
+def namespace(cluster):
+    name = "dra-%s" % uuid.uuid4().hex[:8]
+    cluster.core.create_namespace({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    yield name
+    try:
+        cluster.core.delete_namespace(name)
+    except ApiException:
+        pass
+
+
+def task(namespace, title="Deploy", **params):
+    args = dict(preset="example", namespace=namespace, wait_timeout=60)
+    args.update(params)
+    return {"name": title, MODULE: args, "register": "out"}
+
+
+def exists(fn, *args):
+    try:
+        fn(*args, _preload_content=False)
+        return True
+    except ApiException as err:
+        if err.status == 404:
+            return False
+        raise
+
+
+def device_class_exists(cluster, name):
+    return exists(client.CustomObjectsApi(cluster.api_client).get_cluster_custom_object,
+                  "resource.k8s.io", "v1", "deviceclasses", name)
+
+
+@pytest.mark.simcluster_config(NODES)
+def test_rollout_waits_for_devices_rerun_and_check_mode_write_nothing_absent_twice(cluster, ansible, namespace):
+    run = ansible([task(namespace, min_count=2)])
+    res = run.result("Deploy")
+    assert not res["failed"], run.output()
+    assert res["changed"] and res["waited_for"] == "devices"
+    assert res["driver"] == "gpu.example.com" and res["device_classes"] == ["gpu.example.com"]
+    assert set(res["changed_objects"]) == set(["ServiceAccount/" + DS, "ClusterRole/" + DS,
+                                               "ClusterRoleBinding/" + DS, "DeviceClass/gpu.example.com",
+                                               "DaemonSet/" + DS])
+    assert res["nodes"], "no node runs the kubelet plugin"
+    for node in res["nodes"]:
+        assert node["driver"] == "gpu.example.com"
+        assert node["device_count"] == len(node["devices"]) >= 2
+        assert node["pools"] == [node["name"]]      # one pool per node, named after it
+    assert device_class_exists(cluster, "gpu.example.com")
+    account = json.loads(cluster.core.read_namespaced_service_account(DS, namespace, _preload_content=False).data)
+    assert account["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "kubehw.devices"
+    binding = json.loads(cluster.rbac.read_cluster_role_binding(DS, _preload_content=False).data)
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": DS, "namespace": namespace}]
+    if cluster.simulated:
+        assert [(n["name"], n["devices"]) for n in res["nodes"]] == [
+            ("gpu-1", ["gpu-0", "gpu-1"]), ("gpu-2", ["gpu-0", "gpu-1", "gpu-2", "gpu-3"])]
+        # ResourceSlices are read with the driver's field selector: one list, then (if needed) a watch, no polling
+        slices = [r for r in cluster.requests() if r["path"].endswith("/resourceslices")]
+        assert all(r["query"].get("fieldSelector") == "spec.driver=gpu.example.com" for r in slices), slices
+        assert len([r for r in slices if not r["query"].get("watch")]) == 1, slices
+
+    mark = cluster.mark()
+    run = ansible([task(namespace, "Again", min_count=2),
+                   dict(task(namespace, "Predict", env={"NUM_DEVICES": "2"}), check_mode=True)], diff=True)
+    again, predict = run.result("Again"), run.result("Predict")
+    assert not again["failed"] and not again["changed"], run.output()
+    assert again["changed_objects"] == [] and "diff" not in again
+    assert len(again["nodes"]) == len(res["nodes"])
+    assert not predict["failed"] and predict["changed"], run.output()
+    assert predict["changed_objects"] == ["DaemonSet/" + DS] and predict["waited_for"] == "none"
+    assert "/spec/template/spec/containers/0/env/7/value" in predict["changed_paths"]  # NUM_DEVICES
+    after = predict["diff"][0]["after"]["spec"]["template"]["spec"]["containers"][0]["env"]
+    assert {"name": "NUM_DEVICES", "value": "2"} in after
+    if cluster.simulated:
+        assert cluster.writes(mark) == []
+
+    run = ansible([task(namespace, "Remove", state="absent"), task(namespace, "Remove again", state="absent")])
+    first, second = run.result("Remove"), run.result("Remove again")
+    assert first["changed"] and not first["failed"], run.output()
+    assert set(first["changed_objects"]) == set(["DaemonSet/" + DS, "DeviceClass/gpu.example.com",
+                                                 "ClusterRoleBinding/" + DS, "ClusterRole/" + DS,
+                                                 "ServiceAccount/" + DS])
+    assert not second["changed"] and not second["failed"] and second["changed_objects"] == []
+    assert not exists(cluster.apps.read_namespaced_daemon_set, DS, namespace)
+    assert not exists(cluster.rbac.read_cluster_role, DS)
+    assert not exists(cluster.rbac.read_cluster_role_binding, DS)
+    assert not exists(cluster.core.read_namespaced_service_account, DS, namespace)
+    assert not device_class_exists(cluster, "gpu.example.com")
+
+
+@pytest.mark.simcluster_config({"sync_interval": 0.2, "pod_start_delay": 0.1, "nodes": [
+    {"name": "gpu-1", "labels": GPU_LABEL, "inventory": {"example.com/gpu": 2}},
+    {"name": "cpu-1"},
+]})
+def test_error_event_mid_wait_then_timeout_names_each_node_and_what_is_missing(cluster, ansible, namespace):
+    cluster.require_simulated("changes a node's devices under its plugin, injects a watch ERROR event, and runs the "
+                              "plugin on a node without devices")
+    sim = cluster.sim
+    watches_path = "/apis/resource.k8s.io/v1/resourceslices"
+
+    def watches():
+        return [r for r in list(sim.requests) if r["path"] == watches_path and r["query"].get("watch")]
+
+    # The first watch on ResourceSlices answers one ERROR event (410 Expired). gpu-1 publishes 2 devices and the
+    # task wants 3: once the wait relisted and watches again, gpu-1 gets a third GPU, which its plugin publishes
+    # as generation 2 of its pool; the wait must see that through the new watch.
+    sim.inject_fault("GET", watches_path + "$", status="watch-expired")
+
+    def add_a_gpu():
+        deadline = time.monotonic() + PLAYBOOK_WAIT
+        while len(watches()) < 2 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        sim.dra_plugins.set_inventory("gpu-1", "example.com/gpu", 3)
+
+    helper = threading.Thread(target=add_a_gpu, daemon=True)
+    helper.start()
+    run = ansible([
+        dict(task(namespace, "Missing account", rbac="existing", name="no-such-driver"), ignore_errors=True),
+        task(namespace, "GPU nodes", node_selector=GPU_LABEL, min_count=3),
+        dict(task(namespace, "All nodes", min_count=4, wait_timeout=5), ignore_errors=True),
+        task(namespace, "Remove", state="absent"),
+    ])
+    helper.join(5)
+    missing = run.result("Missing account")
+    assert missing["failed"] and not missing["changed"], run.output()
+    assert 'ServiceAccount "%s/no-such-driver" does not exist, and rbac is existing' % namespace in missing["msg"]
+    assert not exists(cluster.apps.read_namespaced_daemon_set, "no-such-driver", namespace)
+
+    gpu = run.result("GPU nodes")
+    assert not gpu["failed"], run.output()
+    assert [(n["name"], n["devices"]) for n in gpu["nodes"]] == [("gpu-1", ["gpu-0", "gpu-1", "gpu-2"])]
+    seen = watches()
+    assert len(seen) >= 2, seen     # the one answered with the ERROR event, and the one after the relist
+    assert all(r["query"].get("fieldSelector") == "spec.driver=gpu.example.com" for r in seen)
+
+    timed_out = run.result("All nodes")
+    assert timed_out["failed"], run.output()
+    msg = timed_out["msg"]
+    assert ("Timed out after 5s waiting for the nodes running DaemonSet %s/%s to publish ResourceSlices of driver "
+            "gpu.example.com with at least 4 device(s) each" % (namespace, DS)) in msg, msg
+    assert "nodes without enough devices: cpu-1 (no ResourceSlice), gpu-1 (3 of 4 devices)" in msg, msg
+    assert [(n["name"], n["device_count"]) for n in timed_out["nodes"]] == [("cpu-1", 0), ("gpu-1", 3)]
+    assert run.result("Remove")["changed"]
