@@ -470,9 +470,10 @@ def test_claims_are_placed_by_node_selector_or_by_their_devices():
                "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "x"}}]}}}
     allocated, waiting = _dra.claim_report([by_selector, by_device, pending], devices)
     assert allocated["n2"] == [{"namespace": "default", "name": "a", "reserved_for": ["pods/p"],
-                                "devices": ["gpu.example.com/n2/gpu-9"]}]
-    assert [c["name"] for c in allocated["n1"]] == ["b"]
-    assert waiting == [{"namespace": "ml", "name": "c", "reserved_for": [], "requests": ["gpu"]}]
+                                "devices": ["gpu.example.com/n2/gpu-9"], "node": "n2"}]
+    assert [(c["name"], c["node"]) for c in allocated["n1"]] == [("b", "n1")]
+    # no pods given: nobody is known to wait for it
+    assert waiting == [{"namespace": "ml", "name": "c", "reserved_for": [], "requests": ["gpu"], "pods": []}]
 
 
 def test_report_without_the_group_is_not_an_error():
