@@ -18,6 +18,10 @@ description:
   - An eviction that a PodDisruptionBudget forbids answers C(429 TooManyRequests); it is retried (1 s, then
     doubling up to 5 s, as C(kubectl drain) waits 5 s) until O(timeout). On timeout the task fails naming each
     pod still there and the budget's message; the node stays cordoned.
+  - An eviction whose answer is lost after it was sent (a 5xx such as 504, a reset connection, a read timeout) may
+    have evicted the pod, so it is not sent again blindly. The pod is read back; gone, replaced by a new pod of the
+    same name, or terminating counts as evicted (with a warning), and only a pod still running is evicted again.
+    An eviction that never reached the server (connection refused) is sent again.
   - DaemonSet pods are left alone (the DaemonSet controller tolerates the cordon and would recreate them), and
     so are mirror pods (static pods of the kubelet, which the API cannot delete). Pods that already finished
     are deleted through the same eviction call, which the apiserver answers without a budget check.
@@ -148,15 +152,22 @@ from ansible_collections.kubehw.devices.plugins.module_utils._client import (
     AUTH_ARG_SPEC,
     KubeClient,
     KubeHwError,
+    _never_sent,
     error_from_api_exception,
     protect_kubeconfig_secrets,
 )
 from ansible_collections.kubehw.devices.plugins.module_utils._k8s_names import DNS1123_SUBDOMAIN_RE
 
 try:
+    import urllib3
     from kubernetes.client.rest import ApiException
+
+    # what the connection can fail with, as KubeClient.call() counts it
+    CONNECTION_ERRORS = (urllib3.exceptions.ProtocolError, urllib3.exceptions.NewConnectionError,
+                         urllib3.exceptions.MaxRetryError, urllib3.exceptions.TimeoutError, ConnectionError)
 except ImportError:
     ApiException = None  # KubeClient reports the missing library
+    CONNECTION_ERRORS = (ConnectionError,)
 
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 # kubectl drain waits 5 s between eviction attempts a budget refused (k8s.io/kubectl/pkg/drain, v0.32).
@@ -252,32 +263,69 @@ class NodeDrain(object):
         return evict, unmanaged
 
     def evict(self, pod):
-        """POST the eviction; retry what a budget refuses (429) until the deadline. False when already gone."""
+        """POST the eviction until it is done; False when the pod was gone already.
+
+        A budget's refusal (429, the API's "retry later") is retried until the deadline, as is a request that
+        certainly never reached the server (connection refused). An answer lost after the request was sent
+        (5xx, reset, read timeout) may hide an eviction that happened, so the pod is read back first: gone,
+        replaced by another pod of that name, or terminating means evicted; only a pod still running is
+        evicted again.
+        """
         meta = pod["metadata"]
         body = {"apiVersion": "policy/v1", "kind": "Eviction",
                 "metadata": {"name": meta["name"], "namespace": meta["namespace"]}}
         what = 'evict pod "%s" from node "%s"' % (_pod_key(pod), self.name)
         delay = POLL_INTERVAL
         while True:
+            lost_answer = False
             try:
-                # Not through client.call: its own retries would spend the whole timeout on one pod's 429s.
+                # Not through client.call: its own retries would spend the whole timeout on one pod's 429s,
+                # and would send an eviction again after a lost answer without looking first.
                 self.client.core.create_namespaced_pod_eviction(
                     meta["name"], meta["namespace"], body, _preload_content=False,
                     _request_timeout=self.client.request_timeout)
                 return True
             except ApiException as exc:
                 err = error_from_api_exception(exc, what)
-            if err.status == 404:
-                return False
-            if err.status != 429:
-                raise err
+                if err.status == 404:
+                    return False
+                if err.status != 429 and (err.status is None or err.status < 500):
+                    raise err
+                lost_answer = err.status != 429
+            except CONNECTION_ERRORS as exc:
+                err = KubeHwError("Failed to %s: connection to %s failed: %s"
+                                  % (what, self.client.configuration.host, exc), reason="ConnectionError")
+                lost_answer = not _never_sent(exc)
+            if lost_answer:
+                state = self.pod_state(pod)
+                if state != "running":
+                    cause = "%s %s" % (err.status, err.reason) if err.status else "the connection dropped"
+                    self.module.warn('The answer to the eviction of pod "%s" was lost (%s); read back, the pod is %s: '
+                                     "counted as evicted, not sent again." % (_pod_key(pod), cause, state))
+                    return True
             if time.monotonic() + delay > self.deadline:
+                refused = "was refused until the end" if err.status == 429 else "kept failing"
                 raise DrainFailed(
-                    'Timed out after %ss draining node "%s": the eviction of pod "%s" was refused until the end: %s '
+                    'Timed out after %ss draining node "%s": the eviction of pod "%s" %s: %s '
                     "(the node stays cordoned; raise timeout, or change the PodDisruptionBudget)"
-                    % (self.params["timeout"], self.name, _pod_key(pod), _status_message(err)))
+                    % (self.params["timeout"], self.name, _pod_key(pod), refused, _status_message(err)))
             self.sleep(delay)
             delay = min(RETRY_MAX_DELAY, delay * 2)
+
+    def pod_state(self, pod):
+        """gone, terminating or running: the pod as the apiserver has it now (a read, retried as reads are)."""
+        meta = pod["metadata"]
+        try:
+            live = self.client.call_json(self.client.core.read_namespaced_pod, meta["name"], meta["namespace"],
+                                         what='read pod "%s" back after its eviction\'s answer was lost' % _pod_key(pod))
+        except KubeHwError as err:
+            if err.status == 404:
+                return "gone"
+            raise
+        live_meta = live.get("metadata") or {}
+        if meta.get("uid") and live_meta.get("uid") != meta.get("uid"):
+            return "gone"   # a new pod of the same name (a StatefulSet's): the evicted one is gone
+        return "terminating" if live_meta.get("deletionTimestamp") else "running"
 
     def wait_gone(self, uids):
         while True:

@@ -176,3 +176,30 @@ def test_bad_node_names_refused_before_any_request(cluster, ansible):
         out = run.result("Drain %d" % i)
         assert out.get("failed") and expected in out["msg"], (name, out)
     assert cluster.requests(mark) == []
+
+
+def test_eviction_whose_answer_is_lost_is_read_back_not_sent_again(cluster, ansible):
+    """504 after the eviction was stored, and the connection dropped after it: each pod is read back (terminating:
+    evicted) instead of evicted again; a budget's 429 stays the documented "retry later"."""
+    cluster.require_simulated("injects lost answers after commit")
+    for name in ("web-a", "web-b", "web-c"):
+        make_pod(cluster, name, NODE)
+    make_pod(cluster, "web-d", OTHER)
+    wait_ready(cluster, ["web-a", "web-b", "web-c", "web-d"])
+    cluster.sim.inject_fault("POST", r"/pods/web-a/eviction$", status="commit-504")
+    cluster.sim.inject_fault("POST", r"/pods/web-b/eviction$", status="commit-drop")
+    cluster.sim.inject_fault("POST", r"/pods/web-c/eviction$", status=429, retry_after=1)
+    mark = cluster.mark()
+    run = ansible(drain())
+    assert run.rc == 0, run.output()
+    out = run.result("Drain")
+    assert out["evicted"] == ["default/web-a", "default/web-b", "default/web-c"], out
+    warnings = " ".join(out.get("warnings") or [])
+    assert 'eviction of pod "default/web-a" was lost (504 Timeout); read back, the pod is terminating' in warnings
+    assert 'eviction of pod "default/web-b" was lost (the connection dropped); read back' in warnings
+    evictions = [(w[1].split("/")[-2], w[2]) for w in writes(cluster, mark) if w[1].endswith("/eviction")]
+    # one POST each for the lost answers (the server stored both; the log has what the client got), two for the 429
+    assert sorted(evictions) == [("web-a", 504), ("web-b", "drop"), ("web-c", 201), ("web-c", 429)], evictions
+    reads = [r["path"] for r in cluster.requests(mark) if r["method"] == "GET" and "/pods/web-" in r["path"]]
+    assert sorted(reads) == ["/api/v1/namespaces/default/pods/web-a", "/api/v1/namespaces/default/pods/web-b"], reads
+    assert pod_names(cluster) == []
