@@ -13,7 +13,7 @@ short_description: Roll out a Dynamic Resource Allocation driver and wait until 
 version_added: 0.2.0
 description:
   - Deploys a DRA driver from a O(preset) the way M(kubehw.devices.device_plugin_deploy) deploys device plugins,
-    sharing its rollout code: the kubelet-plugin DaemonSet (plugin registration and DRA sockets under
+    sharing its rollout code. It writes the kubelet-plugin DaemonSet (plugin registration and DRA sockets under
     C(/var/lib/kubelet/plugins) and C(/var/lib/kubelet/plugins_registry)), the ServiceAccount, ClusterRole and
     ClusterRoleBinding the driver needs (O(rbac=create)), and the driver's DeviceClasses (O(device_classes)).
   - Every object is read first and compared semantically with what the task describes (the DaemonSet with the
@@ -95,7 +95,7 @@ options:
       - V(create) creates (and updates) the ServiceAccount, the ClusterRole with the preset's rules and its
         ClusterRoleBinding. The identity running the task then needs the permissions it grants, or C(escalate) and
         C(bind) on C(clusterroles).
-      - V(existing) writes no RBAC object and only checks that the ServiceAccount O(name) exists in O(namespace):
+      - V(existing) writes no RBAC object and only checks that the ServiceAccount O(name) exists in O(namespace);
         the collection's C(playbooks/rbac.yml) (or an administrator) created it, the ClusterRole and the binding.
         The deploying identity then needs no RBAC rights at all.
     type: str

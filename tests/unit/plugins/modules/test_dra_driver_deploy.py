@@ -237,9 +237,9 @@ def test_min_count_from_an_awx_string_becomes_a_number():
 # -- what nodes published ----------------------------------------------------------------------------------
 
 def rs(node, pool, generation, count, names, driver="gpu.example.com"):
+    pool_spec = {"name": pool, "generation": generation, "resourceSliceCount": count}
     return {"metadata": {"name": "%s-%s-%d" % (node, pool, generation)},
-            "spec": {"driver": driver, "nodeName": node, "pool": {"name": pool, "generation": generation,
-                                                                   "resourceSliceCount": count},
+            "spec": {"driver": driver, "nodeName": node, "pool": pool_spec,
                      "devices": [{"name": n} for n in names]}}
 
 
@@ -396,4 +396,3 @@ def test_a_foreign_device_class_is_left_alone_with_a_warning(fakes, capsys):
     assert "DeviceClass/gpu.example.com" not in out["changed_objects"]
     # ansible-core 2.19 returns warnings as structured summaries: look for the text in them
     assert 'DeviceClass \\"gpu.example.com\\" exists but was not created by kubehw.devices' in json.dumps(out["warnings"])
-
