@@ -12,8 +12,10 @@ PYTHON ?= python3.11
 export ANSIBLE_CONFIG := $(ROOT)/ansible.cfg
 export ANSIBLE_COLLECTIONS_PATH := $(ROOT)/.cache/collections
 export PATH := $(BIN):$(PATH)
-# --durations: the slowest tests are named in every run, so the suite stays fast
-PYTEST_OPTS := -p no:cacheprovider --durations=10
+# --durations: the slowest tests are named in every run, so the suite stays fast.
+# --dist loadgroup: tests marked xdist_group('<name>') all go to one worker, so a module-scoped fixture
+# that runs ansible-playbook for tens of CPU seconds (tests/unit/roles) runs once, not once per worker.
+PYTEST_OPTS := -p no:cacheprovider --durations=10 --dist loadgroup
 # pytest-xdist workers of every pytest stage. Each integration test starts its own simulated cluster
 # on a free port and its own ansible-playbook runs in its own temporary directory, so tests share
 # nothing; much of their time is waiting (rollouts, watches), which a second worker fills.
@@ -31,10 +33,22 @@ PLAIN := if [ ! -t 1 ]; then export NO_COLOR=1 PY_COLORS=0 ANSIBLE_NOCOLOR=1 ANS
 # The module integration suites: run as the least-privilege identity and with the minimum versions.
 MODULE_SUITES := tests/integration/test_k8s_node_extended_resource.py tests/integration/test_device_plugin_deploy.py \
 	tests/integration/test_info_and_smoke_test.py
+# Tests of those suites that fail before any API request (each asserts on the simulated cluster that
+# no request was made): neither the identity the modules run as nor the client library's version can
+# change their outcome, so least-privilege and min-versions leave them to `make integration`.
+BEFORE_ANY_REQUEST := \
+	tests/integration/test_k8s_node_extended_resource.py::test_invalid_inputs_fail_without_any_request \
+	tests/integration/test_k8s_node_extended_resource.py::test_empty_targets_never_widen_to_every_node \
+	tests/integration/test_device_plugin_deploy.py::test_invalid_input_fails_before_any_request \
+	tests/integration/test_info_and_smoke_test.py::test_info_refuses_bad_wait_input_before_any_request
+MODULE_SUITES_OPTS := $(MODULE_SUITES) $(addprefix --deselect ,$(BEFORE_ANY_REQUEST))
 # `make min-versions`: a separate venv with the floors of meta/ee-requirements.txt installed exactly.
 MIN_VENV := $(ROOT)/.cache/min-versions/venv
 # `make roles SCENARIOS="default container_runtime"` runs only those scenarios.
 SCENARIOS ?=
+# Scenarios run at a time by `make roles` (each boots its own target and spends much of its time waiting
+# on dpkg, apt and systemd); their logs are printed whole, one after another. ROLES_JOBS=1: one at a time.
+ROLES_JOBS ?= 2
 
 # `make help` is the list of targets; tests/test_ci_tooling.py checks the README names the same ones.
 help:
@@ -79,7 +93,7 @@ integration:
 # playbooks/templates/rbac.yaml.j2 (a token bound only to it), so a missing permission fails here.
 least-privilege: export KUBEHW_IDENTITY := least-privilege
 least-privilege:
-	$(call run_pytest,least-privilege,$(MODULE_SUITES))
+	$(call run_pytest,least-privilege,$(MODULE_SUITES_OPTS))
 
 # The declared floors, not the pinned tools: meta/ee-requirements.txt's minimum kubernetes, urllib3 and
 # jsonpatch installed exactly (==) in their own venv, with the other test tools from requirements-dev.txt.
@@ -87,7 +101,7 @@ least-privilege:
 # never import them and spend minutes in ansible-playbook runs.
 min-versions:
 	@$(PLAIN) $(BIN)/python $(ROOT)/scripts/min_versions.py --venv $(MIN_VENV)
-	$(call run_pytest,min-versions,tests/unit/plugins $(MODULE_SUITES),$(MIN_VENV)/bin/python)
+	$(call run_pytest,min-versions,tests/unit/plugins $(MODULE_SUITES_OPTS),$(MIN_VENV)/bin/python)
 
 lint:
 	@echo "ansible-lint --profile production"
@@ -95,7 +109,8 @@ lint:
 
 roles:
 	@mkdir -p $(REPORTS)
-	@$(PLAIN) $(BIN)/python $(ROOT)/scripts/run_molecule.py --results $(REPORTS)/roles.json $(SCENARIOS)
+	@$(PLAIN) $(BIN)/python $(ROOT)/scripts/run_molecule.py --results $(REPORTS)/roles.json --jobs $(ROLES_JOBS) \
+		--logs $(REPORTS)/roles $(SCENARIOS)
 
 test:
 	@$(PYTHON) $(ROOT)/scripts/run_tests.py --reports $(REPORTS)

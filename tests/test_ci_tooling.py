@@ -5,11 +5,13 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import importlib.util
+import io
 import json
 import os
 import re
 import subprocess
 import sys
+import time
 import zipfile
 
 import pytest
@@ -31,9 +33,9 @@ get_pip_offline = _load('get_pip_offline')
 
 
 def fake_make(reports, pytest_rc=None, make_rc=None, xml=None, roles=None):
-    """Stand-in for `make <stage>` that leaves the files the real targets leave."""
-    def call(args):
-        stage = args[-1]
+    """Stand-in for stage_command: leaves the files the real `make <stage>` leaves, and returns a command
+    that exits as make would."""
+    def command(stage):
         if pytest_rc is not None:
             with open(os.path.join(reports, stage + '.rc'), 'w') as handle:
                 handle.write('%d\n' % pytest_rc)
@@ -43,10 +45,17 @@ def fake_make(reports, pytest_rc=None, make_rc=None, xml=None, roles=None):
         if roles is not None:
             with open(os.path.join(reports, 'roles.json'), 'w') as handle:
                 json.dump({'scenarios': roles}, handle)
-        if make_rc is not None:
-            return make_rc
-        return 0 if not pytest_rc else 2
-    return call
+        rc = make_rc if make_rc is not None else (0 if not pytest_rc else 2)
+        return [sys.executable, '-c', 'import sys; sys.exit(%d)' % rc]
+    return command
+
+
+def run_stage(name, reports, monkeypatch, command):
+    """One stage through the runner, with `command` standing in for `make <stage>`."""
+    monkeypatch.setattr(run_tests, 'stage_command', command)
+    stages = run_tests.run_stages([name], reports, out=io.BytesIO(), interval=0.01)
+    assert [s.name for s in stages] == [name]
+    return stages[0]
 
 
 def junit(tests, failures=0, errors=0, skipped=0):
@@ -62,15 +71,14 @@ def test_junit_counts_errors_as_failures_and_keeps_skips_apart(tmp_path):
 
 
 def test_no_tests_collected_is_a_failure_not_a_pass(tmp_path, monkeypatch):
-    monkeypatch.setattr(run_tests.subprocess, 'call', fake_make(str(tmp_path), pytest_rc=5))
-    stage = run_tests.run_stage('units', str(tmp_path))
+    stage = run_stage('units', str(tmp_path), monkeypatch, fake_make(str(tmp_path), pytest_rc=5))
     assert (stage.ok, stage.passed, stage.failed) == (False, 0, 1)
     assert stage.note == 'no tests collected'
 
 
 def test_failing_tests_are_counted_from_junit(tmp_path, monkeypatch):
-    monkeypatch.setattr(run_tests.subprocess, 'call', fake_make(str(tmp_path), pytest_rc=1, xml=junit(7, failures=2)))
-    stage = run_tests.run_stage('integration', str(tmp_path))
+    stage = run_stage('integration', str(tmp_path), monkeypatch,
+                      fake_make(str(tmp_path), pytest_rc=1, xml=junit(7, failures=2)))
     assert (stage.ok, stage.passed, stage.failed, stage.note) == (False, 5, 2, 'tests failed')
 
 
@@ -78,45 +86,107 @@ def test_stale_reports_from_an_earlier_run_are_not_reused(tmp_path, monkeypatch)
     (tmp_path / 'units.xml').write_text(junit(50))
     (tmp_path / 'units.rc').write_text('0\n')
     # this run crashes before pytest writes anything: make answers 2
-    monkeypatch.setattr(run_tests.subprocess, 'call', lambda args: 2)
-    stage = run_tests.run_stage('units', str(tmp_path))
+    stage = run_stage('units', str(tmp_path), monkeypatch, fake_make(str(tmp_path), make_rc=2))
     assert (stage.ok, stage.passed, stage.failed) == (False, 0, 1)
 
 
 def test_each_molecule_scenario_counts_once(tmp_path, monkeypatch):
     roles = [{'name': 'a', 'passed': True}, {'name': 'b', 'passed': False}, {'name': 'c', 'passed': True}]
-    monkeypatch.setattr(run_tests.subprocess, 'call', fake_make(str(tmp_path), make_rc=2, roles=roles))
-    stage = run_tests.run_stage('roles', str(tmp_path))
+    stage = run_stage('roles', str(tmp_path), monkeypatch, fake_make(str(tmp_path), make_rc=2, roles=roles))
     assert (stage.ok, stage.passed, stage.failed) == (False, 2, 1)
     assert 'b FAILED' in stage.note
 
 
 @pytest.mark.parametrize('make_rc, expected', [(0, (True, 1, 0)), (1, (False, 0, 1))])
 def test_sanity_and_lint_count_one_each(tmp_path, monkeypatch, make_rc, expected):
-    monkeypatch.setattr(run_tests.subprocess, 'call', fake_make(str(tmp_path), make_rc=make_rc))
     for name in ('sanity', 'lint'):
-        stage = run_tests.run_stage(name, str(tmp_path))
+        stage = run_stage(name, str(tmp_path), monkeypatch, fake_make(str(tmp_path), make_rc=make_rc))
         assert (stage.ok, stage.passed, stage.failed) == expected
 
 
 def test_setup_counts_only_when_it_breaks(tmp_path, monkeypatch):
-    monkeypatch.setattr(run_tests.subprocess, 'call', fake_make(str(tmp_path), make_rc=0))
-    assert run_tests.run_stage('setup', str(tmp_path)).failed == 0
-    monkeypatch.setattr(run_tests.subprocess, 'call', fake_make(str(tmp_path), make_rc=2))
-    assert run_tests.run_stage('setup', str(tmp_path)).failed == 1
+    assert run_stage('setup', str(tmp_path), monkeypatch, fake_make(str(tmp_path), make_rc=0)).failed == 0
+    assert run_stage('setup', str(tmp_path), monkeypatch, fake_make(str(tmp_path), make_rc=2)).failed == 1
 
 
 def test_summary_ends_with_the_count_line(tmp_path, monkeypatch):
-    monkeypatch.setattr(run_tests.subprocess, 'call', fake_make(str(tmp_path), pytest_rc=0, xml=junit(3, skipped=1)))
-    good = run_tests.run_stage('units', str(tmp_path))
-    monkeypatch.setattr(run_tests.subprocess, 'call', fake_make(str(tmp_path), make_rc=1))
-    bad = run_tests.run_stage('lint', str(tmp_path))
+    good = run_stage('units', str(tmp_path), monkeypatch, fake_make(str(tmp_path), pytest_rc=0, xml=junit(3, skipped=1)))
+    bad = run_stage('lint', str(tmp_path), monkeypatch, fake_make(str(tmp_path), make_rc=1))
     lines, ok = run_tests.summary([good, bad])
     assert lines[-1] == '2 passed, 1 failed, 1 skipped'
     assert ok is False
     lines, ok = run_tests.summary([good])
     assert lines[-1] == '2 passed, 0 failed, 1 skipped'
     assert ok is True
+
+
+# A stand-in stage: prints `lines` lines with `pause` seconds before each, then exits with `rc`.
+STAGE_SCRIPT = """
+import sys, time
+for i in range(%(lines)d):
+    time.sleep(%(pause)s)
+    print('%(name)s line %%d of %%d, terminal %%s' %% (i + 1, %(lines)d, sys.stdout.isatty()), flush=True)
+sys.exit(%(rc)d)
+"""
+
+
+def scripted(**pauses):
+    """stage_command for stages that print 3 lines, each after pauses[name] seconds."""
+    def command(name):
+        script = STAGE_SCRIPT % {'name': name, 'lines': 3, 'pause': pauses.get(name, 0), 'rc': 0}
+        return [sys.executable, '-c', script]
+    return command
+
+
+def test_roles_run_beside_the_other_stages_and_each_log_prints_whole_in_stage_order(tmp_path, monkeypatch):
+    # roles is the slowest stage and mostly waits: it starts right after setup, beside sanity and units
+    monkeypatch.setattr(run_tests, 'stage_command', scripted(setup=0, sanity=0.3, units=0.3, roles=0.6))
+    out = io.BytesIO()
+    started = time.time()
+    stages = run_tests.run_stages(['setup', 'sanity', 'units', 'roles'], str(tmp_path), out=out, interval=0.02)
+    wall = time.time() - started
+    assert [s.name for s in stages] == ['setup', 'sanity', 'units', 'roles']
+    seconds = dict((s.name, s.seconds) for s in stages)
+    assert seconds['roles'] >= 1.8 and seconds['sanity'] + seconds['units'] >= 1.8
+    # one after another this takes 3.6 s and more; side by side about as long as roles alone
+    assert wall < seconds['roles'] + seconds['sanity'] + seconds['units'] - 1.0, (wall, seconds)
+    # the output reads as if the stages had run one after another: each log whole, in STAGES order
+    expected = ''.join('\n##### make %s\n' % name + ''.join(
+        '%s line %d of 3, terminal False\n' % (name, i) for i in (1, 2, 3)) for name in ('setup', 'sanity', 'units', 'roles'))
+    assert out.getvalue().decode() == expected
+    # and each stage's log stays apart in the reports
+    assert (tmp_path / 'roles.log').read_text().splitlines()[-1] == 'roles line 3 of 3, terminal False'
+    lines, ok = run_tests.summary(stages, wall=wall)
+    assert ok and lines[-1] == '1 passed, 0 failed'  # sanity
+    # the total row is the run's own time, not the sum of overlapping stages
+    assert lines[-2].split()[:6] == ['total', 'ok', '1', '0', '0', '%.1f' % wall]
+
+
+def test_serial_runs_one_stage_at_a_time(tmp_path, monkeypatch):
+    monkeypatch.setattr(run_tests, 'stage_command', scripted(sanity=0.2, roles=0.2))
+    started = time.time()
+    stages = run_tests.run_stages(['sanity', 'roles'], str(tmp_path), serial=True, out=io.BytesIO(), interval=0.02)
+    assert time.time() - started >= sum(s.seconds for s in stages) >= 1.2
+    assert run_tests.plan(['setup', 'lint', 'roles', 'units'], serial=True) == [['units', 'lint', 'roles']]
+    assert run_tests.plan(['setup', 'lint', 'roles', 'units']) == [['units', 'lint'], ['roles']]
+
+
+def test_stages_see_a_terminal_only_when_make_test_writes_to_one(tmp_path, monkeypatch):
+    # colour only on a terminal: on one, each stage gets a pseudo-terminal of its own (tools colour as
+    # when run by hand); otherwise a plain file, and the Makefile turns colour off in every tool
+    monkeypatch.setattr(run_tests, 'stage_command', scripted())
+    for terminal in (True, False):
+        out = io.BytesIO()
+        run_tests.run_stages(['lint'], str(tmp_path), out=out, terminal=terminal, interval=0.02)
+        text = out.getvalue().decode().replace('\r\n', '\n')
+        assert text.endswith('lint line 3 of 3, terminal %s\n' % terminal), text
+
+
+def test_cpu_seconds_are_those_of_the_stage_processes(tmp_path, monkeypatch):
+    busy = 'import time\nend = time.process_time() + 0.5\nwhile time.process_time() < end: pass\n'
+    monkeypatch.setattr(run_tests, 'stage_command', lambda name: [sys.executable, '-c', busy])
+    stage = run_tests.run_stages(['lint'], str(tmp_path), out=io.BytesIO(), interval=0.02)[0]
+    assert 0.5 <= stage.cpu < 0.5 + 2.0 and stage.ok
 
 
 def test_unpack_takes_only_the_named_collections(tmp_path):
@@ -297,7 +367,9 @@ def test_make_help_and_the_readme_name_the_same_targets():
 
 def test_roles_stage_log_has_no_colour_codes_when_not_on_a_terminal(tmp_path):
     # TERM names an xterm, as in a developer's shell; stdout is a pipe, as in `make test > log`
-    proc = _make('roles', 'SCENARIOS=default', 'REPORTS=%s' % tmp_path)
+    # its own molecule state: make test runs the roles stage (the same scenario) beside the units stage
+    proc = _make('roles', 'SCENARIOS=default', 'REPORTS=%s' % tmp_path,
+                 env={'MOLECULE_EPHEMERAL_DIRECTORY': str(tmp_path / 'molecule-default')})
     assert proc.returncode == 0, proc.stdout[-3000:]
     with open(str(tmp_path / 'roles.json')) as handle:
         assert [s['name'] for s in json.load(handle)['scenarios'] if s['passed']] == ['default']
@@ -308,8 +380,7 @@ def test_roles_stage_log_has_no_colour_codes_when_not_on_a_terminal(tmp_path):
 def test_summary_columns_are_as_wide_as_their_content(tmp_path, monkeypatch):
     stages = []
     for name in ('units', 'least-privilege', 'min-versions'):
-        monkeypatch.setattr(run_tests.subprocess, 'call', fake_make(str(tmp_path), pytest_rc=0, xml=junit(1234)))
-        stages.append(run_tests.run_stage(name, str(tmp_path)))
+        stages.append(run_stage(name, str(tmp_path), monkeypatch, fake_make(str(tmp_path), pytest_rc=0, xml=junit(1234))))
     lines, _ok = run_tests.summary(stages)
     table = lines[2:-1]
     assert [line.split()[0] for line in table] == ['stage', 'units', 'least-privilege', 'min-versions', 'total']
@@ -319,7 +390,7 @@ def test_summary_columns_are_as_wide_as_their_content(tmp_path, monkeypatch):
         cells = line.split()
         result_at = header.index('result')
         assert line[result_at:].split()[0] == cells[1] and line[result_at - 1] == ' ', line
-        for column, value in zip(('passed', 'failed', 'skipped', 'seconds'), cells[2:6]):
+        for column, value in zip(('passed', 'failed', 'skipped', 'seconds', 'cpu'), cells[2:7]):
             end = header.index(column) + len(column)
             assert line[end - len(value):end] == value and line[end - len(value) - 1] == ' ', (column, line)
 
@@ -351,6 +422,28 @@ def test_min_versions_is_a_counted_pytest_stage_of_make_test():
     for suite in ('tests/unit/plugins ', 'test_k8s_node_extended_resource.py', 'test_device_plugin_deploy.py',
                   'test_info_and_smoke_test.py'):
         assert suite in proc.stdout
+
+
+def test_pytest_stages_group_slow_fixtures_and_the_reruns_skip_only_tests_that_make_no_request():
+    # --dist loadgroup: each file whose module-scoped fixture is a long ansible-playbook run goes to one worker
+    units = _make('-n', 'units')
+    assert units.returncode == 0 and '--dist loadgroup' in units.stdout, units.stdout
+    for path in ('tests/unit/roles/test_nvidia_driver.py', 'tests/unit/roles/test_runtime_config_tasks.py'):
+        with open(os.path.join(ROOT, path)) as handle:
+            assert re.search(r"^pytestmark = pytest\.mark\.xdist_group\('[a-z_]+'\)$", handle.read(), re.M), path
+    # least-privilege and min-versions re-run the module suites but for the tests that fail before any
+    # request: each deselected test exists and asserts that no request was made
+    for stage in ('least-privilege', 'min-versions'):
+        proc = _make('-n', stage)
+        assert proc.returncode == 0, proc.stdout
+        deselected = re.findall(r'--deselect (\S+)', proc.stdout.splitlines()[-1])
+        assert len(deselected) == 4, proc.stdout
+        for node in deselected:
+            path, name = node.split('::')
+            with open(os.path.join(ROOT, path)) as handle:
+                source = handle.read()
+            body = re.search(r'^def %s\(.*?(?=^\S)' % name, source, re.M | re.S)
+            assert body and 'cluster.requests(mark) == []' in body.group(0), node
 
 
 def _demo_results(changed):
@@ -395,6 +488,34 @@ def test_demo_says_per_node_what_the_run_did():
                              'nvidia-a is ready here; nvidia.com/gpu=4 allocatable')
     assert lines[2] == 'dongle-1  nothing to do: the node already advertised example.com/dongle=2'
     assert once == []
+
+
+FAKE_MOLECULE = """#!/bin/sh
+# molecule test -s NAME: two lines half a second apart; scenario "b" fails
+echo "$3 begins"; sleep 0.5; echo "$3 ends"
+[ "$3" != b ]
+"""
+
+
+def test_roles_run_scenarios_side_by_side_and_print_each_log_whole_in_order(tmp_path, monkeypatch, capsys):
+    bin_dir = tmp_path / 'bin'
+    bin_dir.mkdir()
+    (bin_dir / 'molecule').write_text(FAKE_MOLECULE)
+    (bin_dir / 'molecule').chmod(0o755)
+    monkeypatch.setenv('PATH', '%s%s%s' % (bin_dir, os.pathsep, os.environ['PATH']))
+    scenarios = [(name, str(tmp_path), name) for name in ('a', 'b', 'c', 'd')]
+    started = time.time()
+    results = run_molecule.run_side_by_side(scenarios, 2, str(tmp_path / 'logs'), interval=0.05)
+    wall = time.time() - started
+    assert [(r['name'], r['passed']) for r in results] == [('a', True), ('b', False), ('c', True), ('d', True)]
+    # four half-second scenarios, two at a time: about 1 s, where one at a time takes 2 s and more
+    assert wall < sum(r['seconds'] for r in results) - 0.6, (wall, results)
+    out = re.sub(r' in [0-9.]+ s$', ' in N s', capsys.readouterr().out, flags=re.M)
+    where = os.path.relpath(str(tmp_path), run_molecule.ROOT)
+    assert out.splitlines() == [line for name in 'abcd' for line in (
+        '=== molecule test -s %s (in %s)' % (name, where), '%s begins' % name, '%s ends' % name,
+        '=== %s: %s in N s' % (name, 'FAILED (rc=1)' if name == 'b' else 'passed'))]
+    assert (tmp_path / 'logs' / 'c.log').read_text() == 'c begins\nc ends\n'
 
 
 def test_run_molecule_refuses_a_scenario_name_it_does_not_have(capsys, monkeypatch):

@@ -41,8 +41,9 @@ build_image() {
     [ -s "$image" ] && return 0
     command -v debootstrap >/dev/null || die "debootstrap is missing (apt-get install debootstrap)"
     mkdir -p "$cache"
-    # Serialise concurrent scenarios: only one of them runs debootstrap.
-    exec 9>"$cache/.image.lock"
+    # Serialise concurrent scenarios of one suite: only one of them runs debootstrap (another suite's
+    # image builds at the same time).
+    exec 9>"$cache/.image-$suite.lock"
     flock 9
     [ -s "$image" ] && return 0
     local mirror="${KUBEHW_TARGET_MIRROR:-$(mirror_from_apt_sources)}"
@@ -138,7 +139,12 @@ stop() {
         local archives
         archives="$(archives_of "$(cat "$dir/suite" 2>/dev/null || echo "$suite")")"
         mkdir -p "$archives"
-        find "$dir/root/var/cache/apt/archives" -maxdepth 1 -name '*.deb' -exec cp -n -t "$archives/" {} + 2>/dev/null || true
+        # Through a temporary name and a rename, so a scenario starting meanwhile never links a half-copied file.
+        local deb
+        for deb in "$dir/root/var/cache/apt/archives/"*.deb; do
+            if [ ! -e "$deb" ] || [ -e "$archives/${deb##*/}" ]; then continue; fi
+            if cp "$deb" "$archives/.${deb##*/}.$$"; then mv -f "$archives/.${deb##*/}.$$" "$archives/${deb##*/}" || true; fi
+        done
         rm -rf --one-file-system "$dir/root"
     fi
     # The console log stays for a post-mortem until the next start.

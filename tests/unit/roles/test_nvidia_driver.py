@@ -21,6 +21,11 @@ import sys
 import pytest
 import yaml
 
+# One xdist worker takes every test of this file (make's pytest stages run --dist loadgroup): the
+# module-scoped `planned` fixture is one ansible-playbook run of tens of CPU seconds, which every
+# worker given a test of this file would repeat.
+pytestmark = pytest.mark.xdist_group('nvidia_driver_plan')
+
 COLLECTION_ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..', '..'))
 UPSTREAM = 'https://developer.download.nvidia.com/compute/cuda/repos'
 

@@ -22,6 +22,11 @@ import tomllib
 import pytest
 import yaml
 
+# One xdist worker takes every test of this file (make's pytest stages run --dist loadgroup): the
+# module-scoped `run` fixture is one ansible-playbook run of tens of CPU seconds, which every
+# worker given a test of this file would repeat.
+pytestmark = pytest.mark.xdist_group('runtime_config_tasks')
+
 COLLECTION_ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..', '..'))
 FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'fixtures')
 TEST_COLLECTIONS = os.path.join(COLLECTION_ROOT, '.cache', 'collections')
