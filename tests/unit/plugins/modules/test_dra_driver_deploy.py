@@ -396,3 +396,17 @@ def test_a_foreign_device_class_is_left_alone_with_a_warning(fakes, capsys):
     assert "DeviceClass/gpu.example.com" not in out["changed_objects"]
     # ansible-core 2.19 returns warnings as structured summaries: look for the text in them
     assert 'DeviceClass \\"gpu.example.com\\" exists but was not created by kubehw.devices' in json.dumps(out["warnings"])
+
+
+def test_the_devices_timeout_names_each_node_and_what_it_lacks():
+    module = type("Module", (), {"params": params(min_count=2, wait_timeout=7), "check_mode": False})()
+    task = mod.DraDriverDeploy(module, client=None, dra_api=FakeDra())
+    published = mod.published_by_node([rs("n1", "n1", 1, 1, ["gpu-0"])], "gpu.example.com")
+    crashing = {"metadata": {"name": "p3"}, "spec": {"nodeName": "n3"},
+                "status": {"containerStatuses": [{"name": "plugin", "state": {"waiting": {"reason": "CrashLoopBackOff"}}}]}}
+    msg = task._devices_timeout(published, ["n1", "n2"], ["n3"], [crashing], 2)  # pylint: disable=protected-access
+    assert msg.startswith("Timed out after 7s waiting for the nodes running DaemonSet kubehw-dra-drivers/"
+                          "dra-example-driver-kubeletplugin to publish ResourceSlices of driver gpu.example.com "
+                          "with at least 2 device(s) each")
+    assert "nodes without enough devices: n1 (1 of 2 devices), n2 (no ResourceSlice)" in msg
+    assert "nodes whose kubelet-plugin pod is not ready: n3 (plugin: CrashLoopBackOff)" in msg
