@@ -1,9 +1,10 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) kubehw.devices contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Helpers for any object the collection writes: ownership labels, the keys it manages, PUT bodies, diffs.
+"""Helpers for any object the collection writes: ownership labels, the keys it manages, PUT bodies, diffs, and
+the read / compare / adopt / write skeleton (``ObjectTask``) of the modules that manage one cluster-scoped object.
 
-Private to the collection; used by device_plugin_deploy and k8s_runtime_class alike."""
+Private to the collection; used by device_plugin_deploy, k8s_runtime_class and the DeviceClass code alike."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -11,6 +12,8 @@ __metaclass__ = type
 
 import copy
 import json
+
+from ansible_collections.kubehw.devices.plugins.module_utils._client import KubeHwError
 
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 MANAGED_BY = "kubehw.devices"
@@ -109,3 +112,149 @@ def owner_description(obj):
         if entry.get("operation") in ("Update", "Apply") and entry.get("manager"):
             return "written by field manager %r" % entry["manager"]
     return "owner unknown (no ownerReferences, no %s label)" % MANAGED_BY_LABEL
+
+
+def managed_here(obj):
+    """Whether the object carries the collection's managed-by label (it was created, or adopted, here)."""
+    return (((obj or {}).get("metadata") or {}).get("labels") or {}).get(MANAGED_BY_LABEL) == MANAGED_BY
+
+
+class ObjectTask(object):
+    """The read / compare / adopt / write skeleton of a module that manages one cluster-scoped object.
+
+    A subclass names the object (``kind``, and ``result_key``, the result's key for the object) and does the
+    kind's own parts: ``read()`` (the live object or None), ``differences(desired, live)`` (JSON pointers),
+    ``create(desired)``, ``update(desired, live, paths)`` and ``delete(live)``; each write records
+    ``action``/``changed`` and the object in ``self.result`` (in check mode: what would be done). ``run`` reads
+    again and decides again after a 409 Conflict (three times at most). An object without the managed-by label
+    is left unchanged with a warning naming what differs, unless ``adopt`` is set.
+    """
+
+    kind = "object"
+    result_key = "object"
+
+    def __init__(self, name, params, check_mode):
+        self.name = name
+        self.params = params
+        self.check_mode = check_mode
+        self.label = '%s "%s"' % (self.kind, name)
+        self.result = {}
+        self.diff = None
+        self.warnings = []
+
+    # -- what a subclass provides --------------------------------------------------------------------------
+    def read(self):
+        raise NotImplementedError
+
+    def differences(self, desired, live):
+        raise NotImplementedError
+
+    def create(self, desired):
+        raise NotImplementedError
+
+    def update(self, desired, live, paths):
+        raise NotImplementedError
+
+    def delete(self, live):
+        raise NotImplementedError
+
+    def fresh_result(self):
+        """The result before a decision: nothing done yet."""
+        return {"changed": False, "action": "none", self.result_key: None}
+
+    # -- the skeleton --------------------------------------------------------------------------------------
+    def run(self, desired):
+        """Bring the object to ``desired`` (None: absent)."""
+        for _attempt in range(3):
+            self.result = self.fresh_result()
+            self.diff = None
+            try:
+                if desired is None:
+                    self.absent()
+                else:
+                    self.present(desired)
+                return
+            except KubeHwError as err:
+                # someone wrote in between (or created it first): read again and decide again
+                if err.status != 409 or self.check_mode:
+                    raise
+        raise KubeHwError("Failed to write %s: it kept changing under us (409 Conflict three times)" % self.label,
+                          status=409, reason="Conflict")
+
+    def set_diff(self, before, after):
+        self.diff = dict(before_header=self.label, after_header=self.label,
+                         before=clean(before) or {}, after=clean(after) or {})
+
+    def foreign(self, live, paths):
+        differs = "; it differs from the task in %s" % ", ".join(paths) if paths else ""
+        self.warnings.append(
+            "%s exists but was not created by kubehw.devices (no label %s=%s): left unchanged%s. "
+            "Set adopt: true to manage it." % (self.label, MANAGED_BY_LABEL, MANAGED_BY, differs))
+        self.result.update(action="skipped")
+        self.result[self.result_key] = live
+
+    def present(self, desired):
+        live = self.read()
+        if live is None:
+            self.set_diff(None, desired)
+            self.create(desired)
+            return
+        paths = self.differences(desired, live)
+        if not managed_here(live):
+            if not self.params.get("adopt"):
+                own = "/metadata/labels/" + MANAGED_BY_LABEL.replace("~", "~0").replace("/", "~1")
+                self.foreign(live, [p for p in paths if p != own])
+                return
+            self.warnings.append("%s was not created by kubehw.devices; adopt: true makes it managed by it"
+                                 % self.label)
+        self.result[self.result_key] = live
+        if not paths:
+            return
+        self.result["changed_paths"] = paths
+        self.update(desired, live, paths)
+
+    def absent(self):
+        live = self.read()
+        if live is None:
+            return
+        if not managed_here(live) and not self.params.get("adopt"):
+            self.foreign(live, [])
+            return
+        self.set_diff(live, None)
+        self.delete(live)
+
+
+def run_object_module(module, build, spec_error, make_task, invalid_suffix=""):
+    """main() of a module that manages one object with an ObjectTask: validate the input with ``build(params)``
+    (``spec_error`` names a bad value) before any request, run the task ``make_task()`` returns, and end the
+    module with report_task."""
+    problem = None
+    desired = None
+    try:
+        desired = build(module.params)
+    except spec_error as err:
+        problem = "Invalid input: %s%s" % (err, invalid_suffix)
+    if problem:
+        # failed outside the except block: ansible-core 2.19 would attach the active exception's traceback
+        module.fail_json(msg=problem, changed=False)
+    task = None
+    error = None
+    try:
+        task = make_task()
+        task.run(desired)
+    except (KubeHwError, TaskFailed) as err:
+        error = err
+    report_task(module, task, error)
+
+
+def report_task(module, task, error):
+    """End a module that ran an ObjectTask: warnings, diff (in diff mode), and fail_json or exit_json."""
+    result = dict(task.result) if task is not None else dict(changed=False)
+    if task is not None and module._diff and task.diff:  # pylint: disable=protected-access
+        result["diff"] = task.diff
+    for text in (task.warnings if task is not None else []):
+        module.warn(text)
+    if error is not None:
+        module.fail_json(msg=error.msg, status=getattr(error, "status", None),
+                         reason=getattr(error, "reason", None), **result)
+    module.exit_json(**result)

@@ -199,262 +199,22 @@ diff:
   type: dict
 """
 
-import copy
-import json
-
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.kubehw.devices.plugins.module_utils._client import (
     AUTH_ARG_SPEC,
     KubeClient,
-    KubeHwError,
     protect_kubeconfig_secrets,
 )
-from ansible_collections.kubehw.devices.plugins.module_utils._k8s_objects import (
-    MANAGED_BY,
-    MANAGED_BY_LABEL,
-    TaskFailed,
-    clean,
-    to_text,
-    update_body,
-)
-from ansible_collections.kubehw.devices.plugins.module_utils._dra import (
-    DEVICE_CONFIG_MAX,
-    DEVICE_SELECTORS_MAX,
-    GROUP,
+from ansible_collections.kubehw.devices.plugins.module_utils._k8s_objects import run_object_module
+# The DeviceClass code lives in module_utils so other modules (dra_driver_deploy) manage classes with it too.
+from ansible_collections.kubehw.devices.plugins.module_utils._dra import (  # pylint: disable=unused-import
     HAS_CEL,
+    DeviceClassSpecError,
+    DeviceClassTask,
     DraApi,
-    cel_problem,
-    device_class_from_version,
-    device_class_name_problem,
-    device_class_to_version,
-    driver_name_problem,
-    extended_name_problem,
-    parameters_problem,
+    build_device_class as build,
+    device_class_differences as differences,
 )
-from ansible_collections.kubehw.devices.plugins.module_utils._extended_resources import escape_pointer
-from ansible_collections.kubehw.devices.plugins.module_utils._k8s_names import (
-    LABEL_VALUE_RE,
-    label_key_problem,
-)
-
-PLURAL = "deviceclasses"
-SPEC_FIELDS = ("selectors", "config", "extendedResourceName")
-GATE_MESSAGE = ("the apiserver dropped spec.extendedResourceName %r from %s: it needs Kubernetes 1.34 or later with "
-                "the DRAExtendedResource feature gate on (beta and on by default from 1.36). Nothing was stored.")
-
-
-class DeviceClassSpecError(ValueError):
-    """Invalid input: the message names the offending value and the rule it breaks."""
-
-
-# -- validation ------------------------------------------------------------------------------------
-
-def _labels(mapping):
-    out = {}
-    for key, value in (mapping or {}).items():
-        problem = label_key_problem(key)
-        if problem:
-            raise DeviceClassSpecError("labels key %r: %s" % (key, problem))
-        text = to_text(value)
-        if len(text) > 63 or not LABEL_VALUE_RE.match(text):
-            raise DeviceClassSpecError(
-                "labels value %r of %r must be empty or at most 63 characters of letters, digits, '-', '_' or '.', "
-                "starting and ending with a letter or digit" % (text, key))
-        out[key] = text
-    if MANAGED_BY_LABEL in out:
-        raise DeviceClassSpecError("labels must not set %r: the module owns it (it marks what it created)"
-                                   % MANAGED_BY_LABEL)
-    out[MANAGED_BY_LABEL] = MANAGED_BY
-    return out
-
-
-def build(params, cel_compile=None):
-    """Validate the task's input; return the DeviceClass (v1 shape) it describes, None for state=absent."""
-    name = params["name"]
-    problem = device_class_name_problem(name)
-    if problem:
-        raise DeviceClassSpecError("name %r %s" % (name, problem))
-    if params["state"] == "absent":
-        return None
-    spec = {}
-    selectors = params.get("selectors") or []
-    if len(selectors) > DEVICE_SELECTORS_MAX:
-        raise DeviceClassSpecError("selectors has %d entries; the API allows at most %d"
-                                   % (len(selectors), DEVICE_SELECTORS_MAX))
-    for index, expression in enumerate(selectors):
-        problem = cel_problem(expression, compile_fn=cel_compile)
-        if problem:
-            raise DeviceClassSpecError("selectors[%d] %r %s" % (index, expression, problem))
-    if selectors:
-        spec["selectors"] = [{"cel": {"expression": e}} for e in selectors]
-    config = params.get("config") or []
-    if len(config) > DEVICE_CONFIG_MAX:
-        raise DeviceClassSpecError("config has %d entries; the API allows at most %d" % (len(config), DEVICE_CONFIG_MAX))
-    entries = []
-    for index, entry in enumerate(config):
-        problem = driver_name_problem(entry.get("driver"))
-        if problem:
-            raise DeviceClassSpecError("config[%d].driver %r %s" % (index, entry.get("driver"), problem))
-        problem = parameters_problem(entry.get("parameters"))
-        if problem:
-            raise DeviceClassSpecError("config[%d].parameters %s" % (index, problem))
-        entries.append({"opaque": {"driver": entry["driver"], "parameters": copy.deepcopy(entry["parameters"])}})
-    if entries:
-        spec["config"] = entries
-    extended = params.get("extended_resource_name")
-    if extended is not None:
-        problem = extended_name_problem(extended)
-        if problem:
-            raise DeviceClassSpecError("extended_resource_name %r %s" % (extended, problem))
-        spec["extendedResourceName"] = extended
-    return {"apiVersion": "%s/v1" % GROUP, "kind": "DeviceClass",
-            "metadata": {"name": name, "labels": _labels(params.get("labels"))}, "spec": spec}
-
-
-# -- comparison ------------------------------------------------------------------------------------
-
-def managed_here(obj):
-    return ((obj.get("metadata") or {}).get("labels") or {}).get(MANAGED_BY_LABEL) == MANAGED_BY
-
-
-def _canonical(value):
-    # Parameters are data: compare them as JSON with sorted keys; empty lists and absent fields are the same.
-    return json.dumps(value or None, sort_keys=True)
-
-
-def differences(desired, live):
-    """JSON pointers where the live DeviceClass (v1 shape) differs from the one the task describes."""
-    paths = []
-    want, have = desired.get("spec") or {}, live.get("spec") or {}
-    for field in SPEC_FIELDS:
-        if _canonical(want.get(field)) != _canonical(have.get(field)):
-            paths.append("/spec/%s" % field)
-    live_labels = (live.get("metadata") or {}).get("labels") or {}
-    for key, value in sorted(desired["metadata"]["labels"].items()):
-        if live_labels.get(key) != value:
-            paths.append("/metadata/labels/%s" % escape_pointer(key))
-    return paths
-
-
-def replace_body(desired, live):
-    """A PUT body: our spec (whole), our labels over the live metadata, guarded by its resourceVersion."""
-    body = update_body(desired, live)
-    body["spec"] = copy.deepcopy(desired.get("spec") or {})
-    return body
-
-
-# -- the task --------------------------------------------------------------------------------------
-
-class DeviceClassTask(object):
-    """One task: discover, read, compare, write if needed; every request through self.api."""
-
-    def __init__(self, module, api):
-        self.module = module
-        self.api = api
-        self.params = module.params
-        self.check_mode = module.check_mode
-        self.name = self.params["name"]
-        self.label = 'DeviceClass "%s"' % self.name
-        self.result = {}
-        self.diff = None
-        self.warnings = []
-
-    def read(self):
-        live = self.api.get(PLURAL, self.name, what="read " + self.label)
-        return device_class_from_version(live) if live is not None else None
-
-    def run(self, desired):
-        version = self.api.discover()
-        # A 409 means someone wrote in between (or created it first): read again and decide again.
-        for _attempt in range(3):
-            self.result = dict(changed=False, action="none", device_class=None,
-                               api_version="%s/%s" % (GROUP, version))
-            if desired is not None:
-                self.result["cel_validation"] = (
-                    "local syntax check (cel-python) and server" if HAS_CEL else "server")
-                if self.check_mode:
-                    self.result["cel_validation"] += " dry run"
-            self.diff = None
-            try:
-                if desired is None:
-                    self.absent()
-                else:
-                    self.present(desired)
-                return
-            except KubeHwError as err:
-                if err.status != 409 or self.check_mode:
-                    raise
-        raise KubeHwError("Failed to write %s: it kept changing under us (409 Conflict three times)" % self.label,
-                          status=409, reason="Conflict")
-
-    def _set_diff(self, before, after):
-        self.diff = dict(before_header=self.label, after_header=self.label,
-                         before=clean(before) or {}, after=clean(after) or {})
-
-    def _foreign(self, live, paths):
-        differs = "; it differs from the task in %s" % ", ".join(paths) if paths else ""
-        self.warnings.append(
-            "%s exists but was not created by kubehw.devices (no label %s=%s): left unchanged%s. "
-            "Set adopt: true to manage it." % (self.label, MANAGED_BY_LABEL, MANAGED_BY, differs))
-        self.result.update(action="skipped", device_class=live)
-
-    def _check_kept(self, desired, answer):
-        """Fail when the server dropped extendedResourceName (its feature gate is off)."""
-        wanted = (desired.get("spec") or {}).get("extendedResourceName")
-        if wanted is not None and ((answer or {}).get("spec") or {}).get("extendedResourceName") != wanted:
-            raise TaskFailed(GATE_MESSAGE % (wanted, self.label))
-
-    def _write(self, action, desired, send):
-        """Dry run first where the answer decides (check mode, extendedResourceName), then the write."""
-        if self.check_mode or (desired.get("spec") or {}).get("extendedResourceName") is not None:
-            answer = send(True)
-            self._check_kept(desired, answer)
-            if self.check_mode:
-                self.result.update(action=action, changed=True, device_class=answer)
-                return
-        answer = send(False)
-        self.result.update(action=action, changed=True, device_class=answer)
-        self._check_kept(desired, answer)
-
-    def present(self, desired):
-        version = self.api.version
-        live = self.read()
-        if live is None:
-            self._set_diff(None, desired)
-            body = device_class_to_version(desired, version)
-            self._write("created", desired, lambda dry: self.api.create(
-                PLURAL, body, what=("validate (dry run) " if dry else "create ") + self.label, dry_run=dry))
-            return
-        paths = differences(desired, live)
-        if not managed_here(live):
-            if not self.params["adopt"]:
-                self._foreign(live, [p for p in paths if p != "/metadata/labels/" + escape_pointer(MANAGED_BY_LABEL)])
-                return
-            self.warnings.append("%s was not created by kubehw.devices; adopt: true makes it managed by it" % self.label)
-        self.result["device_class"] = live
-        if not paths:
-            return
-        self.result["changed_paths"] = paths
-        body = device_class_to_version(replace_body(desired, live), version)
-        self._set_diff(live, body)
-        self._write("updated", desired, lambda dry: self.api.replace(
-            PLURAL, self.name, body, what=("validate (dry run) an update of " if dry else "replace ") + self.label,
-            dry_run=dry))
-
-    def absent(self):
-        live = self.read()
-        if live is None:
-            return
-        if not managed_here(live) and not self.params["adopt"]:
-            self._foreign(live, [])
-            return
-        self._set_diff(live, None)
-        self.result.update(action="deleted", changed=True, device_class=None)
-        if self.check_mode:
-            return
-        if not self.api.delete(PLURAL, self.name, (live.get("metadata") or {}).get("uid"), what="delete " + self.label):
-            # Someone else deleted it in between: not our change.
-            self.result.update(action="none", changed=False)
 
 
 def argument_spec():
@@ -477,32 +237,9 @@ def argument_spec():
 def main():
     module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
     protect_kubeconfig_secrets(module)  # before any failure can echo a kubeconfig dict
-    problem = None
-    desired = None
-    try:
-        desired = build(module.params)
-    except DeviceClassSpecError as err:
-        problem = "Invalid input: %s. Nothing was sent to the cluster." % err
-    if problem:
-        # failed outside the except block: ansible-core 2.19 would attach the active exception's traceback
-        module.fail_json(msg=problem, changed=False)
-
-    task = None
-    error = None
-    try:
-        task = DeviceClassTask(module, DraApi(KubeClient(module)))
-        task.run(desired)
-    except (KubeHwError, TaskFailed) as err:
-        error = err
-    result = dict(task.result) if task is not None else dict(changed=False)
-    if task is not None and module._diff and task.diff:
-        result["diff"] = task.diff
-    for text in (task.warnings if task is not None else []):
-        module.warn(text)
-    if error is not None:
-        module.fail_json(msg=error.msg, status=getattr(error, "status", None),
-                         reason=getattr(error, "reason", None), **result)
-    module.exit_json(**result)
+    run_object_module(module, build, DeviceClassSpecError,
+                      lambda: DeviceClassTask(DraApi(KubeClient(module)), module.params, module.check_mode),
+                      invalid_suffix=". Nothing was sent to the cluster.")
 
 
 if __name__ == "__main__":

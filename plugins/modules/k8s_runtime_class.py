@@ -208,8 +208,9 @@ from ansible_collections.kubehw.devices.plugins.module_utils._client import (
 from ansible_collections.kubehw.devices.plugins.module_utils._k8s_objects import (
     MANAGED_BY,
     MANAGED_BY_LABEL,
+    ObjectTask,
     TaskFailed,
-    clean,
+    run_object_module,
     to_text as _to_text,
     update_body,
 )
@@ -356,10 +357,6 @@ def build(params):
 
 # -- comparison ------------------------------------------------------------------------------------
 
-def managed_here(obj):
-    return ((obj.get("metadata") or {}).get("labels") or {}).get(MANAGED_BY_LABEL) == MANAGED_BY
-
-
 def _stored_tolerations(obj):
     # The apiserver omits empty toleration fields when it answers.
     return [dict((k, v) for k, v in t.items() if v is not None and v != "")
@@ -394,19 +391,17 @@ def differences(desired, live):
 
 # -- the task --------------------------------------------------------------------------------------
 
-class RuntimeClassTask(object):
-    """One task: read, compare, write if needed; every request through self.client."""
+class RuntimeClassTask(ObjectTask):
+    """One RuntimeClass: the ObjectTask skeleton with a handler that cannot change in place; every request through
+    ``client``. Check mode reads and predicts, and writes nothing."""
+
+    kind = "RuntimeClass"
+    result_key = "runtime_class"
 
     def __init__(self, module, client):
+        super(RuntimeClassTask, self).__init__(module.params["name"], module.params, module.check_mode)
         self.module = module
         self.client = client
-        self.params = module.params
-        self.check_mode = module.check_mode
-        self.name = self.params["name"]
-        self.label = 'RuntimeClass "%s"' % self.name
-        self.result = {}
-        self.diff = None
-        self.warnings = []
         self.wrote = False
 
     def read(self):
@@ -417,30 +412,15 @@ class RuntimeClassTask(object):
                 return None
             raise
 
+    def differences(self, desired, live):
+        return differences(desired, live)
+
     def run(self, desired):
         try:
-            # A 409 means someone wrote in between (or created it first): read again and decide again.
-            for _attempt in range(3):
-                self.result = dict(changed=False, action="none", runtime_class=None)
-                self.diff = None
-                try:
-                    if desired is None:
-                        self.absent()
-                    else:
-                        self.present(desired)
-                    return
-                except KubeHwError as err:
-                    if err.status != 409 or self.check_mode:
-                        raise
-            raise KubeHwError("Failed to write %s: it kept changing under us (409 Conflict three times)"
-                              % self.label, status=409, reason="Conflict")
+            super(RuntimeClassTask, self).run(desired)
         finally:
             # A write made before a later failure (the delete of a recreate) is still a change.
             self.result["changed"] = self.result["changed"] or self.wrote
-
-    def _set_diff(self, before, after):
-        self.diff = dict(before_header=self.label, after_header=self.label,
-                         before=clean(before) or {}, after=clean(after) or {})
 
     def _plan(self, action, predicted):
         """Record what the task does; True when it is to be done now (not in check mode)."""
@@ -452,30 +432,11 @@ class RuntimeClassTask(object):
         self.result["changed"] = True
         return obj
 
-    def _foreign(self, live, paths):
-        differs = "; it differs from the task in %s" % ", ".join(paths) if paths else ""
-        self.warnings.append(
-            "%s exists but was not created by kubehw.devices (no label %s=%s): left unchanged%s. "
-            "Set adopt: true to manage it." % (self.label, MANAGED_BY_LABEL, MANAGED_BY, differs))
-        self.result.update(action="skipped", runtime_class=live)
+    def create(self, desired):
+        if self._plan("created", desired):
+            self.result["runtime_class"] = self._create(desired)
 
-    def present(self, desired):
-        live = self.read()
-        if live is None:
-            self._set_diff(None, desired)
-            if self._plan("created", desired):
-                self.result["runtime_class"] = self._create(desired)
-            return
-        paths = differences(desired, live)
-        if not managed_here(live):
-            if not self.params["adopt"]:
-                self._foreign(live, [p for p in paths if p != "/metadata/labels/" + escape_pointer(MANAGED_BY_LABEL)])
-                return
-            self.warnings.append("%s was not created by kubehw.devices; adopt: true makes it managed by it" % self.label)
-        self.result["runtime_class"] = live
-        if not paths:
-            return
-        self.result["changed_paths"] = paths
+    def update(self, desired, live, paths):
         if "/handler" in paths:
             if not self.params["recreate"]:
                 raise TaskFailed(
@@ -483,25 +444,18 @@ class RuntimeClassTask(object):
                     "refuses the update: 422 Invalid, field is immutable). Set recreate: true to delete it and "
                     "create it again, or choose another name. Nothing was changed."
                     % (self.label, live.get("handler"), desired["handler"]))
-            self._set_diff(live, desired)
+            self.set_diff(live, desired)
             if self._plan("recreated", desired):
                 self._delete(live)
                 self.result["runtime_class"] = self._create(desired, after_delete=True)
             return
         body = update_body(desired, live)
-        self._set_diff(live, body)
+        self.set_diff(live, body)
         if self._plan("updated", body):
             self.result["runtime_class"] = self._written(self.client.replace_json(
                 self.client.node_api.replace_runtime_class, self.name, body, what="replace " + self.label))
 
-    def absent(self):
-        live = self.read()
-        if live is None:
-            return
-        if not managed_here(live) and not self.params["adopt"]:
-            self._foreign(live, [])
-            return
-        self._set_diff(live, None)
+    def delete(self, live):
         if self._plan("deleted", None) and not self._delete(live):
             # Someone else deleted it in between: not our change.
             self.result["action"] = "none"
@@ -555,32 +509,7 @@ def main():
         supports_check_mode=True,
     )
     protect_kubeconfig_secrets(module)  # before any failure can echo a kubeconfig dict
-    problem = None
-    desired = None
-    try:
-        desired = build(module.params)
-    except RuntimeClassSpecError as err:
-        problem = "Invalid input: %s" % err
-    if problem:
-        # failed outside the except block: ansible-core 2.19 would attach the active exception's traceback
-        module.fail_json(msg=problem, changed=False)
-
-    task = None
-    error = None
-    try:
-        task = RuntimeClassTask(module, KubeClient(module))
-        task.run(desired)
-    except (KubeHwError, TaskFailed) as err:
-        error = err
-    result = dict(task.result) if task is not None else dict(changed=False)
-    if task is not None and module._diff and task.diff:
-        result["diff"] = task.diff
-    for text in (task.warnings if task is not None else []):
-        module.warn(text)
-    if error is not None:
-        module.fail_json(msg=error.msg, status=getattr(error, "status", None),
-                         reason=getattr(error, "reason", None), **result)
-    module.exit_json(**result)
+    run_object_module(module, build, RuntimeClassSpecError, lambda: RuntimeClassTask(module, KubeClient(module)))
 
 
 if __name__ == "__main__":

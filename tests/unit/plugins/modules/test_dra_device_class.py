@@ -480,3 +480,28 @@ def test_report_without_the_group_is_not_an_error():
     client = RecordingClient({"get_api_versions": {"groups": []}})
     assert _dra.report(_dra.DraApi(client), ["n1"]) == {"served": False}
     assert [c[0] for c in client.calls] == ["get_api_versions"]
+
+
+def test_another_module_manages_a_device_class_through_module_utils(monkeypatch):
+    """dra_driver_deploy and others call _dra.manage_device_class with dra_device_class's options: the same
+    validation, idempotence, adoption rule and check mode as the module."""
+    monkeypatch.setattr(_dra, "HAS_CEL", False)
+    fake = FakeDra()
+    params = {"name": "gpu.example.com", "selectors": [GPU], "extended_resource_name": "example.com/gpu"}
+    planned = _dra.manage_device_class(fake, params, check_mode=True)
+    assert planned.result["action"] == "created" and fake.objects == {}
+    assert [c[0] for c in fake.calls] == ["DISCOVER", "GET", "POST dry"]
+    made = _dra.manage_device_class(fake, params)
+    assert made.result["changed"] is True and made.result["api_version"] == "resource.k8s.io/v1"
+    assert fake.objects["gpu.example.com"]["spec"]["extendedResourceName"] == "example.com/gpu"
+    fake.calls = []
+    again = _dra.manage_device_class(fake, params)
+    assert again.result["changed"] is False and fake.writes() == []
+    with pytest.raises(_dra.DeviceClassSpecError):
+        _dra.manage_device_class(fake, dict(params, name="GPU"))
+    fake.objects["other.example.com"] = {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
+                                         "metadata": {"name": "other.example.com", "resourceVersion": "1"},
+                                         "spec": {}}
+    gone = _dra.manage_device_class(fake, {"name": "other.example.com", "state": "absent"})
+    assert gone.result["action"] == "skipped" and "adopt: true" in gone.warnings[0]
+    assert "other.example.com" in fake.objects
