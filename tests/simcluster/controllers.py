@@ -281,7 +281,7 @@ def node_matches_affinity(pod_spec, node):
 class Controllers:
     """Kubelets, node lifecycle, DaemonSet controller, garbage collector and scheduler."""
 
-    WATCHED = ("nodes", "pods", "daemonsets")
+    WATCHED = ("nodes", "pods", "daemonsets", "resourceclaims")
 
     def __init__(self, store, config=None):
         self.store = store
@@ -551,6 +551,14 @@ class Controllers:
         now_using = event_type != "DELETED" and new_spec.get("nodeName") and not pod_terminal(obj)
         if was_using and not now_using:
             # resources were freed: pending pods deserve another try
+            self._cluster_gen += 1
+            self._sched_dirty = True
+
+    def _intake_resourceclaims(self, event_type, key, old, obj):
+        # a claim deleted or deallocated frees devices: pending pods deserve another try (kube-scheduler's
+        # DynamicResources registers ResourceClaim events; dra.py)
+        if event_type == "DELETED" or ((old or {}).get("status") or {}).get("allocation") and not (
+                (obj.get("status") or {}).get("allocation")):
             self._cluster_gen += 1
             self._sched_dirty = True
 

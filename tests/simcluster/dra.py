@@ -725,6 +725,10 @@ class KubeletPlugins:
 # ---------------------------------------------------------------- claims: the claim controller and the scheduler
 
 POD_CLAIM_ANNOTATION = "resource.kubernetes.io/pod-claim-name"
+# The scheduler puts it on a claim it allocates (dynamicresources.go bindClaim, resourceapi.Finalizer); the resource
+# claim controller removes it with the allocation once no pod uses the claim, so a claim deleted while in use stays
+# (deletionTimestamp set) until then.
+DELETE_PROTECTION = "resource.kubernetes.io/delete-protection"
 NO_ALLOCATION = "cannot allocate all claims"
 
 
@@ -1109,6 +1113,7 @@ def allocate_claims(store, pod, node, node_obj=None, requests=None):
         def allocate(claim, results=results):
             claim["status"] = {"allocation": {"devices": {"results": results}, "nodeSelector": _node_selector(node)},
                                "reservedFor": [dict(consumer)]}
+            claim["metadata"]["finalizers"] = [DELETE_PROTECTION]
         store.mutate("resourceclaims", namespace, claim_name, allocate)
 
         def record(obj, claim_name=claim_name, mappings=mappings):
@@ -1121,6 +1126,9 @@ def allocate_claims(store, pod, node, node_obj=None, requests=None):
             if results is not None and not status.get("allocation"):
                 status["allocation"] = {"devices": {"results": results}, "nodeSelector": {"nodeSelectorTerms": [
                     {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}]}}
+                finalizers = claim["metadata"].setdefault("finalizers", [])
+                if DELETE_PROTECTION not in finalizers:
+                    finalizers.append(DELETE_PROTECTION)
             reserved = status.setdefault("reservedFor", [])
             if consumer not in reserved:
                 reserved.append(consumer)
@@ -1172,13 +1180,18 @@ def sync_claims(store):
             store.delete("resourceclaims", cmeta.get("namespace"), cmeta["name"])
             continue
         reserved = (claim.get("status") or {}).get("reservedFor") or []
-        if any(r.get("uid") not in live for r in reserved):
+        unused_and_deleted = cmeta.get("deletionTimestamp") and not reserved
+        if any(r.get("uid") not in live for r in reserved) or unused_and_deleted:
             def drop(obj):
                 status = obj.setdefault("status", {})
                 status["reservedFor"] = [r for r in status.get("reservedFor") or [] if r.get("uid") in live]
                 if not status["reservedFor"]:
+                    # no longer in use: deallocated, and the scheduler's delete protection lifted, so a claim
+                    # deleted while in use goes now (pkg/controller/resourceclaim/controller.go syncClaim)
                     status.pop("reservedFor")
                     status.pop("allocation", None)
+                    meta = obj["metadata"]
+                    meta["finalizers"] = [f for f in meta.get("finalizers") or [] if f != DELETE_PROTECTION]
             store.mutate("resourceclaims", cmeta.get("namespace"), cmeta["name"], drop)
 
 

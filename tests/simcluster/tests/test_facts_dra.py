@@ -255,6 +255,15 @@ def test_claims_from_templates_are_allocated_by_the_scheduler_and_go_with_their_
     assert raw.request("POST", pods, orphan)[0] == 201
     time.sleep(1.0)
     assert raw.request("GET", pods + "/orphan")[1].get("status", {}).get("conditions") in (None, [])
+    # the scheduler protects an allocated claim: deleted while its pod runs, it stays until the pod is gone
+    assert by_pod["b"]["metadata"]["finalizers"] == ["resource.kubernetes.io/delete-protection"]
+    claim_b = claims + "/" + by_pod["b"]["metadata"]["name"]
+    assert raw.request("DELETE", claim_b)[0] == 200
+    time.sleep(0.6)
+    kept = raw.request("GET", claim_b)[1]
+    assert kept["metadata"].get("deletionTimestamp") and kept["status"]["reservedFor"][0]["name"] == "b"
+    raw.request("DELETE", pods + "/b?gracePeriodSeconds=0")
+    assert _wait(lambda: raw.request("GET", claim_b)[0] == 404)
     # deleting a pod deletes its generated claim, and c gets the freed device
     raw.request("DELETE", pods + "/a?gracePeriodSeconds=0")
     assert _wait(lambda: by_pod["a"]["metadata"]["name"] not in
