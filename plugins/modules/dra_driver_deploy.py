@@ -37,7 +37,9 @@ attributes:
   check_mode:
     support: full
     details:
-      - Reads every object and reports what would change; sends no write and does not wait.
+      - Reads every object and reports what would change, and does not wait. The only requests with a write verb
+        are the DeviceClasses' server-side dry runs (C(dryRun=All), nothing is stored), as
+        M(kubehw.devices.dra_device_class) sends them in check mode.
   diff_mode:
     support: full
     details:
@@ -102,7 +104,9 @@ options:
     choices: [create, existing]
     default: create
   device_classes:
-    description: Create (and with O(state=absent) remove) the preset's DeviceClasses.
+    description:
+      - Create (and with O(state=absent) remove) the preset's DeviceClasses, with the code of
+        M(kubehw.devices.dra_device_class) (a class made by others is left alone with a warning).
     type: bool
     default: true
   extended_resource_name:
@@ -338,6 +342,11 @@ def validate(params):
         problem = dra.extended_name_problem(extended)
         if problem:
             raise DaemonSetSpecError("extended_resource_name %r %s" % (extended, problem))
+    for class_params in device_class_params(params):
+        try:
+            dra.build_device_class(class_params)
+        except dra.DeviceClassSpecError as err:
+            raise DaemonSetSpecError("DeviceClass %s: %s" % (class_params["name"], err))
 
 
 def _check_toleration(index, toleration):
@@ -450,21 +459,22 @@ def build_rbac(params):
     return account, role, binding
 
 
-def build_device_classes(params):
-    """The preset's DeviceClasses (v1 shape); the first is the main one, which carries extended_resource_name."""
+def device_class_params(params, state="present"):
+    """dra_device_class's options for each of the preset's DeviceClasses (none with device_classes: false); the
+    first is the main one, which carries extended_resource_name. They go to _dra.manage_device_class, the code
+    dra_device_class runs."""
     if not params.get("device_classes", True):
         return []
     preset = presets.PRESETS[params["preset"]]
-    out = []
-    for index, entry in enumerate(preset["device_classes"]):
-        spec = {"selectors": [{"cel": {"expression": e}} for e in entry["selectors"]]}
-        if index == 0 and params.get("extended_resource_name"):
-            spec["extendedResourceName"] = params["extended_resource_name"]
-        out.append({"apiVersion": "%s/v1" % dra.GROUP, "kind": "DeviceClass",
-                    "metadata": {"name": entry["name"],
-                                 "labels": {objects.MANAGED_BY_LABEL: objects.MANAGED_BY}},
-                    "spec": spec})
-    return out
+    return [{"name": entry["name"], "state": state, "selectors": list(entry["selectors"]), "config": None,
+             "extended_resource_name": params.get("extended_resource_name") if index == 0 else None,
+             "labels": None, "adopt": False}
+            for index, entry in enumerate(preset["device_classes"])]
+
+
+def build_device_classes(params):
+    """The preset's DeviceClasses (v1 shape) as dra_device_class builds them."""
+    return [dra.build_device_class(p) for p in device_class_params(params)]
 
 
 def _labels_differ(desired, live):
@@ -493,16 +503,6 @@ def _canonical_rbac(value):
             return [strip(v) for v in item]
         return item
     return json.dumps(strip(value), sort_keys=True)
-
-
-def device_class_differences(desired, live):
-    paths = []
-    want, have = desired.get("spec") or {}, live.get("spec") or {}
-    for field in ("selectors", "config", "extendedResourceName"):
-        if json.dumps(want.get(field) or None, sort_keys=True) != json.dumps(have.get(field) or None, sort_keys=True):
-            paths.append("/spec/%s" % field)
-    paths.extend("/metadata/labels/%s" % k for k in _labels_differ(desired, live))
-    return paths
 
 
 def managed_here(obj, name=None):
@@ -623,10 +623,6 @@ class DraDriverDeploy(object):
                              what='read ClusterRoleBinding "%s"' % self.name)
         return account, role, binding
 
-    def read_device_class(self, name):
-        live = self.api.get("deviceclasses", name, what='read DeviceClass "%s"' % name)
-        return dra.device_class_from_version(live) if live is not None else None
-
     def list_pods(self, daemonset):
         selector = ",".join("%s=%s" % kv for kv in sorted(daemonset["spec"]["selector"]["matchLabels"].items()))
         listing = self.client.list_all(self.client.core.list_namespaced_pod, self.namespace, label_selector=selector,
@@ -652,8 +648,8 @@ class DraDriverDeploy(object):
         self.result["api_version"] = "%s/%s" % (dra.GROUP, version)
         desired_ds = build_daemonset(self.params)
         account, role, binding = build_rbac(self.params)
-        classes = build_device_classes(self.params)
-        self.result["device_classes"] = [c["metadata"]["name"] for c in classes]
+        classes = device_class_params(self.params)
+        self.result["device_classes"] = [c["name"] for c in classes]
 
         # Every read and every refusal before the first write.
         live_ds = self.read_daemonset()
@@ -682,26 +678,10 @@ class DraDriverDeploy(object):
                 paths = rbac_differences(desired, live)
                 if paths:
                     rbac_plan.append((kind, desired, live))
-        class_plan = []
-        for desired in classes:
-            name = desired["metadata"]["name"]
-            live = self.read_device_class(name)
-            if live is not None and not managed_here(live):
-                paths = [p for p in device_class_differences(desired, live)
-                         if not p.startswith("/metadata/labels/")]
-                differs = "; it differs from the preset in %s" % ", ".join(paths) if paths else ""
-                self.warnings.append(
-                    'DeviceClass "%s" exists but was not created by kubehw.devices: left unchanged%s.' % (name, differs))
-                continue
-            if live is None or device_class_differences(desired, live):
-                class_plan.append((desired, live))
         ds_diffs = compare.differences(desired_ds, live_ds)
 
         for kind, desired, live in rbac_plan:
             self._add_diff(kind, self._display(desired), live, desired if live is None else self._update(desired, live))
-        for desired, live in class_plan:
-            self._add_diff("DeviceClass", desired["metadata"]["name"], live,
-                           desired if live is None else self._update(desired, live))
         if ds_diffs:
             self._add_diff("DaemonSet", "%s/%s" % (self.namespace, self.name), live_ds,
                            desired_ds if live_ds is None else objects.update_body(desired_ds, live_ds))
@@ -711,8 +691,8 @@ class DraDriverDeploy(object):
         if self.check_mode:
             for kind, desired, _live in rbac_plan:
                 self._changed(kind, desired["metadata"]["name"])
-            for desired, _live in class_plan:
-                self._changed("DeviceClass", desired["metadata"]["name"])
+            # dra_device_class's check mode: creates and updates as server-side dry runs, which store nothing
+            self._device_classes(classes)
             if ds_diffs:
                 self._changed("DaemonSet", self.name)
             self.result["daemonset"] = live_ds if not ds_diffs else (
@@ -721,11 +701,12 @@ class DraDriverDeploy(object):
                 self.result["rollout"] = ds_rollout.rollout_status(live_ds)
             return
 
-        # RBAC first: pods of the DaemonSet need their ServiceAccount, and the plugin its rights, when they start.
+        # DeviceClasses first: one whose extendedResourceName the apiserver would drop fails (after a dry run)
+        # before anything else is written. Then RBAC: the DaemonSet's pods need their ServiceAccount, and the
+        # plugin its rights, when they start.
+        self._device_classes(classes)
         for kind, desired, live in rbac_plan:
             self._write_rbac(kind, desired, live)
-        for desired, live in class_plan:
-            self._write_device_class(desired, live)
         current = live_ds
         if ds_diffs:
             current = self._write_daemonset(desired_ds, live_ds)
@@ -786,25 +767,16 @@ class DraDriverDeploy(object):
                                      what="replace %s %s" % (kind, self._display(desired)), find=find)
         self._changed(kind, name)
 
-    def _write_device_class(self, desired, live):
-        name = desired["metadata"]["name"]
-        label = 'DeviceClass "%s"' % name
-        version = self.api.version
-        body = dra.device_class_to_version(desired if live is None else self._update(desired, live), version)
-        if live is None:
-            send = functools.partial(self.api.create, "deviceclasses", body)
-        else:
-            send = functools.partial(self.api.replace, "deviceclasses", name, body)
-        wanted = (desired.get("spec") or {}).get("extendedResourceName")
-        if wanted is not None:
-            # An apiserver without the DRAExtendedResource gate drops the field silently: find out before storing.
-            answer = send(what="validate (dry run) " + label, dry_run=True)
-            if ((answer or {}).get("spec") or {}).get("extendedResourceName") != wanted:
-                raise TaskFailed("the apiserver dropped spec.extendedResourceName %r from %s: it needs Kubernetes 1.34 "
-                                 "or later with the DRAExtendedResource feature gate on (beta and on by default from "
-                                 "1.36). The DeviceClass was not written." % (wanted, label))
-        send(what=("create " if live is None else "replace ") + label)
-        self._changed("DeviceClass", name)
+    def _device_classes(self, class_params):
+        """Each DeviceClass through dra_device_class's own task (_dra.manage_device_class): read, compare, a class
+        made by others left alone with a warning, the DRAExtendedResource dry run, write or delete."""
+        for params in class_params:
+            task = dra.manage_device_class(self.api, params, self.check_mode)
+            self.warnings.extend(task.warnings)
+            if task.diff:
+                self.diffs.append(task.diff)
+            if task.result.get("changed"):
+                self._changed("DeviceClass", params["name"])
 
     def _write_daemonset(self, desired, live):
         what = 'DaemonSet "%s/%s"' % (self.namespace, self.name)
@@ -927,30 +899,26 @@ class DraDriverDeploy(object):
                 elif live is not None:
                     self.warnings.append("%s %s was not created by this module: left alone"
                                          % (kind, self._display(live)))
-        if served and self.params["device_classes"]:
-            self.result["device_classes"] = [c["name"] for c in self.preset["device_classes"]]
-            for entry in self.preset["device_classes"]:
-                live = self.read_device_class(entry["name"])
-                if live is not None and managed_here(live):
-                    plan.append(("DeviceClass", live))
-                elif live is not None:
-                    self.warnings.append('DeviceClass "%s" was not created by kubehw.devices: left alone'
-                                         % entry["name"])
-        # The DaemonSet first (its pods stop publishing), then the binding before the role, the account last.
-        order = ("DaemonSet", "DeviceClass", "ClusterRoleBinding", "ClusterRole", "ServiceAccount")
+        classes = device_class_params(self.params, state="absent") if served else []
+        self.result["device_classes"] = [c["name"] for c in classes]
+        # The DaemonSet first (its pods stop publishing), then the DeviceClasses, the binding before the role,
+        # the account last.
+        order = ("DaemonSet", "ClusterRoleBinding", "ClusterRole", "ServiceAccount")
         plan.sort(key=lambda item: order.index(item[0]))
-        for kind, live in plan:
-            self._add_diff(kind, self._display(live), live, None)
-            if self.check_mode:
-                self._changed(kind, live["metadata"]["name"])
-            elif self._delete(kind, live):
-                self._changed(kind, live["metadata"]["name"])
+        for kind, live in [item for item in plan if item[0] == "DaemonSet"]:
+            self._remove(kind, live)
+        self._device_classes(classes)
+        for kind, live in [item for item in plan if item[0] != "DaemonSet"]:
+            self._remove(kind, live)
+
+    def _remove(self, kind, live):
+        self._add_diff(kind, self._display(live), live, None)
+        if self.check_mode or self._delete(kind, live):
+            self._changed(kind, live["metadata"]["name"])
 
     def _delete(self, kind, live):
         name = live["metadata"]["name"]
         what = "delete %s %s" % (kind, self._display(live))
-        if kind == "DeviceClass":
-            return self.api.delete("deviceclasses", name, live["metadata"].get("uid"), what=what)
         calls = {
             "DaemonSet": (self.client.apps.delete_namespaced_daemon_set, (name, self.namespace)),
             "ServiceAccount": (self.client.core.delete_namespaced_service_account, (name, self.namespace)),

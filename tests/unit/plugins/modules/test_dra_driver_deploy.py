@@ -308,6 +308,7 @@ class FakeDra(object):
     def __init__(self, classes=None):
         self.classes = classes or {}
         self.writes = []
+        self.dry_runs = []
 
     def served_versions(self):
         return ["v1"]
@@ -319,11 +320,14 @@ class FakeDra(object):
     def get(self, plural, name, what):
         return copy.deepcopy(self.classes.get(name))
 
-    def create(self, *args, **kwargs):
-        self.writes.append(("create",) + args)
+    def create(self, plural, body, what, dry_run=False):
+        # a server-side dry run stores nothing (dra_device_class's check mode sends one)
+        (self.dry_runs if dry_run else self.writes).append(("create", plural, body["metadata"]["name"]))
+        return body
 
-    def replace(self, *args, **kwargs):
-        self.writes.append(("replace",) + args)
+    def replace(self, plural, name, body, what, dry_run=False):
+        (self.dry_runs if dry_run else self.writes).append(("replace", plural, name))
+        return body
 
     def delete(self, *args, **kwargs):
         self.writes.append(("delete",) + args)
@@ -385,6 +389,8 @@ def test_check_mode_predicts_every_object_and_writes_nothing(fakes, capsys):
                                       "DeviceClass/gpu.example.com", "DaemonSet/dra-example-driver-kubeletplugin"]
     assert len(out["diff"]) == 5 and out["waited_for"] == "none"
     assert [c for c in api.calls if c[0] == "write"] == [] and dra_api.writes == []
+    # the DeviceClass is validated as dra_device_class does in check mode: a server-side dry run
+    assert dra_api.dry_runs == [("create", "deviceclasses", "gpu.example.com")]
 
 
 def test_a_foreign_device_class_is_left_alone_with_a_warning(fakes, capsys):
@@ -410,3 +416,17 @@ def test_the_devices_timeout_names_each_node_and_what_it_lacks():
                           "with at least 2 device(s) each")
     assert "nodes without enough devices: n1 (1 of 2 devices), n2 (no ResourceSlice)" in msg
     assert "nodes whose kubelet-plugin pod is not ready: n3 (plugin: CrashLoopBackOff)" in msg
+
+
+def test_a_dropped_extended_resource_name_fails_before_anything_is_written(fakes, capsys):
+    class GateOff(FakeDra):
+        def create(self, plural, body, what, dry_run=False):
+            answer = super(GateOff, self).create(plural, body, what, dry_run)
+            return dict(answer, spec=dict((k, v) for k, v in answer["spec"].items() if k != "extendedResourceName"))
+
+    api, dra_api = FakeApi(), GateOff()
+    fakes(api, dra_api)
+    out = run_module(mod, capsys, params(preset="nvidia", extended_resource_name="nvidia.com/gpu"))
+    assert out["failed"] and "DRAExtendedResource" in out["msg"], out
+    assert dra_api.dry_runs == [("create", "deviceclasses", "gpu.nvidia.com")] and dra_api.writes == []
+    assert [c for c in api.calls if c[0] == "write"] == []
