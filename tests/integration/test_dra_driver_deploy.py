@@ -6,7 +6,8 @@ On a real cluster (resource.k8s.io/v1, the DRA example driver's image pullable, 
 the first test deploys the example driver on the nodes that run it and checks what they publish; the exact
 device counts, the request log, the timeout on a node without devices and the fault injection need the
 simulated kubelet plugins (a real example driver publishes NUM_DEVICES on every node), so those parts run
-only on the simulated cluster.
+only on the simulated cluster. The real cluster must not run the example driver already: its DeviceClass
+gpu.example.com and RBAC would be someone else's, which the module leaves alone (and the test expects to create).
 """
 
 from __future__ import absolute_import, division, print_function
