@@ -452,6 +452,10 @@ def test_smoke_test_through_a_claim_template_and_the_claims_report(cluster, ansi
     api.create_cluster_custom_object(GROUP, "v1", "deviceclasses", {
         "apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": driver},
         "spec": {"selectors": [{"cel": {"expression": 'device.driver == "%s"' % driver}}]}})
+    if not cluster.simulated:
+        # a new namespace gets its "default" ServiceAccount a moment later; a pod created before is refused
+        wait_for(lambda: cluster.core.list_namespaced_service_account(
+            namespace, field_selector="metadata.name=default").items, what="the default ServiceAccount")
     try:
         for claim, count in ((holder, 1), (waiter, 2)):
             api.create_namespaced_custom_object(GROUP, "v1", namespace, "resourceclaims", {
