@@ -53,8 +53,9 @@ ROLES_JOBS ?= 2
 # `make help` is the list of targets; tests/test_ci_tooling.py checks the README names the same ones.
 help:
 	@echo "make demo          set up, start the simulated cluster, run site.yml against it, say per node what it did"
-	@echo "make test          every stage below in order (setup, sanity, units, integration, least-privilege,"
-	@echo "                   min-versions, lint, roles), then a summary table ending with 'N passed, N failed'"
+	@echo "make test          every stage below (setup, sanity, units, integration, least-privilege, min-versions,"
+	@echo "                   lint, roles; roles beside the others, each log printed whole in this order), then a"
+	@echo "                   summary table ending with 'N passed, N failed'"
 	@echo "make setup         .venv with pinned tools, Debian packages (system-wide, as root), test collections"
 	@echo "make sanity        ansible-test sanity on a copy of the checkout (no ignore file)"
 	@echo "make units         pytest tests/unit, the build/install test and the CI tooling tests"
@@ -63,7 +64,8 @@ help:
 	@echo "make min-versions  plugin unit tests and module integration suites with the minimum kubernetes, urllib3 and"
 	@echo "                   jsonpatch of meta/ee-requirements.txt (venv in .cache/min-versions)"
 	@echo "make lint          ansible-lint --profile production"
-	@echo "make roles         every molecule scenario (extensions/molecule); SCENARIOS=\"a b\" runs only those"
+	@echo "make roles         every molecule scenario (extensions/molecule), two at a time (ROLES_JOBS);"
+	@echo "                   SCENARIOS=\"a b\" runs only those"
 	@echo "make clean         remove test output and reports; says what it leaves (.venv, caches, system packages)"
 	@echo "make help          this list"
 
