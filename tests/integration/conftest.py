@@ -418,8 +418,14 @@ class AnsibleRunner:
 # playbooks/templates/rbac.yaml.j2 and nothing more (`make integration-least-privilege`).
 # The objects are created and a token requested (TokenRequest) on any cluster, so KUBECONFIG is the admin's.
 RBAC_TEMPLATE = os.path.join(REPO_ROOT, "playbooks", "templates", "rbac.yaml.j2")
+# The DaemonSets the module suites write, as an inventory declaring them would (playbooks/rbac.yml): every preset's
+# default name and gpu-plugin (test_device_plugin_deploy's switch tests). The identity may change no other
+# DaemonSet, and no ConfigMap but their <name>-config.
+SUITE_PLUGIN_DAEMONSETS = ["amdgpu-device-plugin", "generic-device-plugin", "gpu-plugin", "intel-gpu-plugin",
+                           "nvidia-device-plugin"]
 RBAC_VARS = {"kubehw_rbac_namespace": "kubehw", "kubehw_rbac_service_account": "automation",
-             "kubehw_rbac_plugin_namespace": "kube-system", "kubehw_rbac_smoke_test_namespace": "default"}
+             "kubehw_rbac_plugin_namespace": "kubehw-device-plugins", "kubehw_rbac_smoke_test_namespace": "default",
+             "kubehw_rbac_plugin_daemonsets": SUITE_PLUGIN_DAEMONSETS}
 
 
 def least_privilege():
@@ -429,13 +435,17 @@ def least_privilege():
 def rbac_objects(**overrides):
     import jinja2
 
-    from ansible.plugins.filter.core import FilterModule
+    from ansible.module_utils.parsing.convert_bool import boolean
 
     env = jinja2.Environment()
-    # the template is rendered by ansible.builtin.template in the playbook: give it ansible's filters (bool, ...)
-    env.filters.update(FilterModule().filters())
+    # The template uses Jinja's own filters and Ansible's bool. Not ansible's whole filter set: its `default`
+    # (ansible-core 2.19) does not see plain Jinja's Undefined, so `x | default(true) | bool` became false.
+    env.filters["bool"] = lambda value: boolean(value, strict=False)
     with open(RBAC_TEMPLATE) as f:
-        return list(yaml.safe_load_all(env.from_string(f.read()).render(**dict(RBAC_VARS, **overrides))))
+        docs = [d for d in yaml.safe_load_all(env.from_string(f.read()).render(**dict(RBAC_VARS, **overrides))) if d]
+    problems = [d for d in docs if d["kind"] == "KubehwRbacProblems"]
+    assert not problems, problems   # playbooks/rbac.yml stops on these
+    return docs
 
 
 def _deleter(cluster, doc):
@@ -475,6 +485,20 @@ def grant_plugin_namespace(cluster, namespace):
         return
     create_objects(cluster, [doc for doc in rbac_objects(kubehw_rbac_plugin_namespace=namespace)
                              if doc["metadata"]["name"] == "kubehw-devices-plugins"])
+
+
+def own_rbac_names(cluster, **overrides):
+    """Template variables that give the shipped RBAC names of this test's own (identity namespace, role prefix,
+    plugin and DRA namespaces, smoke-test namespace), so a test that changes or deletes them touches nothing another
+    test, run or the cluster's own kubehw identity uses."""
+    variables = {"kubehw_rbac_name": cluster.unique_name("rbac"), "kubehw_rbac_namespace": cluster.unique_name("id"),
+                 "kubehw_rbac_plugin_namespace": cluster.unique_name("plugins"),
+                 "kubehw_rbac_dra_namespace": cluster.unique_name("dra"),
+                 "kubehw_rbac_smoke_test_namespace": cluster.namespace(),
+                 # the DRA drivers' own ClusterRoles are named after their DaemonSets, shared by the whole cluster
+                 "kubehw_rbac_dra_presets": []}
+    variables.update(overrides)
+    return variables
 
 
 def rbac_identity_kubeconfig(cluster, filename, **overrides):

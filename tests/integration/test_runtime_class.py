@@ -198,16 +198,20 @@ def test_absent_deletes_once_and_invalid_input_sends_nothing(cluster, ansible, r
 
 def test_shipped_rbac_allows_runtime_classes_only_when_asked(cluster, ansible, rc_name):
     """playbooks/templates/rbac.yaml.j2 grants runtimeclasses unless kubehw_rbac_runtime_class: false."""
-    from tests.integration.conftest import rbac_identity_kubeconfig, rbac_objects
+    from tests.integration.conftest import own_rbac_names, rbac_identity_kubeconfig, rbac_objects
 
-    # the shipped objects, created as the admin, and a TokenRequest token of their service account
-    env = {"K8S_AUTH_KUBECONFIG": rbac_identity_kubeconfig(cluster, "sa.kubeconfig", kubehw_rbac_runtime_class=True)}
+    # the shipped objects under this test's own names (it replaces their ClusterRole below), created as the admin,
+    # and a TokenRequest token of their service account
+    names = own_rbac_names(cluster)
+    env = {"K8S_AUTH_KUBECONFIG": rbac_identity_kubeconfig(cluster, "sa.kubeconfig", kubehw_rbac_runtime_class=True,
+                                                           **names)}
     run = ansible([task(rc_name, "Create"), task(rc_name, "Recreate", handler="nvidia-cdi", recreate=True),
                    task(rc_name, "Remove", state="absent")], env=env)
     assert run.rc == 0, run.output()
     assert [run.result(t)["action"] for t in ("Create", "Recreate", "Remove")] == ["created", "recreated", "deleted"]
 
-    default_role = [d for d in rbac_objects(kubehw_rbac_runtime_class=False) if d["kind"] == "ClusterRole"][0]
+    default_role = [d for d in rbac_objects(kubehw_rbac_runtime_class=False, **names) if d["kind"] == "ClusterRole"][0]
+    assert default_role["metadata"]["name"] == names["kubehw_rbac_name"] + "-nodes"
     rbac = client.RbacAuthorizationV1Api(cluster.api_client)
     rbac.replace_cluster_role(default_role["metadata"]["name"], default_role)
     run = ansible([dict(task(rc_name, "Create"), ignore_errors=True)], env=env)
