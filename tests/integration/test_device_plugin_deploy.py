@@ -18,6 +18,7 @@ import uuid
 import pytest
 
 from tests.integration.conftest import grant_plugin_namespace, least_privilege
+from tests.integration.runtime_classes import ensure_nvidia_runtime_class
 
 MODULE = "kubehw.devices.device_plugin_deploy"
 GPU_LABEL = "feature.node.kubernetes.io/pci-10de.present=true"
@@ -31,7 +32,9 @@ def gpu_nodes(cluster):
 
 @pytest.fixture
 def namespace(cluster):
-    """A fresh namespace per test, so tests never see each other's objects."""
+    """A fresh namespace per test, so tests never see each other's objects; RuntimeClass nvidia, which the
+    nvidia preset's pods name, exists (without it the apiserver refuses them)."""
+    ensure_nvidia_runtime_class(cluster)
     name = "dp-%s" % uuid.uuid4().hex[:8]
     cluster.core.create_namespace({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
     grant_plugin_namespace(cluster, name)

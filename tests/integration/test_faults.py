@@ -20,6 +20,7 @@ import uuid
 import pytest
 import yaml
 
+from tests.integration.runtime_classes import ensure_nvidia_runtime_class
 from tests.simcluster import DEFAULT_CONFIG_PATH
 from tests.simcluster import node_object
 
@@ -243,6 +244,8 @@ def test_node_wait_allocatable_survives_watch_error_events(cluster, ansible, fau
 
 @pytest.fixture
 def namespace(cluster):
+    # the nvidia preset's pods name RuntimeClass nvidia; without it the apiserver refuses them
+    ensure_nvidia_runtime_class(cluster)
     name = "faults-%s" % uuid.uuid4().hex[:8]
     cluster.core.create_namespace({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
     from tests.integration.conftest import grant_plugin_namespace

@@ -46,7 +46,7 @@ import time
 
 from .config import load_config
 from . import dra  # DRA claims in the scheduler (DynamicResources filter, allocation before binding)
-from .store import StoreError, now_rfc3339
+from .store import StoreError, missing_runtime_class, now_rfc3339
 
 
 LOG = logging.getLogger(__name__)
@@ -1278,6 +1278,11 @@ class Controllers:
         if account != "default" and self.store.get("serviceaccounts", meta.get("namespace"), account) is None:
             # ServiceAccount admission refuses the pod ("error looking up service account"); the controller
             # requeues the DaemonSet and tries again (FACTS.md, DRA kubelet plugins). "default" always exists.
+            self._add_timer(self.sync_interval, "ds", _key(ds))
+            return None
+        if missing_runtime_class(self.store, {"spec": pod_spec}) is not None:
+            # RuntimeClass admission refuses the pod (a FailedCreate event on a real cluster); no pod appears and
+            # the controller tries again, so the pods come once the RuntimeClass exists (FACTS.md, RuntimeClass).
             self._add_timer(self.sync_interval, "ds", _key(ds))
             return None
         pod = {

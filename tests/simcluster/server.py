@@ -31,7 +31,7 @@ from tests.simcluster import auth, eviction
 from tests.simcluster import dra  # resource.k8s.io (Dynamic Resource Allocation)
 from tests.simcluster.store import (
     RESOURCES, STATUS_RESOURCES, StoreError, already_exists, api_version, conflict, group_resource,
-    is_namespaced, kind_of, not_found, now_rfc3339,
+    is_namespaced, kind_of, missing_runtime_class, not_found, now_rfc3339,
 )
 
 
@@ -1274,6 +1274,11 @@ class ApiServer:
             meta["namespace"] = namespace
         meta.pop("resourceVersion", None)
         default_object(resource, body, True)
+        if resource == "pods":
+            # admission runs before validation, for dry runs too
+            refusal = missing_runtime_class(self.store, body)
+            if refusal is not None:
+                raise refusal
         prepare_for_create(resource, body)
         validate_object(resource, body)
         if req.q("dryRun"):

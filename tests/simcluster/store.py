@@ -119,6 +119,23 @@ def conflict(resource, name):
         _details(resource, name))
 
 
+def missing_runtime_class(store, pod):
+    """The RuntimeClass admission plugin's refusal of a pod whose runtimeClassName names no RuntimeClass, or None.
+
+    kube-apiserver v1.32 plugin/pkg/admission/runtimeclass/admission.go (prepareObjects) answers
+    admission.NewForbidden(pod rejected: RuntimeClass %q not found): 403 Forbidden, the pod named by its name,
+    else its generateName (k8s.io/apiserver/pkg/admission/errors.go extractResourceName). FACTS.md, RuntimeClass.
+    """
+    spec = pod.get("spec") if isinstance(pod.get("spec"), dict) else {}
+    wanted = spec.get("runtimeClassName")
+    if not isinstance(wanted, str) or not wanted or store.get("runtimeclasses", None, wanted) is not None:
+        return None
+    meta = pod.get("metadata") if isinstance(pod.get("metadata"), dict) else {}
+    name = meta.get("name") or meta.get("generateName") or "Unknown"
+    return StoreError(403, "Forbidden", 'pods "%s" is forbidden: pod rejected: RuntimeClass "%s" not found'
+                      % (name, wanted), {"name": name, "kind": "pods"})
+
+
 def already_exists(resource, name):
     return StoreError(409, "AlreadyExists", '%s "%s" already exists' % (group_resource(resource), name),
                       _details(resource, name))
