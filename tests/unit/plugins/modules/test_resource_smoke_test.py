@@ -145,3 +145,32 @@ def test_resource_and_device_class_are_one_or_the_other(args, words, capsys, mon
 def test_a_valid_prefix_of_58_characters_and_a_dotted_one_pass():
     for prefix in ("s" * 57 + "-", "smoke.test-"):
         assert mod.input_problem(dict(PARAMS, name_prefix=prefix, device_class=None)) is None
+
+
+def test_a_template_create_whose_answer_is_lost_is_found_by_the_run_label():
+    """create_json calls find() after a 5xx or a dropped connection: the run's template is looked up by its run
+    label (the oldest one if two were stored) instead of being created again."""
+    class FakeDra(object):
+        version = "v1beta1"
+
+        def __init__(self):
+            self.listed = []
+            self.body = None
+
+        def list_namespaced(self, plural, namespace, what, label_selector=None):
+            self.listed.append((plural, namespace, label_selector))
+            return [{"metadata": {"name": "kubehw-smoke-later", "creationTimestamp": "2026-11-23T10:00:01Z"}},
+                    {"metadata": {"name": "kubehw-smoke-first", "creationTimestamp": "2026-11-23T10:00:00Z"}}]
+
+        def create_namespaced(self, plural, namespace, body, what, find):
+            self.body = body
+            return find()   # as create_json does once the POST's answer was lost
+
+    fake = FakeDra()
+    params = dict(PARAMS, resource=None, device_class="gpu.example.com", count=2)
+    assert mod.create_template(fake, params, "run1")["metadata"]["name"] == "kubehw-smoke-first"
+    assert fake.listed == [("resourceclaimtemplates", "default", "kubehw.devices/smoke-test-run=run1")]
+    # the body was made for the served version (flat request in v1beta1) and carries the run label twice
+    assert fake.body["apiVersion"] == "resource.k8s.io/v1beta1"
+    assert fake.body["spec"]["spec"]["devices"]["requests"][0]["count"] == 2
+    assert fake.body["metadata"]["labels"][mod.RUN_LABEL] == fake.body["spec"]["metadata"]["labels"][mod.RUN_LABEL]
