@@ -132,18 +132,16 @@ def test_budget_refusal_is_retried_then_times_out_naming_the_budget(cluster, ans
     wait_ready(cluster, ["web-a", "web-b"])
 
     mark = cluster.mark()
-    started = time.monotonic()
     run = ansible(drain(timeout=4))
     assert run.rc != 0
     out = run.result("Drain")
-    # the task gives up near its timeout (4 s) instead of retrying for the 45 s of the client layer; the
-    # bound is loose because ansible-playbook itself takes seconds on a busy machine
-    assert time.monotonic() - started < 120
     assert 'the eviction of pod "default/web-a" was refused' in out["msg"]
     assert "The disruption budget web needs 2 healthy pods and has 2 currently" in out["msg"]
     assert "stays cordoned" in out["msg"]
+    # the task gives up at its timeout (4 s: tries after 0, 1 and 3 s at most, fewer on a slow machine) instead of
+    # retrying for the 45 s of the client layer; counted in the request log, not in wall time
     evictions = [w for w in writes(cluster, mark) if w[1].endswith("/eviction")]
-    assert len(evictions) >= 2 and set(w[2] for w in evictions) == {429}
+    assert 1 <= len(evictions) <= 3 and set(w[2] for w in evictions) == {429}, evictions
     assert pod_names(cluster) == ["web-a"]
     assert node(cluster)["spec"]["unschedulable"] is True
 
