@@ -37,8 +37,15 @@ except ImportError:
 
 
 CAPACITY_PATH = "/status/capacity"
-
 REQUESTS_PREFIX = "requests."
+# Resource names Kubernetes defines itself (no domain prefix): never extended resources.
+STANDARD_RESOURCES = ("cpu", "memory", "pods", "ephemeral-storage")
+STANDARD_PREFIXES = ("hugepages-", "attachable-volumes-")
+
+
+def is_extended_resource(name):
+    """Whether a node status or pod resource name is not one Kubernetes defines itself."""
+    return name not in STANDARD_RESOURCES and not name.startswith(STANDARD_PREFIXES)
 
 
 # The apiserver's own pattern (facts file): anything else is refused with field "patch".

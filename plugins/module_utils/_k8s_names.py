@@ -105,6 +105,16 @@ def selector_problem(value):
 NODE_TARGET_OPTIONS = ("name", "names", "label_selectors", "field_selectors")
 
 
+def selector_kwargs(label_selectors=None, field_selectors=None):
+    """Keyword arguments of a list call for the label_selectors and field_selectors options (terms ANDed)."""
+    kwargs = {}
+    if label_selectors:
+        kwargs["label_selector"] = ",".join(label_selectors)
+    if field_selectors:
+        kwargs["field_selector"] = ",".join(field_selectors)
+    return kwargs
+
+
 def node_target_problem(params):
     """Why the node-selecting options of ``params`` are refused, or None.
 

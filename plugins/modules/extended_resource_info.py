@@ -199,21 +199,18 @@ from ansible_collections.kubehw.devices.plugins.module_utils._client import (
 from ansible_collections.kubehw.devices.plugins.module_utils._extended_resources import (
     ExtendedResourceError,
     extended_resource_name_problem,
+    is_extended_resource,
     quantity_value,
     whole_quantity,
 )
-from ansible_collections.kubehw.devices.plugins.module_utils._k8s_names import node_target_problem
-
-STANDARD_RESOURCES = ("cpu", "memory", "pods", "ephemeral-storage")
-STANDARD_PREFIXES = ("hugepages-", "attachable-volumes-")
-
-
-def is_extended(name):
-    return name not in STANDARD_RESOURCES and not name.startswith(STANDARD_PREFIXES)
+from ansible_collections.kubehw.devices.plugins.module_utils._k8s_names import (
+    node_target_problem,
+    selector_kwargs as list_selector_kwargs,
+)
 
 
 def extended_only(resources):
-    return dict((k, v) for k, v in (resources or {}).items() if is_extended(k))
+    return dict((k, v) for k, v in (resources or {}).items() if is_extended_resource(k))
 
 
 def pod_extended_requests(pod):
@@ -316,11 +313,7 @@ def wait_allocatable(client, params, nodes):
 
 
 def selector_kwargs(params):
-    kwargs = {}
-    if params.get("label_selectors"):
-        kwargs["label_selector"] = ",".join(params["label_selectors"])
-    if params.get("field_selectors"):
-        kwargs["field_selector"] = ",".join(params["field_selectors"])
+    kwargs = list_selector_kwargs(params.get("label_selectors"), params.get("field_selectors"))
     if params.get("name") is not None:
         kwargs["field_selector"] = "metadata.name=%s" % params["name"]
     return kwargs

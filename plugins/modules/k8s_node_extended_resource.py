@@ -290,7 +290,7 @@ from ansible_collections.kubehw.devices.plugins.module_utils._extended_resources
     plugin_pods_serving,
     validate_scope,
 )
-from ansible_collections.kubehw.devices.plugins.module_utils._k8s_names import node_target_problem
+from ansible_collections.kubehw.devices.plugins.module_utils._k8s_names import node_target_problem, selector_kwargs
 
 JSON_PATCH = "application/json-patch+json"
 MAX_PARALLEL = 100
@@ -358,14 +358,7 @@ class ExtendedResourceTask(object):
 
     # -- targets ---------------------------------------------------------------
     def selector_kwargs(self):
-        kwargs = {}
-        labels = self.module.params.get("label_selectors")
-        fields = self.module.params.get("field_selectors")
-        if labels:
-            kwargs["label_selector"] = ",".join(labels)
-        if fields:
-            kwargs["field_selector"] = ",".join(fields)
-        return kwargs
+        return selector_kwargs(self.module.params.get("label_selectors"), self.module.params.get("field_selectors"))
 
     def targets(self):
         """(name, node or None) pairs: None means read it in the worker (one GET per named node).

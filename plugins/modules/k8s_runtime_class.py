@@ -222,6 +222,7 @@ from ansible_collections.kubehw.devices.plugins.module_utils._k8s_names import (
 )
 from ansible_collections.kubehw.devices.plugins.module_utils._extended_resources import (
     ExtendedResourceError,
+    STANDARD_RESOURCES,
     escape_pointer,
     extended_resource_name_problem,
     parse_quantity,
@@ -229,7 +230,6 @@ from ansible_collections.kubehw.devices.plugins.module_utils._extended_resources
 )
 
 API_VERSION = "node.k8s.io/v1"
-STANDARD_RESOURCES = ("cpu", "memory", "ephemeral-storage")
 TOLERATION_FIELDS = (("key", "key"), ("operator", "operator"), ("value", "value"), ("effect", "effect"),
                      ("toleration_seconds", "tolerationSeconds"))
 
@@ -301,7 +301,8 @@ def _overhead(mapping):
             problem = extended_resource_name_problem(name)
             if problem:
                 raise RuntimeClassSpecError("overhead resource %r: %s" % (name, problem))
-        elif name not in STANDARD_RESOURCES and not name.startswith("hugepages-"):
+        # an overhead is compute resources: the standard ones but "pods", and huge pages
+        elif name == "pods" or (name not in STANDARD_RESOURCES and not name.startswith("hugepages-")):
             raise RuntimeClassSpecError("overhead resource %r must be cpu, memory, ephemeral-storage, "
                                         "hugepages-<size> or a domain-qualified name" % name)
         if isinstance(value, bool) or not isinstance(value, (int, float, str)):
