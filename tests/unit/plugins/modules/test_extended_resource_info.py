@@ -80,3 +80,13 @@ def test_pods_are_listed_for_the_dra_report_only_when_a_claim_is_pending():
     out = _dra.report(Api([allocated, {"metadata": {"namespace": "ml", "name": "p"}}]), ["gpu-1"],
                       list_pods=lambda: listed.append(1) or [])
     assert listed == [1] and out["pending_claims"][0]["pods"] == []
+
+
+def test_the_claim_the_scheduler_made_for_an_extended_resource_request_names_its_pod():
+    from ansible_collections.kubehw.devices.plugins.module_utils import _dra
+
+    pod = {"metadata": {"namespace": "ml", "name": "asks-example-gpu"}, "spec": {},
+           "status": {"extendedResourceClaimStatus": {"resourceClaimName": "asks-example-gpu-extended-resources-x1",
+                                                      "requestMappings": []}}}
+    users = _dra.claim_consumers([pod])
+    assert list(users) == [("ml", "asks-example-gpu-extended-resources-x1")]
