@@ -26,15 +26,13 @@ from ansible_collections.kubehw.devices.plugins.module_utils._extended_resources
 from ansible_collections.kubehw.devices.plugins.module_utils._k8s_names import (
     DNS1123_SUBDOMAIN_MAX,
     DNS1123_SUBDOMAIN_RE,
-    LABEL_VALUE_RE,
-    label_key_problem,
 )
 from ansible_collections.kubehw.devices.plugins.module_utils._k8s_objects import (
     MANAGED_BY,
     MANAGED_BY_LABEL,
     ObjectTask,
     TaskFailed,
-    to_text,
+    label_map,
     update_body,
 )
 
@@ -554,17 +552,7 @@ class DeviceClassSpecError(ValueError):
 
 
 def _device_class_labels(mapping):
-    out = {}
-    for key, value in (mapping or {}).items():
-        problem = label_key_problem(key)
-        if problem:
-            raise DeviceClassSpecError("labels key %r: %s" % (key, problem))
-        text = to_text(value)
-        if len(text) > 63 or not LABEL_VALUE_RE.match(text):
-            raise DeviceClassSpecError(
-                "labels value %r of %r must be empty or at most 63 characters of letters, digits, '-', '_' or '.', "
-                "starting and ending with a letter or digit" % (text, key))
-        out[key] = text
+    out = label_map(mapping, "labels", DeviceClassSpecError)
     if MANAGED_BY_LABEL in out:
         raise DeviceClassSpecError("labels must not set %r: the module owns it (it marks what it created)"
                                    % MANAGED_BY_LABEL)

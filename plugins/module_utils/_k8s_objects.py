@@ -14,6 +14,7 @@ import copy
 import json
 
 from ansible_collections.kubehw.devices.plugins.module_utils._client import KubeHwError
+from ansible_collections.kubehw.devices.plugins.module_utils._k8s_names import LABEL_VALUE_RE, label_key_problem
 
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 MANAGED_BY = "kubehw.devices"
@@ -35,6 +36,23 @@ def to_text(value):
     if isinstance(value, bool):
         return "true" if value else "false"
     return "%s" % (value,)
+
+
+def label_map(mapping, what, error):
+    """A label map (labels, node selector) with string values, as the API stores it; raises error(message) naming
+    the first key or value that is not a valid label key or value, and the rule."""
+    out = {}
+    for key, value in (mapping or {}).items():
+        problem = label_key_problem(key)
+        if problem:
+            raise error("%s key %r: %s" % (what, key, problem))
+        text = to_text(value)
+        if len(text) > 63 or not LABEL_VALUE_RE.match(text):
+            raise error(
+                "%s value %r of %r must be empty or at most 63 characters of letters, digits, '-', '_' or '.', "
+                "starting and ending with a letter or digit" % (what, text, key))
+        out[key] = text
+    return out
 
 
 def managed_keys(obj, kind):

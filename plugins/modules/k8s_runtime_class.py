@@ -210,6 +210,7 @@ from ansible_collections.kubehw.devices.plugins.module_utils._k8s_objects import
     MANAGED_BY_LABEL,
     ObjectTask,
     TaskFailed,
+    label_map,
     run_object_module,
     to_text as _to_text,
     update_body,
@@ -239,22 +240,6 @@ class RuntimeClassSpecError(ValueError):
 
 
 # -- validation ------------------------------------------------------------------------------------
-
-def _check_label_map(mapping, what):
-    """Validate a label map and return it with string values (YAML may give booleans or numbers)."""
-    out = {}
-    for key, value in (mapping or {}).items():
-        problem = label_key_problem(key)
-        if problem:
-            raise RuntimeClassSpecError("%s key %r: %s" % (what, key, problem))
-        text = _to_text(value)
-        if len(text) > 63 or not LABEL_VALUE_RE.match(text):
-            raise RuntimeClassSpecError(
-                "%s value %r of %r must be empty or at most 63 characters of letters, digits, '-', '_' or '.', "
-                "starting and ending with a letter or digit" % (what, text, key))
-        out[key] = text
-    return out
-
 
 def _tolerations(entries):
     """Tolerations in the API's form, checked as the apiserver checks them; empty fields left out."""
@@ -334,7 +319,7 @@ def build(params):
         raise RuntimeClassSpecError(
             "handler %r must be a lowercase RFC 1123 DNS label (a-z, 0-9 and '-', at most 63 characters, starting "
             "and ending with a letter or digit), as the RuntimeClass API requires" % handler)
-    labels = _check_label_map(params.get("labels"), "labels")
+    labels = label_map(params.get("labels"), "labels", RuntimeClassSpecError)
     if MANAGED_BY_LABEL in labels:
         raise RuntimeClassSpecError("labels must not set %r: the module owns it (it marks what it created)"
                                     % MANAGED_BY_LABEL)
@@ -342,7 +327,7 @@ def build(params):
     desired = {"apiVersion": API_VERSION, "kind": "RuntimeClass",
                "metadata": {"name": name, "labels": labels}, "handler": handler}
     scheduling = {}
-    node_selector = _check_label_map(params.get("node_selector"), "node_selector")
+    node_selector = label_map(params.get("node_selector"), "node_selector", RuntimeClassSpecError)
     if node_selector:
         scheduling["nodeSelector"] = node_selector
     tolerations = _tolerations(params.get("tolerations"))
