@@ -430,7 +430,7 @@ def test_pytest_stages_group_slow_fixtures_and_the_reruns_skip_only_tests_that_m
     assert units.returncode == 0 and '--dist loadgroup' in units.stdout, units.stdout
     for path in ('tests/unit/roles/test_nvidia_driver.py', 'tests/unit/roles/test_runtime_config_tasks.py'):
         with open(os.path.join(ROOT, path)) as handle:
-            assert re.search(r"^pytestmark = pytest\.mark\.xdist_group\('[a-z_]+'\)$", handle.read(), re.M), path
+            assert re.search(r"^pytestmark = \[pytest\.mark\.xdist_group\('[a-z_]+'\), ", handle.read(), re.M), path
     # least-privilege and min-versions re-run the module suites but for the tests that fail before any
     # request: each deselected test exists and asserts that no request was made
     for stage in ('least-privilege', 'min-versions'):
