@@ -22,6 +22,11 @@ import sys
 import pytest
 import yaml
 
+# One xdist worker takes every test of this file (make's pytest stages run --dist loadgroup): the module-scoped
+# `applied` fixture is one ansible-playbook run that every worker given a test of this file would repeat; its
+# first test's budget holds that run on a loaded 2-core machine, as test_nvidia_driver's does.
+pytestmark = [pytest.mark.xdist_group('repo_keys'), pytest.mark.timeout(900)]
+
 COLLECTION_ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..', '..'))
 
 TASKS = """
@@ -128,7 +133,7 @@ def run_role(tmp, hosts, check_hosts):
     proc = subprocess.run(
         [playbook_cmd, '-i', os.path.join(tmp, 'inventory.yml'), os.path.join(tmp, 'playbook.yml')]
         ,
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=300, check=False, cwd=tmp)
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=900, check=False, cwd=tmp)
     records = {}
     for name in os.listdir(out):
         records[name[:-len('.json')]] = json.loads(read(os.path.join(out, name)))
