@@ -6,7 +6,10 @@ Starts tests/simcluster with tests/simcluster/examples/demo.yaml, runs
 did there (from the modules' results), shows per node what is advertised and allocatable and how
 the device-plugin rollout went, then proves scheduling with
 two pods: one asking for 2 dongles (bound to the dongle node) and one asking for more than any
-node has (Pending, with the scheduler's reason). Stops everything it started.
+node has (Pending, with the scheduler's reason). Then the same GPU nodes are served through Dynamic Resource
+Allocation: they are labelled for DRA, site.yml runs again with accelerator_node_allocation=dra (the device plugin
+is removed, NVIDIA's DRA driver preset rolled out), the devices each node published are listed, and a pod whose
+ResourceClaimTemplate asks for one GPU is scheduled with its claim allocated. Stops everything it started.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -28,6 +31,12 @@ INVENTORY = os.path.join(ROOT, "playbooks", "inventory", "demo", "hosts.yml")
 CALLBACKS = os.path.join(ROOT, "tests", "integration", "callback_plugins")
 DONGLE = "example.com/dongle"
 GPU = "nvidia.com/gpu"
+GPU_NODES = ("gpu-node-1", "gpu-node-2")
+ALLOCATION_LABEL = "kubehw.devices/gpu-allocation"
+# the main DeviceClass of the nvidia DRA driver preset (kubehw.devices.dra_driver_deploy)
+DRA_DEVICE_CLASS = "gpu.nvidia.com"
+# the roles' default namespaces of the device plugin and of the DRA driver; playbooks/rbac.yml creates them
+NAMESPACES = ("kubehw-device-plugins", "kubehw-dra-drivers")
 WIDTH = 78
 
 
@@ -59,7 +68,7 @@ def start_cluster(workdir):
     raise SystemExit("the simulated cluster did not start")
 
 
-def run_site(kubeconfig, workdir):
+def run_site(kubeconfig, workdir, extra=(), shown=""):
     env = dict(os.environ)
     for key in list(env):
         if key.startswith("K8S_AUTH_") or key == "KUBECONFIG":
@@ -70,13 +79,13 @@ def run_site(kubeconfig, workdir):
     env["ANSIBLE_LOCAL_TEMP"] = os.path.join(workdir, "tmp")
     env["ANSIBLE_CALLBACK_PLUGINS"] = CALLBACKS
     env["ANSIBLE_CALLBACKS_ENABLED"] = "kubehw_results"
-    results_file = os.path.join(workdir, "results.jsonl")
+    results_file = os.path.join(workdir, "results-%d.jsonl" % len(os.listdir(workdir)))
     env["KUBEHW_RESULTS_FILE"] = results_file
     playbook = os.path.join(os.path.dirname(sys.executable), "ansible-playbook")
     if not os.path.exists(playbook):
         playbook = "ansible-playbook"
-    cmd = [playbook, "-i", INVENTORY, "kubehw.devices.site", "-e", "kubehw_kubeconfig=%s" % kubeconfig]
-    say("$ ansible-playbook -i playbooks/inventory/demo/hosts.yml kubehw.devices.site")
+    cmd = [playbook, "-i", INVENTORY, "kubehw.devices.site", "-e", "kubehw_kubeconfig=%s" % kubeconfig] + list(extra)
+    say("$ ansible-playbook -i playbooks/inventory/demo/hosts.yml kubehw.devices.site%s" % shown)
     proc = subprocess.run(cmd, cwd=workdir, env=env, capture_output=True, text=True, timeout=900, check=False)
     recap = proc.stdout[proc.stdout.rfind("PLAY RECAP"):] if "PLAY RECAP" in proc.stdout else proc.stdout[-3000:]
     say(recap.rstrip())
@@ -274,28 +283,123 @@ def show_scheduling(core):
     say("(both demonstration pods deleted)")
 
 
+def ensure_namespaces(core):
+    existing = set(n["metadata"]["name"] for n in json.loads(core.list_namespace(_preload_content=False).data)["items"])
+    for name in NAMESPACES:
+        if name not in existing:
+            core.create_namespace({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}},
+                                  _preload_content=False)
+    say("(namespaces %s created first, as playbooks/rbac.yml does on a real cluster)" % " and ".join(NAMESPACES))
+
+
+def move_to_dra(core, kubeconfig, workdir):
+    rule("The same GPU nodes, served through DRA")
+    say("$ kubectl label node --overwrite %s %s=dra" % (" ".join(GPU_NODES), ALLOCATION_LABEL))
+    for node in GPU_NODES:
+        core.patch_node(node, {"metadata": {"labels": {ALLOCATION_LABEL: "dra"}}}, _preload_content=False)
+    extra = ["-e", "accelerator_node_allocation=dra", "-e", "accelerator_node_device_plugin_conflict=remove",
+             "-e", "accelerator_node_dra_extended_resource_name=%s" % GPU]
+    started = time.monotonic()
+    results = run_site(kubeconfig, workdir, ["--limit", "gpu_nodes"] + extra, " --limit gpu_nodes " + " ".join(extra))
+    say("site.yml took %.0fs" % (time.monotonic() - started))
+    driver = None
+    for _res, item in _module_results(results):
+        if "device_classes" in item and item.get("driver"):  # dra_driver_deploy
+            driver = item
+            meta = (item.get("daemonset") or {}).get("metadata") or {}
+            say("DRA driver %s: DaemonSet %s/%s %s; DeviceClasses %s; site.yml waited until %s" % (
+                item["driver"], meta.get("namespace"), meta.get("name"),
+                "rolled out" if item.get("changed") else "already as wanted",
+                ", ".join(item.get("device_classes") or []) or "-",
+                ", ".join("%s published %d" % (n.get("name"), n.get("device_count", len(n.get("devices") or [])))
+                          for n in item.get("nodes") or []) or "-"))
+        elif "pod" in item and item.get("node") in GPU_NODES:  # resource_smoke_test
+            say("smoke-test pod asked for %s: 1 and was scheduled on %s, served through DRA (the DeviceClass's"
+                " extendedResourceName)" % (GPU, item.get("node")))
+    return driver
+
+
+def show_daemonsets(apps):
+    names = ["%s/%s" % (d["metadata"]["namespace"], d["metadata"]["name"])
+             for d in json.loads(apps.list_daemon_set_for_all_namespaces(_preload_content=False).data)["items"]]
+    say("DaemonSets now: %s (the device plugin's was deleted: accelerator_node_device_plugin_conflict=remove)"
+        % (", ".join(names) or "none"))
+
+
+def show_dra_devices(custom):
+    rule("DRA: devices published per node (ResourceSlices)")
+    slices = custom.list_cluster_custom_object("resource.k8s.io", "v1", "resourceslices")["items"]
+    per_node = {}
+    for item in slices:
+        spec = item.get("spec") or {}
+        entry = per_node.setdefault(spec.get("nodeName"), [])
+        entry.extend((spec.get("driver"), spec.get("pool", {}).get("name"), d["name"]) for d in spec.get("devices") or [])
+    for node in sorted(per_node):
+        devices = per_node[node]
+        drivers = sorted(set(d[0] for d in devices))
+        say("%-12s %d devices published by %s: %s" % (node, len(devices), ", ".join(drivers),
+                                                      ", ".join(d[2] for d in devices)))
+
+
+def show_claim(core, custom, device_class):
+    rule("DRA: a pod whose claim is allocated")
+    template = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate", "metadata": {"name": "one-gpu"},
+                "spec": {"spec": {"devices": {"requests": [
+                    {"name": "gpu", "exactly": {"deviceClassName": device_class, "count": 1}}]}}}}
+    custom.create_namespaced_custom_object("resource.k8s.io", "v1", "default", "resourceclaimtemplates", template)
+    pod = {"apiVersion": "v1", "kind": "Pod",
+           "metadata": {"name": "claims-one-gpu", "labels": {"app.kubernetes.io/part-of": "kubehw-demo"}},
+           "spec": {"restartPolicy": "Never", "terminationGracePeriodSeconds": 0,
+                    "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}],
+                    "containers": [{"name": "app", "image": "registry.k8s.io/pause:3.10",
+                                    "resources": {"claims": [{"name": "gpu"}]}}]}}
+    core.create_namespaced_pod("default", pod, _preload_content=False)
+    text, bound = outcome(core, "claims-one-gpu")
+    say("pod claims-one-gpu (ResourceClaimTemplate one-gpu: 1 device of class %s)  ->  %s" % (device_class, text))
+    if bound:
+        bound = json.loads(core.read_namespaced_pod("claims-one-gpu", "default", _preload_content=False).data)
+        for status in (bound.get("status") or {}).get("resourceClaimStatuses") or []:
+            claim = custom.get_namespaced_custom_object("resource.k8s.io", "v1", "default", "resourceclaims",
+                                                        status["resourceClaimName"])
+            allocation = (claim.get("status") or {}).get("allocation") or {}
+            devices = ["%s/%s/%s" % (r["driver"], r["pool"], r["device"])
+                       for r in (allocation.get("devices") or {}).get("results") or []]
+            holders = ["%s/%s" % (r.get("resource"), r.get("name")) for r in (claim.get("status") or {}).get("reservedFor") or []]
+            say("claim %s allocated %s, reserved for %s" % (status["resourceClaimName"], ", ".join(devices) or "nothing",
+                                                            ", ".join(holders) or "nobody"))
+    core.delete_namespaced_pod("claims-one-gpu", "default", grace_period_seconds=0, _preload_content=False)
+    custom.delete_namespaced_custom_object("resource.k8s.io", "v1", "default", "resourceclaimtemplates", "one-gpu")
+    say("(pod and template deleted; the claim generated for the pod goes with it)")
+
+
 def main():
     from kubernetes import client, config
 
     rule("kubehw.devices demo")
     say("This demo runs against a SIMULATED Kubernetes cluster (tests/simcluster), started on")
     say("127.0.0.1 for the length of the demo: two GPU nodes with 4 and 8 simulated GPUs and one")
-    say("node with 2 USB dongles. Its kubelets, DaemonSet controller and scheduler are simulations;")
-    say("no container runs and no host is prepared (accelerator_node_host_setup is off).")
+    say("node with 2 USB dongles. Its kubelets, DaemonSet controller, DRA kubelet plugins and scheduler")
+    say("are simulations; no container runs and no host is prepared (accelerator_node_host_setup is off).")
+    say("First the GPUs are served by the device plugin, then the same nodes through DRA.")
     workdir = tempfile.mkdtemp(prefix="kubehw-demo-")
     os.makedirs(os.path.join(workdir, "tmp"))
     sim, url, kubeconfig = start_cluster(workdir)
     try:
         say("Simulated API server: %s" % url)
+        api = config.new_client_from_config(config_file=kubeconfig)
+        core, apps, custom = client.CoreV1Api(api), client.AppsV1Api(api), client.CustomObjectsApi(api)
         rule("site.yml")
+        ensure_namespaces(core)
         started = time.monotonic()
         results = run_site(kubeconfig, workdir)
         say("site.yml took %.0fs" % (time.monotonic() - started))
         show_node_report(results)
-        api = config.new_client_from_config(config_file=kubeconfig)
-        core, apps = client.CoreV1Api(api), client.AppsV1Api(api)
         show_nodes(core, apps)
         show_scheduling(core)
+        driver = move_to_dra(core, kubeconfig, workdir)
+        show_daemonsets(apps)
+        show_dra_devices(custom)
+        show_claim(core, custom, ((driver or {}).get("device_classes") or [DRA_DEVICE_CLASS])[0])
     finally:
         sim.send_signal(signal.SIGTERM)
         try:
@@ -306,6 +410,7 @@ def main():
     say("Write an inventory like playbooks/inventory/example/hosts.yml (groups gpu_nodes and")
     say("static_resource_nodes), then run the same playbook:")
     say("  ansible-playbook -i my-inventory.yml kubehw.devices.site -e kubehw_kubeconfig=~/.kube/config")
+    say("Moving node pools from the device plugin to DRA one at a time: docs/dra.md (migration).")
     say("The simulated cluster has been stopped.")
     return 0
 

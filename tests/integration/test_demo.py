@@ -10,10 +10,15 @@ import os
 import re
 import subprocess
 
+import pytest
+
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
+# two site.yml runs (device plugin, then DRA): about 40 s on a quiet machine, minutes on a loaded one
+@pytest.mark.timeout(600)
 def test_demo_runs_site_and_shows_scheduling(collections_path):
+    """Device plugin first, then the same nodes through DRA."""
     env = dict((k, v) for k, v in os.environ.items() if not k.startswith("K8S_AUTH_") and k != "KUBECONFIG")
     env["ANSIBLE_COLLECTIONS_PATH"] = collections_path
     proc = subprocess.run(["bash", os.path.join(REPO_ROOT, "scripts", "demo.sh")], cwd=REPO_ROOT, env=env,
@@ -39,6 +44,23 @@ def test_demo_runs_site_and_shows_scheduling(collections_path):
     assert re.search(r"wants-2-dongles .* ->  bound to dongle-node-1", out), out
     assert re.search(r"wants-3-dongles .* ->  Pending: 0/3 nodes are available: 3 Insufficient example.com/dongle\.",
                      out), out
+    # then the same GPU nodes through DRA: relabelled, site.yml with accelerator_node_allocation=dra removes the device
+    # plugin, rolls out NVIDIA's DRA driver preset, and each node publishes its GPUs; a pod's claim is allocated
+    dra = out[out.index("The same GPU nodes, served through DRA"):]
+    assert "$ kubectl label node --overwrite gpu-node-1 gpu-node-2 kubehw.devices/gpu-allocation=dra" in dra
+    assert re.search(r"^DRA driver gpu.nvidia.com: DaemonSet kubehw-dra-drivers/\S+ rolled out; DeviceClasses gpu.nvidia.com, mig.nvidia.com;"
+                     r" site.yml waited until gpu-node-1 published 4, gpu-node-2 published 8$", dra, re.M), dra
+    assert re.search(r"^smoke-test pod asked for nvidia.com/gpu: 1 and was scheduled on gpu-node-1, served through DRA",
+                     dra, re.M), dra
+    daemonsets = re.search(r"^DaemonSets now: (.*)$", dra, re.M).group(1)
+    assert "kubehw-dra-drivers/" in daemonsets and "device-plugin" not in daemonsets.split(" (")[0], daemonsets
+    assert re.search(r"^gpu-node-1\s+4 devices published by gpu.nvidia.com: gpu-0, gpu-1, gpu-2, gpu-3$", dra, re.M), dra
+    assert re.search(r"^gpu-node-2\s+8 devices published by gpu.nvidia.com: gpu-0, .*, gpu-7$", dra, re.M), dra
+    bound = re.search(r"^pod claims-one-gpu \(ResourceClaimTemplate one-gpu: 1 device of class gpu.nvidia.com\)  ->  "
+                      r"bound to (gpu-node-\d)$", dra, re.M)
+    assert bound, dra
+    assert re.search(r"^claim claims-one-gpu-gpu-\S+ allocated gpu.nvidia.com/%s/gpu-\d, reserved for pods/claims-one-gpu$"
+                     % bound.group(1), dra, re.M), dra
     assert "failed=0" in out and "failed=1" not in out
     assert "The simulated cluster has been stopped." in out
     # it stops what it started: no simulated cluster process is left behind

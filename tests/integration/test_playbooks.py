@@ -35,6 +35,15 @@ with open(os.path.join(REPO_ROOT, "tests", "simcluster", "examples", "demo.yaml"
 CONFIG["device_plugin_stop_grace"] = 3.0
 CONFIG["tokens"] = [{"token": TOKEN, "user": SA_USER,
                      "groups": ["system:serviceaccounts", "system:serviceaccounts:kubehw", "system:authenticated"]}]
+# A third GPU node, served through DRA: the label accelerator_node needs once a node of the play uses dra, and the
+# demo's GPU nodes labelled for the device plugin (the demo inventory alone leaves them unread).
+ALLOCATION_LABEL = "kubehw.devices/gpu-allocation"
+for _node in CONFIG["nodes"]:
+    if _node["name"].startswith("gpu-node-"):
+        _node["labels"] = dict(_node.get("labels") or {}, **{ALLOCATION_LABEL: "device-plugin"})
+CONFIG["nodes"].append({"name": "gpu-node-3", "labels": {"feature.node.kubernetes.io/pci-10de.present": "true",
+                                                         ALLOCATION_LABEL: "dra"},
+                        "inventory": {"nvidia.com/gpu": 2}})
 RECAP = re.compile(r"^(\S+)\s+: ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", re.M)
 
 pytestmark = pytest.mark.simcluster_config(CONFIG)
@@ -68,6 +77,32 @@ def play(collections_path, tmp_path, playbook, kubeconfig=None, check=False, env
     return proc, recap
 
 
+def dra_inventory(tmp_path, dra_hosts=("gpu-node-3",)):
+    """The demo inventory with a child group of gpu_nodes served through DRA (NVIDIA's DRA driver preset), whose
+    DeviceClass also serves pods that ask for nvidia.com/gpu."""
+    with open(INVENTORY) as f:
+        inventory = yaml.safe_load(f)
+    gpu_nodes = inventory["all"]["children"]["gpu_nodes"]
+    for host in dra_hosts:
+        gpu_nodes["hosts"].pop(host, None)
+    gpu_nodes.setdefault("children", {})["dra_gpu_nodes"] = {
+        "vars": {"accelerator_node_allocation": "dra", "accelerator_node_dra_extended_resource_name": "nvidia.com/gpu"},
+        "hosts": dict((host, None) for host in dra_hosts)}
+    path = tmp_path / ("inventory-%s.yml" % "-".join(dra_hosts))
+    path.write_text(yaml.safe_dump(inventory))
+    return str(path)
+
+
+def ensure_namespaces(cluster, names=("kubehw-device-plugins", "kubehw-dra-drivers")):
+    """The namespaces of the device plugin and of the DRA driver (the roles' defaults), which playbooks/rbac.yml
+    creates on a real cluster; site.yml expects them."""
+    existing = set(n["metadata"]["name"] for n in json.loads(cluster.core.list_namespace(_preload_content=False).data)["items"])
+    for name in names:
+        if name not in existing:
+            cluster.core.create_namespace({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}},
+                                          _preload_content=False)
+
+
 def node_statuses(cluster):
     """Every node's full status, minus the heartbeat times the kubelet moves on its own."""
     nodes = json.loads(cluster.core.list_node(_preload_content=False).data)["items"]
@@ -80,48 +115,109 @@ def node_statuses(cluster):
     return result
 
 
-# five playbook runs, and the teardown waits for the simulated kubelet's grace period
-@pytest.mark.timeout(600)
+# seven playbook runs, and the teardown waits for the simulated kubelet's grace period (a loaded machine: 3x)
+@pytest.mark.timeout(900)
 def test_site_check_run_rerun_verify_teardown(cluster, collections_path, tmp_path):
+    """The demo inventory plus gpu-node-3 in a child group with accelerator_node_allocation dra: the device plugin
+    serves gpu-node-1/2 (label device-plugin), NVIDIA's DRA driver gpu-node-3 (label dra), never both one node."""
     cluster.require_simulated("the demo inventory names simulated nodes and their simulated GPUs")
+    from kubernetes import client
+
+    custom = client.CustomObjectsApi(cluster.api_client)
+    ensure_namespaces(cluster)
     before = node_statuses(cluster)
+    inventory = dra_inventory(tmp_path)
+
+    # gpu-node-2 set to dra while labelled for the device plugin: refused before any write, naming it
+    mark = cluster.mark()
+    proc, recap = play(collections_path, tmp_path, "site", cluster.kubeconfig, check=True,
+                       inventory=dra_inventory(tmp_path, ("gpu-node-2", "gpu-node-3")))
+    assert proc.returncode != 0
+    assert "Not labelled %s=dra but set to dra: gpu-node-2 (kubectl label" % ALLOCATION_LABEL in proc.stdout, \
+        proc.stdout[-4000:]
+    assert cluster.writes(mark) == []
 
     mark = cluster.mark()
-    proc, recap = play(collections_path, tmp_path, "site", cluster.kubeconfig, check=True)
+    proc, recap = play(collections_path, tmp_path, "site", cluster.kubeconfig, check=True, inventory=inventory)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
-    assert cluster.writes(mark) == [], "check mode wrote: %r" % cluster.writes(mark)
-    # gpu-node-1 carries the run-once tasks: the RuntimeClass nvidia and the device plugin DaemonSet
-    assert recap["dongle-node-1"]["changed"] == 1 and recap["gpu-node-1"]["changed"] == 2, recap
+    # the DeviceClass with extendedResourceName is validated by a server-side dry run, which stores nothing
+    stored = [w for w in cluster.writes(mark) if (w.get("query") or {}).get("dryRun") != "All"]
+    assert stored == [], "check mode wrote: %r" % stored
+    assert set(w["path"] for w in cluster.writes(mark) if w not in stored) == {"/apis/resource.k8s.io/v1/deviceclasses"}
+    # the run-once tasks (RuntimeClass nvidia, device plugin DaemonSet, DRA driver) count on the first host only
+    assert recap["dongle-node-1"]["changed"] == 1, recap
+    assert sum(recap[h]["changed"] for h in ("gpu-node-1", "gpu-node-2", "gpu-node-3")) == 3, recap
 
-    proc, recap = play(collections_path, tmp_path, "site", cluster.kubeconfig)
+    mark = cluster.mark()
+    proc, recap = play(collections_path, tmp_path, "site", cluster.kubeconfig, inventory=inventory)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     after_site = node_statuses(cluster)
     assert after_site["dongle-node-1"]["capacity"]["example.com/dongle"] == "2"
     assert after_site["dongle-node-1"]["allocatable"]["example.com/dongle"] == "2"
     assert after_site["gpu-node-1"]["allocatable"]["nvidia.com/gpu"] == "4"
     assert after_site["gpu-node-2"]["allocatable"]["nvidia.com/gpu"] == "8"
+    # gpu-node-3 is served by DRA alone: no device plugin resource, its 2 GPUs published in a ResourceSlice
+    assert "nvidia.com/gpu" not in after_site["gpu-node-3"].get("allocatable", {}), after_site["gpu-node-3"]
+    slices = custom.list_cluster_custom_object("resource.k8s.io", "v1", "resourceslices")["items"]
+    published = dict(((s["spec"]["nodeName"], s["spec"]["driver"]), len(s["spec"].get("devices") or []))
+                     for s in slices)
+    assert published == {("gpu-node-3", "gpu.nvidia.com"): 2}, published
+    classes = custom.list_cluster_custom_object("resource.k8s.io", "v1", "deviceclasses")["items"]
+    assert "nvidia.com/gpu" in [c["spec"].get("extendedResourceName") for c in classes], classes
+    pods = json.loads(cluster.core.list_pod_for_all_namespaces(_preload_content=False).data)["items"]
+    serving = sorted((p["spec"].get("nodeName"), p["metadata"]["namespace"]) for p in pods
+                     if p["spec"].get("nodeName", "").startswith("gpu-node-"))
+    # one plugin pod on each device-plugin node, one DRA kubelet plugin pod on the DRA node, nothing else
+    assert [node for node, _ns in serving] == ["gpu-node-1", "gpu-node-2", "gpu-node-3"], serving
+    # two smoke-test pods asked for nvidia.com/gpu: one on gpu-node-1 (the plugin), one on gpu-node-3 (DRA, through
+    # the DeviceClass's extendedResourceName)
+    smoke = [json.loads(w["body"]) for w in cluster.writes(mark) if w["method"] == "POST" and w["path"].endswith("/pods")]
+    smoke_nodes = sorted(n for p in smoke for n in ("gpu-node-1", "gpu-node-2", "gpu-node-3") if n in json.dumps(p["spec"]))
+    assert smoke_nodes == ["gpu-node-1", "gpu-node-3"], smoke
+    assert all(c["resources"]["limits"] == {"nvidia.com/gpu": "1"} for p in smoke for c in p["spec"]["containers"]), smoke
     # the plugin's resource is the kubelet's business: site.yml never patched GPU nodes itself
     assert not [w for w in cluster.writes(mark) if "/nodes/gpu-node" in w["path"]]
 
     mark = cluster.mark()
-    proc, recap = play(collections_path, tmp_path, "site", cluster.kubeconfig)
+    proc, recap = play(collections_path, tmp_path, "site", cluster.kubeconfig, inventory=inventory)
     assert proc.returncode == 0, proc.stdout[-4000:]
     assert all(host["changed"] == 0 for host in recap.values()), recap
-    # the only writes of a second run are the smoke-test pod's create and delete
+    # the only writes of a second run are the two smoke-test pods' create and delete
     writes = [(w["method"], w["path"]) for w in cluster.writes(mark)]
     assert all("/pods" in write[1] for write in writes), writes
-    assert sorted(write[0] for write in writes) == ["DELETE", "POST"], writes
+    assert sorted(write[0] for write in writes) == ["DELETE", "DELETE", "POST", "POST"], writes
 
-    proc = play(collections_path, tmp_path, "verify", cluster.kubeconfig)[0]
+    proc = play(collections_path, tmp_path, "verify", cluster.kubeconfig, inventory=inventory)[0]
     assert proc.returncode == 0, proc.stdout[-4000:]
     assert "dongle-node-1: Ready=True advertised={'example.com/dongle': '2'}" in proc.stdout
     assert "gpu-node-2: Ready=True advertised={'nvidia.com/gpu': '8'}" in proc.stdout
+    assert "gpu-node-3: DRA devices 2 (gpu.nvidia.com: gpu-0, gpu-1) claims allocated here: none" in proc.stdout, \
+        proc.stdout[-4000:]
+
+    # every GPU node labelled and set to dra while the device plugin's DaemonSet still runs: refused, nothing written
+    def label(nodes, value):
+        for node in nodes:
+            cluster.core.patch_node(node, {"metadata": {"labels": {ALLOCATION_LABEL: value}}}, _preload_content=False)
+    label(("gpu-node-1", "gpu-node-2"), "dra")
+    try:
+        mark = cluster.mark()
+        proc = play(collections_path, tmp_path, "site", cluster.kubeconfig,
+                    inventory=dra_inventory(tmp_path, ("gpu-node-1", "gpu-node-2", "gpu-node-3")))[0]
+        assert proc.returncode != 0
+        assert re.search(r"Refusing to roll out the DRA driver: the DaemonSet of the nvidia device plugin \(.+\) still exists "
+                         r"and would serve the same devices on gpu-node-1, gpu-node-2, gpu-node-3\.", proc.stdout), \
+            proc.stdout[-4000:]
+        assert cluster.writes(mark) == []
+    finally:
+        label(("gpu-node-1", "gpu-node-2"), "device-plugin")
 
     mark = cluster.mark()
-    proc, recap = play(collections_path, tmp_path, "teardown", cluster.kubeconfig,
+    proc, recap = play(collections_path, tmp_path, "teardown", cluster.kubeconfig, inventory=inventory,
                        extra_vars={"kubehw_teardown_poll_interval": 1})
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     assert cluster.apps.list_daemon_set_for_all_namespaces().items == []
+    assert custom.list_cluster_custom_object("resource.k8s.io", "v1", "resourceslices")["items"] == []
+    assert custom.list_cluster_custom_object("resource.k8s.io", "v1", "deviceclasses")["items"] == []
     # the key was removed after the kubelet had written "0", so nothing brings it back: past the kubelet's
     # grace period and a status sync, the nodes are as before site.yml (no nvidia.com/gpu, not even "0")
     removals = [w for w in cluster.writes(mark) if w["path"].startswith("/api/v1/nodes/gpu-node")]
@@ -218,6 +314,7 @@ def test_job_template_survey_strings_and_become_without_sudo(cluster, collection
     cluster.require_simulated("the demo inventory names simulated nodes")
     import ansible_runner
 
+    ensure_namespaces(cluster)
     template, answers = survey_answers("kubehw.devices site", {"accelerator_node_smoke_test": "false"})
     assert template["become_enabled"] is True
     assert answers["accelerator_node_smoke_test"] == "false" and answers["accelerator_node_install_driver"] == "true"

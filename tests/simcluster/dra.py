@@ -820,14 +820,14 @@ class _Evaluator:
         if field not in ("attributes", "capacity"):
             raise _Unsupported(field)
         self.take("[")
-        domain = json.loads(self.take()[1])
+        domain = self.operand()  # a string literal, in single or double quotes as CEL allows
         self.take("]")
         if self.peek()[1] == ".":
             self.take()
             name = self.take()[1]
         else:
             self.take("[")
-            name = json.loads(self.take()[1])
+            name = self.operand()
             self.take("]")
         entries = self.device.get(field) or {}
         entry = entries.get("%s/%s" % (domain, name))
