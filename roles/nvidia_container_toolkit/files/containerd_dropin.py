@@ -45,7 +45,7 @@ CRI_RUNTIME_PLUGIN = {
 }
 # Deprecated tables that containerd 1.x dumps with empty values; copying them only adds warnings.
 DEPRECATED_RUNTIME_TABLES = ('default_runtime', 'untrusted_workload_runtime')
-BARE_KEY = re.compile(r'^[A-Za-z0-9_-]+$')
+BARE_KEY = re.compile(r'[A-Za-z0-9_-]+')  # the whole key, with fullmatch
 
 
 class DropinError(Exception):
@@ -53,7 +53,7 @@ class DropinError(Exception):
 
 
 def _key(name):
-    return name if BARE_KEY.match(name) else json.dumps(name)
+    return name if BARE_KEY.fullmatch(name) else json.dumps(name)
 
 
 def _value(value):

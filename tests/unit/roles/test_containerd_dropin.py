@@ -209,6 +209,12 @@ def test_keys_and_strings_that_need_quoting_round_trip():
     assert tomllib.loads(dropin.to_toml(data)) == data
 
 
+def test_a_key_ending_in_a_newline_is_quoted_not_written_bare():
+    """A bare key must be the whole name: 'runc\\n' written bare breaks the drop-in ('$' matched before the newline)."""
+    data = {"plugins": {"runc\n": {"on": True}}}
+    assert tomllib.loads(dropin.to_toml(data)) == data
+
+
 FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "containerd")
 
 
