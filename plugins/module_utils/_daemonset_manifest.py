@@ -59,8 +59,8 @@ WAIT_MODES = ("none", "rollout", "resource")
 # kube-proxy, the CNI or CoreDNS (playbooks/rbac.yml creates it and scopes the RBAC to it).
 DEFAULT_NAMESPACE = "kubehw-device-plugins"
 
-_PERCENT_RE = re.compile(r"^[0-9]+%$")
-_ENV_NAME_RE = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
+_PERCENT_RE = re.compile(r"[0-9]+%")  # used with fullmatch
+_ENV_NAME_RE = re.compile(r"[-._a-zA-Z][-._a-zA-Z0-9]*")  # used with fullmatch
 
 
 class DaemonSetSpecError(ValueError):
@@ -87,7 +87,7 @@ def configmap_name(ds_name):
     return "%s-config" % ds_name
 
 
-def _hash(data):
+def content_hash(data):
     return hashlib.sha256(json.dumps(data, sort_keys=True, separators=(",", ":")).encode("utf-8")).hexdigest()[:16]
 
 
@@ -129,7 +129,7 @@ def _check_resource_name(name, what):
         raise DaemonSetSpecError("%s %r is not a valid extended resource name: %s" % (what, name, problem))
 
 
-def _check_dns_label(value, what):
+def check_dns_label(value, what):
     if not isinstance(value, str) or len(value) > 63 or not DNS1123_LABEL_RE.match(value):
         raise DaemonSetSpecError(
             "%s %r must be a lowercase RFC 1123 DNS label (a-z, 0-9 and '-', at most 63 characters, "
@@ -147,6 +147,14 @@ def _check_label_map(labels, what):
                 "starting and ending with a letter or digit" % (value, key))
 
 
+def check_env_names(env):
+    """Refuse container environment variable names the rule below does not allow (both DaemonSet modules)."""
+    for key in env or {}:
+        if not _ENV_NAME_RE.fullmatch(key):
+            raise DaemonSetSpecError("env name %r must consist of letters, digits, '_', '-' or '.', "
+                                     "and must not start with a digit" % key)
+
+
 def _int_or_percent(value, what):
     if isinstance(value, bool):
         raise DaemonSetSpecError("%s %r must be a whole number or a percentage such as '25%%'" % (what, value))
@@ -162,7 +170,7 @@ def _int_or_percent(value, what):
     raise DaemonSetSpecError("%s %r must be a whole number or a percentage such as '25%%'" % (what, value))
 
 
-def _positive_int(value, what, minimum=1):
+def positive_int(value, what, minimum=1):
     if isinstance(value, bool):
         raise DaemonSetSpecError("%s %r must be a whole number >= %d" % (what, value, minimum))
     if isinstance(value, str) and value.strip().isdigit():
@@ -185,16 +193,16 @@ def validate(params):
     if state == "absent":
         if not name:
             raise DaemonSetSpecError("state=absent needs name, or a preset other than custom to take its default name")
-        _check_dns_label(name, "name")
-        _check_dns_label(params.get("namespace") or DEFAULT_NAMESPACE, "namespace")
+        check_dns_label(name, "name")
+        check_dns_label(params.get("namespace") or DEFAULT_NAMESPACE, "namespace")
         return
     if preset not in PRESETS:
         raise DaemonSetSpecError("preset %r must be one of %s" % (preset, ", ".join(PRESET_NAMES)))
     if not name:
         raise DaemonSetSpecError("preset=custom needs name")
     # A DaemonSet name becomes part of pod names and of the selector label value.
-    _check_dns_label(name, "name")
-    _check_dns_label(params.get("namespace") or DEFAULT_NAMESPACE, "namespace")
+    check_dns_label(name, "name")
+    check_dns_label(params.get("namespace") or DEFAULT_NAMESPACE, "namespace")
 
     for key in NVIDIA_ONLY:
         if preset != "nvidia" and _given(params, key):
@@ -242,7 +250,7 @@ def validate(params):
         ts = params.get("time_slicing") or {}
         for res, replicas in (ts.get("replicas") or {}).items():
             _check_resource_name(res, "time_slicing.replicas key")
-            _positive_int(replicas, "time_slicing.replicas[%s]" % res, minimum=1)
+            positive_int(replicas, "time_slicing.replicas[%s]" % res, minimum=1)
         if (ts.get("rename_by_default") or ts.get("fail_requests_greater_than_one")) and not ts.get("replicas"):
             raise DaemonSetSpecError("time_slicing options need time_slicing.replicas (which resources to share)")
         if params.get("mig_strategy") == "mixed" and params.get("wait") == "resource" and not params.get("resource_names"):
@@ -257,7 +265,7 @@ def validate(params):
     for res in params.get("resource_names") or []:
         _check_resource_name(res, "resource_names entry")
     if params.get("min_count") is not None:
-        _positive_int(params["min_count"], "min_count", minimum=0)
+        positive_int(params["min_count"], "min_count", minimum=0)
 
     strategy = params.get("update_strategy") or {}
     stype = strategy.get("type") or "RollingUpdate"
@@ -285,10 +293,7 @@ def validate(params):
     for reserved in (RESOURCES_ANNOTATION, CONFIG_HASH_ANNOTATION, APPLIED_HASH_ANNOTATION, MANAGED_KEYS_ANNOTATION):
         if reserved in (params.get("annotations") or {}):
             raise DaemonSetSpecError("annotations must not set %r: the module computes it" % reserved)
-    for key in (params.get("env") or {}):
-        if not _ENV_NAME_RE.fullmatch(key):
-            raise DaemonSetSpecError("env name %r must consist of letters, digits, '_', '-' or '.', "
-                                     "and must not start with a digit" % key)
+    check_env_names(params.get("env"))
     for index, host_path in enumerate(params.get("host_paths") or []):
         if not host_path.get("path", "").startswith("/"):
             raise DaemonSetSpecError("host_paths[%d].path %r must be an absolute path" % (index, host_path.get("path")))
@@ -335,7 +340,7 @@ def _check_generic_device(device, index, domain):
             raise DaemonSetSpecError("devices[%d].groups[%d] (%s) has both paths and usb: the generic device plugin "
                                      "takes one kind per group; make two groups" % (index, gindex, dev_name))
         if group.get("count") is not None:
-            _positive_int(group["count"], "devices[%d].groups[%d].count" % (index, gindex), minimum=1)
+            positive_int(group["count"], "devices[%d].groups[%d].count" % (index, gindex), minimum=1)
 
 
 # -- building -------------------------------------------------------------------------------------
@@ -404,7 +409,7 @@ def _preset_args(params):
     return list(PRESETS[preset]["args"])
 
 
-def _env_list(preset_env, user_env):
+def env_list(preset_env, user_env):
     env = [copy.deepcopy(e) for e in preset_env]
     index = dict((e["name"], i) for i, e in enumerate(env))
     for key in sorted(user_env or {}):
@@ -417,7 +422,7 @@ def _env_list(preset_env, user_env):
     return env
 
 
-def _default_affinity(terms):
+def default_affinity(terms):
     """Required node affinity: any of the terms (ORed), each term's labels all (ANDed)."""
     return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
         {"matchExpressions": [{"key": key, "operator": "In", "values": [value]} for key, value in term]}
@@ -486,9 +491,9 @@ def build(params):
         volumes.append({"name": "plugin-config", "configMap": {"name": configmap_name(name)}})
         mounts.append({"name": "plugin-config", "mountPath": NVIDIA_CONFIG_DIR, "readOnly": True})
         env_extra = dict(nvidia_env(params), CONFIG_FILE="%s/%s" % (NVIDIA_CONFIG_DIR, NVIDIA_CONFIG_KEY))
-        pod_annotations[CONFIG_HASH_ANNOTATION] = _hash(text)
+        pod_annotations[CONFIG_HASH_ANNOTATION] = content_hash(text)
 
-    env = _env_list(preset["env"], dict(env_extra, **(params.get("env") or {})))
+    env = env_list(preset["env"], dict(env_extra, **(params.get("env") or {})))
     if env:
         container["env"] = env
     if params.get("resources"):
@@ -520,7 +525,7 @@ def build(params):
     if params.get("affinity"):
         pod_spec["affinity"] = copy.deepcopy(params["affinity"])
     elif not params.get("node_selector") and preset["node_terms"]:
-        pod_spec["affinity"] = _default_affinity(preset["node_terms"])
+        pod_spec["affinity"] = default_affinity(preset["node_terms"])
     if params.get("service_account"):
         pod_spec["serviceAccountName"] = params["service_account"]
     runtime_class = params.get("runtime_class_name")
@@ -571,7 +576,7 @@ def build(params):
     meta["annotations"][MANAGED_KEYS_ANNOTATION] = json.dumps(
         {"labels": sorted(meta["labels"]), "annotations": sorted(meta["annotations"]) + [MANAGED_KEYS_ANNOTATION]},
         sort_keys=True, separators=(",", ":"))
-    meta["annotations"][APPLIED_HASH_ANNOTATION] = _hash(
+    meta["annotations"][APPLIED_HASH_ANNOTATION] = content_hash(
         {"spec": daemonset["spec"], "labels": meta["labels"], "annotations": meta["annotations"]})
     return daemonset, configmap, resources
 

@@ -283,14 +283,13 @@ from ansible_collections.kubehw.devices.plugins.module_utils._daemonset_manifest
     COMPONENT_LABEL,
     NAME_LABEL,
     DaemonSetSpecError,
+    check_dns_label,
+    check_env_names,
+    content_hash,
+    default_affinity,
+    env_list,
 )
-from ansible_collections.kubehw.devices.plugins.module_utils._daemonset_manifest import (
-    _check_dns_label as check_dns_label,
-    _default_affinity as default_affinity,
-    _env_list as env_list,
-    _hash as content_hash,
-    _positive_int as whole_number,
-)
+from ansible_collections.kubehw.devices.plugins.module_utils._daemonset_manifest import positive_int as whole_number
 from ansible_collections.kubehw.devices.plugins.module_utils._k8s_names import LABEL_VALUE_RE, label_key_problem
 from ansible_collections.kubehw.devices.plugins.module_utils._k8s_objects import TaskFailed
 
@@ -326,10 +325,7 @@ def validate(params):
                                      "'-', '_' or '.', starting and ending with a letter or digit" % (text, key))
     for index, toleration in enumerate(params.get("tolerations") or []):
         _check_toleration(index, toleration)
-    for key in params.get("env") or {}:
-        if not manifest._ENV_NAME_RE.fullmatch(key):  # pylint: disable=protected-access
-            raise DaemonSetSpecError("env name %r must consist of letters, digits, '_', '-' or '.', and must not "
-                                     "start with a digit" % key)
+    check_env_names(params.get("env"))
     if params.get("min_count") is not None:
         params["min_count"] = whole_number(params["min_count"], "min_count", minimum=0)
     if params.get("wait_timeout") is not None:
@@ -593,7 +589,7 @@ class DraDriverDeploy(object):
                            rbac={"mode": self.params["rbac"],
                                  "service_account": "%s/%s" % (self.namespace, self.name),
                                  "cluster_role": self.name, "cluster_role_binding": self.name})
-        self.diffs = []
+        self.diff = []  # one entry per object written, as objects.report_task shows them
         self.warnings = []
         self.deadline = None
 
@@ -635,8 +631,8 @@ class DraDriverDeploy(object):
 
     def _add_diff(self, kind, name, before, after):
         header = "%s %s" % (kind, name)
-        self.diffs.append(dict(before_header=header, after_header=header,
-                               before=objects.clean(before) or {}, after=objects.clean(after) or {}))
+        self.diff.append(dict(before_header=header, after_header=header,
+                              before=objects.clean(before) or {}, after=objects.clean(after) or {}))
 
     def _changed(self, kind, name):
         self.result["changed"] = True
@@ -774,7 +770,7 @@ class DraDriverDeploy(object):
             task = dra.manage_device_class(self.api, params, self.check_mode)
             self.warnings.extend(task.warnings)
             if task.diff:
-                self.diffs.append(task.diff)
+                self.diff.append(task.diff)
             if task.result.get("changed"):
                 self._changed("DeviceClass", params["name"])
 
@@ -980,15 +976,7 @@ def main():
             task.absent()
     except (KubeHwError, TaskFailed) as err:
         error = err
-    result = dict(task.result) if task is not None else dict(changed=False)
-    if task is not None and module._diff and task.diffs:
-        result["diff"] = task.diffs
-    for text in (task.warnings if task is not None else []):
-        module.warn(text)
-    if error is not None:
-        module.fail_json(msg=error.msg, status=getattr(error, "status", None),
-                         reason=getattr(error, "reason", None), **result)
-    module.exit_json(**result)
+    objects.report_task(module, task, error)
 
 
 if __name__ == "__main__":
