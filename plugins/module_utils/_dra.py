@@ -653,7 +653,8 @@ class DeviceClassTask(ObjectTask):
         return result
 
     def run(self, desired):
-        self.version = self.api.discover()
+        # A DraApi that has discovered (dra_driver_deploy's, before its classes) keeps that version: one GET /apis a run
+        self.version = self.api.version or self.api.discover()
         self.wants = desired is not None
         super(DeviceClassTask, self).run(desired)
 

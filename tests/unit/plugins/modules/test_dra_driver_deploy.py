@@ -309,11 +309,13 @@ class FakeDra(object):
         self.classes = classes or {}
         self.writes = []
         self.dry_runs = []
+        self.discoveries = 0
 
     def served_versions(self):
         return ["v1"]
 
     def discover(self):
+        self.discoveries += 1
         self.version = "v1"
         return "v1"
 
@@ -391,6 +393,8 @@ def test_check_mode_predicts_every_object_and_writes_nothing(fakes, capsys):
     assert [c for c in api.calls if c[0] == "write"] == [] and dra_api.writes == []
     # the DeviceClass is validated as dra_device_class does in check mode: a server-side dry run
     assert dra_api.dry_runs == [("create", "deviceclasses", "gpu.example.com")]
+    # the served version is discovered once a run, not again for each DeviceClass (one GET /apis)
+    assert dra_api.discoveries == 1
 
 
 def test_a_foreign_device_class_is_left_alone_with_a_warning(fakes, capsys):
