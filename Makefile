@@ -22,7 +22,7 @@ PYTEST_OPTS := -p no:cacheprovider --durations=10 --dist loadgroup
 # PYTEST_JOBS=0 runs in one process (easier to debug).
 PYTEST_JOBS ?= 2
 
-.PHONY: help setup sanity units integration least-privilege min-versions lint roles test demo clean
+.PHONY: help setup sanity units integration min-versions lint roles test demo clean
 
 # Colour only on a terminal. When a recipe's stdout is a file or a pipe (`make test > log`, CI) every
 # tool is told: NO_COLOR (molecule, ansible-lint and other rich/click tools), PY_COLORS (pytest),
@@ -30,12 +30,13 @@ PYTEST_JOBS ?= 2
 # forces colour on them whenever TERM names an xterm, tty or not).
 PLAIN := if [ ! -t 1 ]; then export NO_COLOR=1 PY_COLORS=0 ANSIBLE_NOCOLOR=1 ANSIBLE_FORCE_COLOR=0; fi;
 
-# The module integration suites: run as the least-privilege identity and with the minimum versions.
+# The module integration suites, run again with the minimum versions (in every run their modules act as the
+# least-privilege identity: LEAST_PRIVILEGE_SUITES in tests/integration/conftest.py).
 MODULE_SUITES := tests/integration/test_k8s_node_extended_resource.py tests/integration/test_device_plugin_deploy.py \
 	tests/integration/test_info_and_smoke_test.py
 # Tests of those suites that fail before any API request (each asserts on the simulated cluster that
 # no request was made): neither the identity the modules run as nor the client library's version can
-# change their outcome, so least-privilege and min-versions leave them to `make integration`.
+# change their outcome, so min-versions leaves them to `make integration`.
 BEFORE_ANY_REQUEST := \
 	tests/integration/test_k8s_node_extended_resource.py::test_invalid_inputs_fail_without_any_request \
 	tests/integration/test_k8s_node_extended_resource.py::test_empty_targets_never_widen_to_every_node \
@@ -53,14 +54,14 @@ ROLES_JOBS ?= 2
 # `make help` is the list of targets; tests/test_ci_tooling.py checks the README names the same ones.
 help:
 	@echo "make demo          set up, start the simulated cluster, run site.yml against it, say per node what it did"
-	@echo "make test          every stage below (setup, sanity, units, integration, least-privilege, min-versions,"
-	@echo "                   lint, roles; roles beside the others, each log printed whole in this order), then a"
-	@echo "                   summary table ending with 'N passed, N failed'"
+	@echo "make test          every stage below (setup, sanity, units, integration, min-versions, lint, roles;"
+	@echo "                   roles beside the others, each log printed whole in this order), then a summary"
+	@echo "                   table ending with 'N passed, N failed'"
 	@echo "make setup         .venv with pinned tools, Debian packages (system-wide, as root), test collections"
 	@echo "make sanity        ansible-test sanity on a copy of the checkout (no ignore file)"
 	@echo "make units         pytest tests/unit, the build/install test and the CI tooling tests"
-	@echo "make integration   pytest tests/integration tests/simcluster (simulated cluster unless KUBECONFIG is set)"
-	@echo "make least-privilege  the module integration suites as the least-privilege identity (rbac.yaml.j2)"
+	@echo "make integration   pytest tests/integration tests/simcluster (simulated cluster unless KUBECONFIG is set);"
+	@echo "                   the module suites' modules run as the least-privilege identity of rbac.yaml.j2"
 	@echo "make min-versions  plugin unit tests and module integration suites with the minimum kubernetes, urllib3 and"
 	@echo "                   jsonpatch of meta/ee-requirements.txt (venv in .cache/min-versions)"
 	@echo "make lint          ansible-lint --profile production"
@@ -90,12 +91,6 @@ units:
 
 integration:
 	$(call run_pytest,integration,tests/integration tests/simcluster)
-
-# The module suites again, with the modules running as the least-privilege identity of
-# playbooks/templates/rbac.yaml.j2 (a token bound only to it), so a missing permission fails here.
-least-privilege: export KUBEHW_IDENTITY := least-privilege
-least-privilege:
-	$(call run_pytest,least-privilege,$(MODULE_SUITES_OPTS))
 
 # The declared floors, not the pinned tools: meta/ee-requirements.txt's minimum kubernetes, urllib3 and
 # jsonpatch installed exactly (==) in their own venv, with the other test tools from requirements-dev.txt.

@@ -2,7 +2,7 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """`make test`: run every stage, keep going past failures, then summarise.
 
-Stages: setup, sanity, units, integration, least-privilege, min-versions, lint, roles (each is `make <stage>`). The last line
+Stages: setup, sanity, units, integration, min-versions, lint, roles (each is `make <stage>`). The last line
 printed is ``N passed, N failed`` where N counts pytest test cases of the pytest stages (read
 from their JUnit XML) plus one per non-pytest check (sanity, lint, each molecule scenario).
 A stage that breaks without reporting test cases (pytest exit 5 "no tests collected", a
@@ -36,13 +36,13 @@ import time
 import xml.etree.ElementTree as ET
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PYTEST_STAGES = ('units', 'integration', 'least-privilege', 'min-versions')
-STAGES = ('setup', 'sanity', 'units', 'integration', 'least-privilege', 'min-versions', 'lint', 'roles')
+PYTEST_STAGES = ('units', 'integration', 'min-versions')
+STAGES = ('setup', 'sanity', 'units', 'integration', 'min-versions', 'lint', 'roles')
 # After setup, these lanes run at the same time; a lane runs its stages in the order given. The roles
 # lane is mostly waiting (downloads, dpkg's fsyncs, systemd boots; measured CPU in README), the other
 # lane is CPU-bound pytest, sanity and lint: side by side they fill the two cores of a CI machine.
 LANES = (
-    ('sanity', 'units', 'integration', 'least-privilege', 'min-versions', 'lint'),
+    ('sanity', 'units', 'integration', 'min-versions', 'lint'),
     ('roles',),
 )
 PYTEST_EXIT_MEANING = {

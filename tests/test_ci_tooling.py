@@ -379,11 +379,11 @@ def test_roles_stage_log_has_no_colour_codes_when_not_on_a_terminal(tmp_path):
 
 def test_summary_columns_are_as_wide_as_their_content(tmp_path, monkeypatch):
     stages = []
-    for name in ('units', 'least-privilege', 'min-versions'):
+    for name in ('units', 'integration', 'min-versions'):
         stages.append(run_stage(name, str(tmp_path), monkeypatch, fake_make(str(tmp_path), pytest_rc=0, xml=junit(1234))))
     lines, _ok = run_tests.summary(stages)
     table = lines[2:-1]
-    assert [line.split()[0] for line in table] == ['stage', 'units', 'least-privilege', 'min-versions', 'total']
+    assert [line.split()[0] for line in table] == ['stage', 'units', 'integration', 'min-versions', 'total']
     # text columns start, number columns end, where their heading does, on every row
     header = table[0]
     for line in table[1:]:
@@ -431,19 +431,41 @@ def test_pytest_stages_group_slow_fixtures_and_the_reruns_skip_only_tests_that_m
     for path in ('tests/unit/roles/test_nvidia_driver.py', 'tests/unit/roles/test_runtime_config_tasks.py'):
         with open(os.path.join(ROOT, path)) as handle:
             assert re.search(r"^pytestmark = \[pytest\.mark\.xdist_group\('[a-z_]+'\), ", handle.read(), re.M), path
-    # least-privilege and min-versions re-run the module suites but for the tests that fail before any
-    # request: each deselected test exists and asserts that no request was made
-    for stage in ('least-privilege', 'min-versions'):
-        proc = _make('-n', stage)
-        assert proc.returncode == 0, proc.stdout
-        deselected = re.findall(r'--deselect (\S+)', proc.stdout.splitlines()[-1])
-        assert len(deselected) == 4, proc.stdout
-        for node in deselected:
-            path, name = node.split('::')
-            with open(os.path.join(ROOT, path)) as handle:
-                source = handle.read()
-            body = re.search(r'^def %s\(.*?(?=^\S)' % name, source, re.M | re.S)
-            assert body and 'cluster.requests(mark) == []' in body.group(0), node
+    # min-versions re-runs the module suites but for the tests that fail before any request: each
+    # deselected test exists and asserts that no request was made
+    proc = _make('-n', 'min-versions')
+    assert proc.returncode == 0, proc.stdout
+    deselected = re.findall(r'--deselect (\S+)', proc.stdout.splitlines()[-1])
+    assert len(deselected) == 4, proc.stdout
+    for node in deselected:
+        path, name = node.split('::')
+        with open(os.path.join(ROOT, path)) as handle:
+            source = handle.read()
+        body = re.search(r'^def %s\(.*?(?=^\S)' % name, source, re.M | re.S)
+        assert body and 'cluster.requests(mark) == []' in body.group(0), node
+
+
+def test_module_suites_run_as_the_least_privilege_identity_in_make_integration():
+    # No separate least-privilege stage: in `make integration` (and min-versions) every test of the module
+    # suites carries the marker that makes its modules run as the identity of rbac.yaml.j2, and no other test does.
+    assert 'least-privilege' not in run_tests.STAGES
+    collected = subprocess.run(
+        [os.path.join(ROOT, '.venv', 'bin', 'python'), '-m', 'pytest', '-p', 'no:cacheprovider', '--collect-only', '-q',
+         '-m', 'least_privilege_identity', 'tests/integration', 'tests/unit/plugins/modules'],
+        cwd=ROOT, capture_output=True, text=True, check=False, env=dict(os.environ, KUBEHW_IDENTITY=''))
+    assert collected.returncode == 0, collected.stdout[-3000:] + collected.stderr[-3000:]
+    files = set(line.split('::')[0] for line in collected.stdout.splitlines() if '::' in line)
+    spec = importlib.util.spec_from_file_location('integration_conftest', os.path.join(ROOT, 'tests/integration/conftest.py'))
+    conftest = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(conftest)
+    assert files == set('tests/integration/' + name for name in conftest.LEAST_PRIVILEGE_SUITES), files
+    # among them every module suite the Makefile names (those min-versions runs again)
+    with open(os.path.join(ROOT, 'Makefile')) as handle:
+        suites = re.search(r'^MODULE_SUITES := (.*?[^\\])$', handle.read(), re.M | re.S).group(1)
+    module_suites = set(re.findall(r'tests/integration/test_\w+\.py', suites))
+    assert len(module_suites) == 3 and module_suites <= files, (module_suites, files)
+    make = _make('-n', 'integration')
+    assert make.returncode == 0 and 'KUBEHW_IDENTITY' not in make.stdout, make.stdout
 
 
 def _demo_results(changed):

@@ -56,9 +56,54 @@ def _use_real_cluster():
     return bool(os.environ.get("KUBECONFIG")) and os.environ.get("KUBEHW_SIMCLUSTER") != "1"
 
 
+# The module suites: their modules always run as the automation identity of playbooks/templates/rbac.yaml.j2
+# (the least-privilege identity a platform team runs them as), so a rule the shipped RBAC lacks fails here. They
+# used to run twice, as the admin in `make integration` and as the identity in a `make least-privilege` stage; the
+# admin may do everything the identity may, so the admin run proved nothing the identity run does not.
+# A test file may also mark itself with pytestmark = pytest.mark.least_privilege_identity.
+LEAST_PRIVILEGE_SUITES = frozenset([
+    "test_k8s_node_extended_resource.py", "test_device_plugin_deploy.py", "test_info_and_smoke_test.py",
+])
+# KUBEHW_IDENTITY=admin runs the modules of every test as the admin (to tell a missing RBAC rule from a bug);
+# KUBEHW_IDENTITY=least-privilege runs the modules of every test as the identity.
+IDENTITIES = ("admin", "least-privilege")
+
+# Whether the running test's modules run as the least-privilege identity, set by the cluster fixture (an xdist
+# worker runs one test at a time).
+_RUNNING = {"least_privilege": False}
+
+
+def identity_of(node):
+    """True when the modules of this test item run as the least-privilege identity (see LEAST_PRIVILEGE_SUITES)."""
+    identity = os.environ.get("KUBEHW_IDENTITY", "")
+    if identity:
+        return identity == "least-privilege"
+    return node.get_closest_marker("least_privilege_identity") is not None
+
+
+def least_privilege():
+    """True when the running test's modules run as the least-privilege identity."""
+    return _RUNNING["least_privilege"]
+
+
 def pytest_configure(config):
     config.addinivalue_line(
         "markers", "simcluster_config(config): configuration (dict or YAML path) for the simulated cluster")
+    config.addinivalue_line(
+        "markers", "least_privilege_identity: the modules run as the shipped least-privilege identity "
+                   "(set on the module suites; `pytest -m least_privilege_identity` runs only them)")
+    identity = os.environ.get("KUBEHW_IDENTITY", "")
+    if identity and identity not in IDENTITIES:
+        raise pytest.UsageError("KUBEHW_IDENTITY=%r: must be one of %s or unset" % (identity, ", ".join(IDENTITIES)))
+
+
+def pytest_collection_modifyitems(config, items):
+    del config
+    here = os.path.dirname(os.path.abspath(__file__))
+    for item in items:
+        path = str(item.fspath)   # the unit tests have files of the same names elsewhere
+        if os.path.dirname(path) == here and os.path.basename(path) in LEAST_PRIVILEGE_SUITES:
+            item.add_marker(pytest.mark.least_privilege_identity)
 
 
 def pytest_report_header(config):
@@ -260,8 +305,12 @@ def open_cluster(config=None):
 def cluster(request):
     marker = request.node.get_closest_marker("simcluster_config")
     config = marker.args[0] if marker and marker.args else None
-    with open_cluster(config) as c:
-        yield c
+    _RUNNING["least_privilege"] = identity_of(request.node)
+    try:
+        with open_cluster(config) as c:
+            yield c
+    finally:
+        _RUNNING["least_privilege"] = False
 
 
 def _node_runs_pods(node):
@@ -414,8 +463,8 @@ class AnsibleRunner:
         return PlaybookRun(proc.returncode, results, proc.stdout, proc.stderr, playbook_text)
 
 
-# KUBEHW_IDENTITY=least-privilege: the modules run as the automation identity of
-# playbooks/templates/rbac.yaml.j2 and nothing more (`make integration-least-privilege`).
+# The least-privilege identity (LEAST_PRIVILEGE_SUITES): the modules run as the automation identity of
+# playbooks/templates/rbac.yaml.j2 and nothing more.
 # The objects are created and a token requested (TokenRequest) on any cluster, so KUBECONFIG is the admin's.
 RBAC_TEMPLATE = os.path.join(REPO_ROOT, "playbooks", "templates", "rbac.yaml.j2")
 # The DaemonSets the module suites write, as an inventory declaring them would (playbooks/rbac.yml): every preset's
@@ -426,10 +475,6 @@ SUITE_PLUGIN_DAEMONSETS = ["amdgpu-device-plugin", "generic-device-plugin", "gpu
 RBAC_VARS = {"kubehw_rbac_namespace": "kubehw", "kubehw_rbac_service_account": "automation",
              "kubehw_rbac_plugin_namespace": "kubehw-device-plugins", "kubehw_rbac_smoke_test_namespace": "default",
              "kubehw_rbac_plugin_daemonsets": SUITE_PLUGIN_DAEMONSETS}
-
-
-def least_privilege():
-    return os.environ.get("KUBEHW_IDENTITY") == "least-privilege"
 
 
 def rbac_objects(**overrides):

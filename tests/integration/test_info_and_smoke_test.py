@@ -137,7 +137,7 @@ def test_smoke_test_check_mode_creates_nothing(cluster, ansible):
 
 
 def test_modules_run_as_the_identity_of_the_run(cluster, ansible):
-    """Under `make least-privilege` the modules' requests come from the automation identity only."""
+    """As the least-privilege identity (every run of this suite) the modules' requests come from the automation identity only."""
     # the point of this test is the request log (a real apiserver's audit log is not readable from here)
     cluster.require_simulated("reads who made each request from the request log")
     from tests.integration.conftest import least_privilege
