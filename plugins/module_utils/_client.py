@@ -28,27 +28,42 @@ import traceback
 from ansible.module_utils.basic import missing_required_lib
 from ansible.module_utils.common.text.converters import to_native
 
+# The kubernetes library is imported when the first client is built (import_kubernetes()), not when a module
+# starts: a task that refuses its input before any request then never pays for it (about 0.5 CPU-s, most of
+# such a task's time). Until then these names are None and HAS_KUBERNETES is None (not tried yet).
+kubernetes = urllib3 = ApiException = ConfigException = HTTPHeaderDict = None
+ACCEPTS_CONTENT_TYPE = False
+HAS_KUBERNETES = None
 KUBERNETES_IMPORT_ERROR = None
-try:
-    import kubernetes
-    import urllib3
-    from kubernetes.client.rest import ApiException
-    from kubernetes.config.config_exception import ConfigException
 
+
+def import_kubernetes():
+    """Import the kubernetes library and its urllib3 (once); return whether they are installed."""
+    global kubernetes, urllib3, ApiException, ConfigException, HTTPHeaderDict, ACCEPTS_CONTENT_TYPE
+    global HAS_KUBERNETES, KUBERNETES_IMPORT_ERROR
+    if HAS_KUBERNETES is not None:
+        return HAS_KUBERNETES
     try:
-        from urllib3 import HTTPHeaderDict  # urllib3 2.x exports it here
+        import kubernetes
+        import urllib3
+        from kubernetes.client.rest import ApiException
+        from kubernetes.config.config_exception import ConfigException
+
+        try:
+            from urllib3 import HTTPHeaderDict  # urllib3 2.x exports it here
+        except ImportError:
+            from urllib3._collections import HTTPHeaderDict  # urllib3 1.26 only has it here
+
+        # The generated functions take _content_type from kubernetes 36.0.0 on. Before that, every patch
+        # function sends the first type it lists, application/json-patch+json (api_client.py
+        # select_header_content_type, release 24.2.0), so that one needs no keyword there.
+        ACCEPTS_CONTENT_TYPE = int(kubernetes.__version__.split(".")[0]) >= 36
+
+        HAS_KUBERNETES = True
     except ImportError:
-        from urllib3._collections import HTTPHeaderDict  # urllib3 1.26 only has it here
-
-    # The generated functions take _content_type from kubernetes 36.0.0 on. Before that, every patch
-    # function sends the first type it lists, application/json-patch+json (api_client.py
-    # select_header_content_type, release 24.2.0), so that one needs no keyword there.
-    ACCEPTS_CONTENT_TYPE = int(kubernetes.__version__.split(".")[0]) >= 36
-
-    HAS_KUBERNETES = True
-except ImportError:
-    HAS_KUBERNETES = False
-    KUBERNETES_IMPORT_ERROR = traceback.format_exc()
+        HAS_KUBERNETES = False
+        KUBERNETES_IMPORT_ERROR = traceback.format_exc()
+    return HAS_KUBERNETES
 
 
 # Option name -> environment variable, as kubernetes.core names them, so
@@ -255,6 +270,8 @@ def build_configuration(auth):
     nor a host, the in-cluster service account is tried (AWX running inside
     Kubernetes), then the default kubeconfig (``$KUBECONFIG`` or ``~/.kube/config``).
     """
+    if not import_kubernetes():
+        raise KubeHwError(missing_required_lib("kubernetes"), reason="MissingLibrary")
     cfg = kubernetes.client.Configuration()
     kubeconfig = auth.get("kubeconfig")
     try:
@@ -356,7 +373,7 @@ class KubeClient(object):
     """A configured Kubernetes API client with retries and JSON helpers."""
 
     def __init__(self, module=None, params=None, retry_deadline=RETRY_DEADLINE, sleep=time.sleep):
-        if not HAS_KUBERNETES:
+        if not import_kubernetes():
             if module is not None:
                 module.fail_json(msg=missing_required_lib("kubernetes"), exception=KUBERNETES_IMPORT_ERROR)
             raise KubeHwError(missing_required_lib("kubernetes"), reason="MissingLibrary")

@@ -7,6 +7,7 @@ __metaclass__ = type
 
 import json
 
+import kubernetes
 import pytest
 import urllib3
 import yaml
@@ -115,10 +116,10 @@ def test_missing_kubeconfig_file_is_a_clear_error(no_env, tmp_path):
 
 def test_in_cluster_config_comes_before_default_kubeconfig(no_env, tmp_path):
     calls = []
-    no_env.setattr(_client.kubernetes.config, "load_incluster_config",
+    no_env.setattr(kubernetes.config, "load_incluster_config",
                    lambda client_configuration: (calls.append("incluster"),
                                                  setattr(client_configuration, "host", "https://10.0.0.1:443")))
-    no_env.setattr(_client.kubernetes.config, "load_kube_config",
+    no_env.setattr(kubernetes.config, "load_kube_config",
                    lambda **kw: calls.append("default"))
     client = KubeClient(params={})
     assert calls == ["incluster"]

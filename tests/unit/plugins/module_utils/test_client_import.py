@@ -1,0 +1,59 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) kubehw.devices contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The kubernetes library is imported when the first client is built, not when a module starts.
+
+A task whose input is refused before any request never imports it (most of such a task's CPU time); a task
+that needs a client where the library is missing still fails with Ansible's missing-library message. Each case
+runs in a fresh interpreter, since the test process has imported kubernetes long before.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import os
+import subprocess
+import sys
+
+SCRIPT = r"""
+import json, sys
+if sys.argv[1] == "without-kubernetes":
+    sys.modules["kubernetes"] = None    # as if it were not installed: importing it raises ImportError
+from ansible.module_utils.testing import patch_module_args
+from ansible_collections.kubehw.devices.plugins.modules import k8s_node_extended_resource as module
+with patch_module_args(json.loads(sys.argv[2])):
+    try:
+        module.main()
+    except SystemExit:
+        pass
+imported = sorted(set(name.split(".")[0] for name in sys.modules if sys.modules[name] is not None))
+sys.stderr.write("\nIMPORTED " + json.dumps([name for name in imported if name in ("kubernetes", "urllib3")]) + "\n")
+"""
+
+
+def run(mode, args):
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    proc = subprocess.run([sys.executable, "-c", SCRIPT, mode, json.dumps(args)], capture_output=True, text=True,
+                          env=env, timeout=120, check=False)
+    assert "Traceback" not in proc.stderr.split("\nIMPORTED ")[0], proc.stderr
+    result = json.loads(proc.stdout)
+    imported = json.loads(proc.stderr.rsplit("\nIMPORTED ", 1)[1])
+    return result, imported
+
+
+def test_refused_input_never_imports_kubernetes():
+    result, imported = run("with-kubernetes", {"name": "Bad-Node", "resources": {"example.com/dongle": 1}})
+    assert result["failed"] is True and "'Bad-Node'" in result["msg"] and "lowercase" in result["msg"], result
+    assert imported == [], imported
+
+
+def test_missing_library_is_reported_when_a_client_is_needed(tmp_path):
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text("{}")
+    result, imported = run("without-kubernetes", {"name": "node-1", "resources": {"example.com/dongle": 1},
+                                                  "kubeconfig": str(kubeconfig)})
+    assert result["failed"] is True, result
+    assert "Failed to import the required Python library (kubernetes)" in result["msg"], result
+    assert "kubernetes" not in imported
