@@ -181,6 +181,52 @@ class Cluster:
             names.append(name)
         return names
 
+    def create_pod(self, name, node, labels=None, annotations=None, owner=None, phase=None, ready=False):
+        """A pod of this test's namespace bound to `node` by spec.nodeName (no scheduler), returned as the API
+        stored it. On a node of create_nodes() no kubelet runs it, so `phase` (and `ready`: the Ready condition)
+        write its status as a kubelet would. terminationGracePeriodSeconds 0: a bound pod with a grace period
+        stays Terminating until its kubelet confirms, forever on such a node; with 0 the apiserver deletes it at
+        once (staging/src/k8s.io/apiserver/pkg/registry/generic/registry/store.go, v1.32: lastGraceful 0).
+        `owner` (an ownerReference) must name an object that exists: the garbage collector deletes a pod whose
+        owners are all absent."""
+        namespace = self.namespace()
+        meta = {"name": name, "namespace": namespace, "labels": dict(labels or {})}
+        if annotations:
+            meta["annotations"] = dict(annotations)
+        if owner:
+            meta["ownerReferences"] = [owner]
+        self.core.create_namespaced_pod(namespace, {
+            "apiVersion": "v1", "kind": "Pod", "metadata": meta,
+            "spec": {"nodeName": node, "terminationGracePeriodSeconds": 0,
+                     "containers": [{"name": "c", "image": "registry.example/kubehw-it:1"}]}}, _preload_content=False)
+        if phase:
+            status = {"phase": phase}
+            if ready:
+                now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+                status["conditions"] = [{"type": "Ready", "status": "True", "lastTransitionTime": now}]
+            self.core.patch_namespaced_pod_status(name, namespace, {"status": status}, _preload_content=False)
+        return json.loads(self.core.read_namespaced_pod(name, namespace, _preload_content=False).data)
+
+    def owner_object(self, kind="ConfigMap"):
+        """An object of this test's namespace that a pod can name as its controller (ConfigMap: no controller acts
+        on its dependents; DaemonSet: one selecting no pod and no node); returns the ownerReference."""
+        namespace, name = self.namespace(), self.unique_name(kind.lower())
+        if kind == "DaemonSet":
+            labels = {"kubehw-it/owner": name}
+            body = {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": name},
+                    "spec": {"selector": {"matchLabels": labels}, "updateStrategy": {"type": "OnDelete"},
+                             "template": {"metadata": {"labels": labels}, "spec": {
+                                 "nodeSelector": labels,
+                                 "containers": [{"name": "c", "image": "registry.example/kubehw-it:1"}]}}}}
+            created = json.loads(self.apps.create_namespaced_daemon_set(namespace, body, _preload_content=False).data)
+            api_version = "apps/v1"
+        else:
+            created = json.loads(self.core.create_namespaced_config_map(namespace, {
+                "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}}, _preload_content=False).data)
+            api_version = "v1"
+        return {"apiVersion": api_version, "kind": kind, "name": name, "uid": created["metadata"]["uid"],
+                "controller": True}
+
     def advertise(self, node, resources):
         """Add extended resources to the node's status.capacity (key by key); removed after the test."""
         paths = ["/status/capacity/" + key.replace("~", "~0").replace("/", "~1") for key in sorted(resources)]

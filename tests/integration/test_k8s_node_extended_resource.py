@@ -20,7 +20,10 @@ import pytest
 MODULE = "kubehw.devices.k8s_node_extended_resource"
 DOMAIN = "it.kubehw.example.com"
 DONGLE = "%s/dongle" % DOMAIN
-POOL = ["pool-%02d" % i for i in range(40)]
+# the simulated cluster's own nodes (with kubelets) serve the fault-injection tests and the all_nodes test; the
+# tests over many nodes bring MANY Node objects of their own (pool_nodes), as they do on a real cluster
+POOL = ["pool-%02d" % i for i in range(3)]
+MANY = 40
 
 SIM_CONFIG = {
     "sync_interval": 0.3,
@@ -51,7 +54,10 @@ def capacity(cluster, name):
 
 
 def first_node(cluster):
-    return "er-1" if cluster.simulated else cluster.node_names()[0]
+    """A Node object of this test's own (no kubelet): on a real cluster no other test, xdist worker or run writes
+    to it, and the cluster's own nodes are never touched; the same on the simulated cluster, so that path is the
+    one proven here."""
+    return cluster.create_nodes([{"what": "er", "capacity": {"cpu": "4", "memory": "8Gi", "pods": "110"}}])[0]
 
 
 def writes(cluster, since):
@@ -190,19 +196,21 @@ def test_check_mode_and_diff_make_no_write(cluster, ansible):
         cleanup(cluster, ansible, [node], [DONGLE, "%s/gone" % DOMAIN])
 
 
-def pool_nodes(cluster):
-    """40 nodes labelled kubehw-it/pool=many: the simulated cluster's, or nodes of the suite's own (H)."""
-    if cluster.simulated:
-        return POOL
-    return sorted(cluster.create_nodes([{"what": "pool", "labels": {"kubehw-it/pool": "many"}}] * len(POOL)))
+def pool_nodes(cluster, count=MANY):
+    """(names, label selector) of `count` Node objects of this test's own, labelled kubehw-it/pool=<unique>: a
+    selector no other test, worker or run on the same cluster matches."""
+    value = cluster.unique_name("pool")
+    names = cluster.create_nodes([{"what": "pool", "labels": {"kubehw-it/pool": value},
+                                   "capacity": {"pods": "110"}}] * count)
+    return sorted(names), "kubehw-it/pool=%s" % value
 
 
 def test_selectors_over_many_nodes(cluster, ansible):
-    pool = pool_nodes(cluster)
-    other = "er-2" if cluster.simulated else first_node(cluster)
+    pool, selector = pool_nodes(cluster)
+    other = first_node(cluster)
     mark = cluster.mark()
     run = ansible([
-        task("Pool", label_selectors=["kubehw-it/pool=many"], resources={DONGLE: 2}, parallel=8),
+        task("Pool", label_selectors=[selector], resources={DONGLE: 2}, parallel=8),
     ])
     assert run.rc == 0, run.output()
     result = ok(run, "Pool")
@@ -211,16 +219,16 @@ def test_selectors_over_many_nodes(cluster, ansible):
         log = cluster.requests(mark)
         assert [r for r in log if r["method"] == "GET" and "/nodes/" in r["path"]] == []  # read once, by the list
         lists = [r for r in log if r["method"] == "GET" and r["path"] == "/api/v1/nodes"]
-        assert len(lists) == 1 and lists[0]["query"]["labelSelector"] == "kubehw-it/pool=many"
+        assert len(lists) == 1 and lists[0]["query"]["labelSelector"] == selector
         assert sorted(w["path"] for w in writes(cluster, mark)) == ["/api/v1/nodes/%s/status" % n for n in pool]
     assert all(capacity(cluster, n)[DONGLE] == "2" for n in pool[::13])
     assert DONGLE not in capacity(cluster, other)
 
     mark = cluster.mark()
     run = ansible([
-        task("Pool again", label_selectors=["kubehw-it/pool=many"], resources={DONGLE: 2}),
+        task("Pool again", label_selectors=[selector], resources={DONGLE: 2}),
         task("Field selector", field_selectors=["metadata.name=" + pool[7]], resources={DONGLE: 3}),
-        task("Both selectors", label_selectors=["kubehw-it/pool=many"], field_selectors=["metadata.name=" + pool[8]],
+        task("Both selectors", label_selectors=[selector], field_selectors=["metadata.name=" + pool[8]],
              resources={DONGLE: 3}),
         task("No match", label_selectors=["kubehw-it/pool=none"], resources={DONGLE: 1}),
         task("No match required", ignore_errors=True, label_selectors=["kubehw-it/pool=none"], require_match=True,
@@ -235,7 +243,7 @@ def test_selectors_over_many_nodes(cluster, ansible):
     assert required["failed"] is True and "kubehw-it/pool=none" in required["msg"]
     if cluster.simulated:
         assert sorted(w["path"] for w in writes(cluster, mark)) == [
-            "/api/v1/nodes/pool-07/status", "/api/v1/nodes/pool-08/status"]
+            "/api/v1/nodes/%s/status" % pool[7], "/api/v1/nodes/%s/status" % pool[8]]
 
 
 def test_wait_allocatable_then_a_pod_is_scheduled(cluster, ansible, kubelet_node):
@@ -292,7 +300,7 @@ def test_wait_allocatable_times_out_when_no_kubelet_copies(cluster, ansible):
 
 
 def test_concurrent_writer_loses_nothing(cluster, ansible):
-    cluster.require_simulated("runs many nodes and a second writer")
+    pool, selector = pool_nodes(cluster)
     stop = threading.Event()
     written = {}
     errors = []
@@ -301,7 +309,7 @@ def test_concurrent_writer_loses_nothing(cluster, ansible):
         i = 0
         while not stop.is_set():
             i += 1
-            name = POOL[i % len(POOL)]
+            name = pool[i % len(pool)]
             body = [{"op": "add", "path": "/status/capacity/writer.example.com~1n", "value": str(i)},
                     {"op": "add", "path": "/status/conditions/-", "value": {
                         "type": "Writer%d" % i, "status": "True"}}]
@@ -312,11 +320,14 @@ def test_concurrent_writer_loses_nothing(cluster, ansible):
                 errors.append(exc)
             time.sleep(0.002)
 
-    seed(cluster, POOL, {DONGLE: "1"})
+    seed(cluster, pool, {DONGLE: "1"})
+    for name in pool:   # a node without a kubelet has no conditions yet (the writer appends to them)
+        cluster.core.patch_node_status(name, [{"op": "add", "path": "/status/conditions", "value": []}],
+                                       _preload_content=False)
     thread = threading.Thread(target=writer)
     thread.start()
     try:
-        run = ansible([task("Update under load", label_selectors=["kubehw-it/pool=many"],
+        run = ansible([task("Update under load", label_selectors=[selector],
                             resources={DONGLE: 5, "%s/extra" % DOMAIN: 1}, parallel=10)])
     finally:
         stop.set()
@@ -324,8 +335,8 @@ def test_concurrent_writer_loses_nothing(cluster, ansible):
     assert run.rc == 0, run.output()
     assert errors == []
     assert len(written) > 5
-    assert ok(run, "Update under load")["changed_nodes"] == POOL
-    for name in POOL:
+    assert ok(run, "Update under load")["changed_nodes"] == pool
+    for name in pool:
         status = node_json(cluster, name)["status"]
         assert status["capacity"][DONGLE] == "5" and status["capacity"]["%s/extra" % DOMAIN] == "1"
         if name in written:
@@ -527,24 +538,20 @@ def test_rbac_denial_names_the_permission(cluster, ansible):
 
 
 def test_warns_when_a_device_plugin_serves_the_resource(cluster, ansible):
-    cluster.require_simulated("runs a pod on a chosen node")
-    seed(cluster, ["er-2"], {DONGLE: "2"})
-    cluster.core.create_namespaced_pod("default", {
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": "dongle-plugin", "annotations": {"devices.kubehw.io/resources": DONGLE}},
-        "spec": {"nodeName": "er-2", "containers": [{"name": "p", "image": "example.com/dongle-plugin:1"}]}})
-    deadline = time.time() + 20
-    while time.time() < deadline:
-        pod = json.loads(cluster.core.read_namespaced_pod("dongle-plugin", "default", _preload_content=False).data)
-        if pod.get("status", {}).get("phase") == "Running":
-            break
-        time.sleep(0.1)
+    # a node of the test's own with a running plugin pod bound to it (its status written as its kubelet would)
+    node = first_node(cluster)
+    seed(cluster, [node], {DONGLE: "2"})
+    plugin = cluster.create_pod(cluster.unique_name("dongle-plugin"), node,
+                                annotations={"devices.kubehw.io/resources": DONGLE}, phase="Running", ready=True)
+    plugin_key = "%s/%s" % (cluster.namespace(), plugin["metadata"]["name"])
     mark = cluster.mark()
-    run = ansible([task("Add more", name="er-2", resources={"%s/unrelated" % DOMAIN: 1}, wait="none"),
-                   task("Remove", name="er-2", state="absent", resources=[DONGLE], wait="none")])
+    run = ansible([task("Add more", name=node, resources={"%s/unrelated" % DOMAIN: 1}, wait="none"),
+                   task("Remove", name=node, state="absent", resources=[DONGLE], wait="none")])
     assert run.rc == 0, run.output()
     assert "warnings" not in ok(run, "Add more") or not ok(run, "Add more")["warnings"]
     warnings = json.dumps(ok(run, "Remove").get("warnings"))
-    assert "default/dongle-plugin" in warnings and DONGLE in warnings
-    pod_lists = [r for r in cluster.requests(mark) if r["path"] == "/api/v1/pods"]
-    assert len(pod_lists) == 1 and pod_lists[0]["query"]["fieldSelector"] == "spec.nodeName=er-2"
+    assert plugin_key in warnings and DONGLE in warnings
+    if cluster.simulated:
+        # only that node's pods are listed, once
+        pod_lists = [r for r in cluster.requests(mark) if r["path"] == "/api/v1/pods"]
+        assert len(pod_lists) == 1 and pod_lists[0]["query"]["fieldSelector"] == "spec.nodeName=%s" % node
