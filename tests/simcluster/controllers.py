@@ -281,7 +281,7 @@ def node_matches_affinity(pod_spec, node):
 class Controllers:
     """Kubelets, node lifecycle, DaemonSet controller, garbage collector and scheduler."""
 
-    WATCHED = ("nodes", "pods", "daemonsets", "resourceclaims")
+    WATCHED = ("nodes", "pods", "daemonsets", "resourceclaims", "deviceclasses")
 
     def __init__(self, store, config=None):
         self.store = store
@@ -561,6 +561,11 @@ class Controllers:
                 (obj.get("status") or {}).get("allocation")):
             self._cluster_gen += 1
             self._sched_dirty = True
+
+    def _intake_deviceclasses(self, event_type, key, old, obj):
+        # DynamicResources registers DeviceClass events: a pod refused for a missing class gets another try (dra.py)
+        self._cluster_gen += 1
+        self._sched_dirty = True
 
     def _intake_daemonsets(self, event_type, key, old, obj):
         self._dirty_ds.add(key)
@@ -1398,7 +1403,9 @@ class Controllers:
                 continue
             feasible, statuses = [], {}
             requests = pod_requests(pod)
-            for node in nodes:
+            # DynamicResources' PreFilter refuses the pod for every node at once (dra.py)
+            refused = dra.prefilter_rejection(self.store, pod)
+            for node in ([] if refused else nodes):
                 name = _meta(node).get("name")
                 # extended resources a DeviceClass maps and the node does not advertise are DRA's (dra.py)
                 reasons, resolvable = self._filter(pod, dra.device_plugin_requests(self.store, requests, node),
@@ -1422,7 +1429,9 @@ class Controllers:
                     self._unschedulable.pop(uid, None)
                     self._pending_order.pop(uid, None)
                 continue
-            message = self._fit_error(len(nodes), statuses, dra.post_filter_message(pod))
+            if refused:
+                statuses = dict((_meta(n).get("name"), ([], False)) for n in nodes)
+            message = self._fit_error(len(nodes), statuses, dra.post_filter_message(pod, bool(refused)), refused)
             previous = last[2] if last else None
             self._unschedulable[uid] = (self._cluster_gen, spec_sig, message)
             self._mark_unschedulable(key, uid, pod, message, emit_event=(message != previous))
@@ -1492,9 +1501,10 @@ class Controllers:
     def _histogram(counts):
         return ", ".join(sorted("%d %s" % (n, reason) for reason, n in counts.items()))
 
-    def _fit_error(self, total, statuses, post_filter=""):
+    def _fit_error(self, total, statuses, post_filter="", pre_filter=None):
         """FitError.Error() of kube-scheduler 1.32 with DefaultPreemption's post-filter message (after
-        ``post_filter``, the reasons of post-filter plugins that run before it, joined with ", ")."""
+        ``post_filter``, the reasons of post-filter plugins that run before it, joined with ", "). A PreFilter
+        refusal (``pre_filter``) stands instead of the nodes' reasons (framework/types.go FitError.Error)."""
         if total == 0:
             return "no nodes available to schedule pods"
         reasons, preemption = {}, {}
@@ -1506,7 +1516,7 @@ class Controllers:
                 else "Preemption is not helpful for scheduling"
             preemption[verdict] = preemption.get(verdict, 0) + 1
         return "0/%d nodes are available: %s. %spreemption: 0/%d nodes are available: %s." % (
-            total, self._histogram(reasons), post_filter + ", " if post_filter else "", total,
+            total, pre_filter or self._histogram(reasons), post_filter + ", " if post_filter else "", total,
             self._histogram(preemption))
 
     def _bind(self, key, uid, node_name):

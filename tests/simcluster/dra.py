@@ -1057,16 +1057,40 @@ def waiting_for_claims(store, pod):
     return False
 
 
+def prefilter_rejection(store, pod):
+    """The reason DynamicResources' PreFilter refuses the pod before any node is tried, or None: a request of an
+    unallocated claim naming a DeviceClass that does not exist. The apiserver accepts such a claim (validation
+    checks only that deviceClassName is a DNS subdomain, pkg/apis/resource/validation ValidateDeviceClassName);
+    kube-scheduler answers UnschedulableAndUnresolvable "request <request>: device class <name> does not exist"
+    (dynamicresources.go validateDeviceClass, kubernetes 1.34), and the pod waits for a DeviceClass event."""
+    namespace = pod["metadata"].get("namespace")
+    for _pod_claim, claim_name in _pod_claims(pod):
+        claim = store.get("resourceclaims", namespace, claim_name) if claim_name else None
+        if claim is None or (claim.get("status") or {}).get("allocation"):
+            continue
+        for request in ((claim.get("spec") or {}).get("devices") or {}).get("requests") or []:
+            class_name = (request.get("exactly") or {}).get("deviceClassName")
+            if class_name and store.get("deviceclasses", None, class_name) is None:
+                return "request %s: device class %s does not exist" % (request.get("name"), class_name)
+    return None
+
+
 # DynamicResources' PostFilter for a pod with claims it tried to allocate and could not (no allocated claim to
 # give back): dynamicresources.go PostFilter, kubernetes 1.33/1.34. RunPostFilterPlugins joins the reasons of
 # the post-filter plugins (DynamicResources before DefaultPreemption) with ", ".
 POST_FILTER_STILL = "still not schedulable"
+# The same PostFilter after PreFilter refused the pod: PreFilter returned before recording the pod's claims in
+# its cycle state, so PostFilter's fast path answers (state.claims.empty()).
+POST_FILTER_NO_CLAIMS = "no new claims to deallocate"
 
 
-def post_filter_message(pod):
+def post_filter_message(pod, prefiltered=False):
     """What DynamicResources' PostFilter adds to the scheduler's message for ``pod``: nothing for a pod without
-    spec.resourceClaims (its fast path), else "still not schedulable"."""
-    return POST_FILTER_STILL if (pod.get("spec") or {}).get("resourceClaims") else ""
+    spec.resourceClaims (its fast path), "no new claims to deallocate" after a PreFilter refusal
+    (``prefiltered``), else "still not schedulable"."""
+    if not (pod.get("spec") or {}).get("resourceClaims"):
+        return ""
+    return POST_FILTER_NO_CLAIMS if prefiltered else POST_FILTER_STILL
 
 
 def _needs_dra(store, pod, node_obj, requests):

@@ -937,7 +937,9 @@ class ApiServer:
     def _authorized(self, req, user):
         route = self._route(req)
         if route is None:
-            verb = auth.request_verb(req.method).lower()
+            # a non-resource request's verb is the lowercased HTTP method, GET is "get", never "list"
+            # (staging/src/k8s.io/apiserver/pkg/endpoints/request/requestinfo.go, NewRequestInfo)
+            verb = req.method.lower()
             allowed, reason = auth.authorize_path(self.store, user, verb, req.path)
             if not allowed:
                 return (403, auth.forbidden_path_status(user, verb, req.path, reason), {})

@@ -45,6 +45,19 @@ def test_discovery_serves_only_v1_by_default(raw):
     assert raw.request("GET", "/apis/resource.k8s.io/v1beta1/deviceclasses")[0] == 404
 
 
+def test_discovery_is_open_to_every_authenticated_user(simcluster_factory):
+    """The DRA modules find the served version with GET /apis/ as whatever identity they run as: the verb of a
+    non-resource request is the lowercased method (get, not list: requestinfo.go NewRequestInfo), which the
+    bootstrap ClusterRole system:discovery grants to system:authenticated on /apis and /apis/*."""
+    user = "system:serviceaccount:kubehw:automation"
+    sim = simcluster_factory({"tokens": [{"token": "sa-token", "user": user}]}, controllers=False)
+    raw = Raw(sim, token="sa-token")
+    for path in ("/apis", "/apis/", "/apis/resource.k8s.io", "/apis/resource.k8s.io/v1"):
+        assert raw.request("GET", path)[0] == 200, path
+    code, status, _h = raw.request("POST", "/apis/", {})
+    assert code == 403 and status["message"] == 'forbidden: User "%s" cannot post path "/apis/"' % user
+
+
 def test_cel_syntax_error_is_422_with_cel_gos_message(raw):
     code, status, _h = raw.request("POST", DC, device_class(name="x", expression="device.driver == "))
     assert code == 422 and status["reason"] == "Invalid"
@@ -269,6 +282,39 @@ def test_claims_from_templates_are_allocated_by_the_scheduler_and_go_with_their_
     assert _wait(lambda: by_pod["a"]["metadata"]["name"] not in
                  [c["metadata"]["name"] for c in raw.request("GET", claims)[1]["items"]])
     assert _wait(lambda: raw.request("GET", pods + "/c")[1]["spec"].get("nodeName") == "gpu-1")
+
+
+def test_a_claim_naming_a_missing_device_class_is_refused_by_prefilter_until_the_class_exists(simcluster_factory):
+    """The apiserver stores a template and claim naming a DeviceClass that does not exist (validation checks the
+    name's form only); kube-scheduler's DynamicResources PreFilter refuses the pod for every node with
+    "request <request>: device class <name> does not exist" (validateDeviceClass), its PostFilter finds no claims
+    in the cycle state ("no new claims to deallocate"), and the pod is scheduled once the class is created
+    (kubernetes 1.34 dynamicresources.go; FACTS.md)."""
+    sim = simcluster_factory({"sync_interval": 0.2, "pod_start_delay": 0.1, "nodes": [
+        {"name": "gpu-1", "inventory": {"example.com/gpu": 1}}, {"name": "cpu-1"}]})
+    raw = Raw(sim)
+    pods = "/api/v1/namespaces/default/pods"
+    plugin = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "plugin", "namespace": "kube-system"},
+              "spec": {"nodeName": "gpu-1", "containers": [
+                  {"name": "plugin", "image": "registry.k8s.io/dra-example-driver/dra-example-driver:v0.2.0"}]}}
+    assert raw.request("POST", "/api/v1/namespaces/kube-system/pods", plugin)[0] == 201
+    template = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+                "metadata": {"name": "one-gpu", "namespace": "default"},
+                "spec": {"spec": {"devices": {"requests": [
+                    {"name": "gpu", "exactly": {"deviceClassName": "gpu.example.com", "count": 1}}]}}}}
+    assert raw.request("POST", "/apis/resource.k8s.io/v1/namespaces/default/resourceclaimtemplates",
+                       template)[0] == 201
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "default"},
+           "spec": {"resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}],
+                    "containers": [{"name": "c", "image": "busybox", "resources": {"claims": [{"name": "gpu"}]}}]}}
+    assert raw.request("POST", pods, pod)[0] == 201
+    waiting = _wait(lambda: [c for c in (raw.request("GET", pods + "/p")[1]["status"].get("conditions") or [])
+                             if c.get("reason") == "Unschedulable"])
+    assert waiting[0]["message"] == (
+        "0/2 nodes are available: request gpu: device class gpu.example.com does not exist. no new claims to "
+        "deallocate, preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling.")
+    assert raw.request("POST", DC, device_class())[0] == 201
+    assert _wait(lambda: raw.request("GET", pods + "/p")[1]["spec"].get("nodeName") == "gpu-1")
 
 
 def test_extended_resource_is_served_by_dra_only_where_no_device_plugin_advertises_it(simcluster_factory):
