@@ -248,15 +248,18 @@ def test_selectors_over_many_nodes(cluster, ansible):
 
 def test_wait_allocatable_then_a_pod_is_scheduled(cluster, ansible, kubelet_node):
     node = kubelet_node
-    run = ansible([task("Advertise", name=node, resources={DONGLE: 4}, wait="allocatable", wait_timeout=30)])
-    namespace = "default"
-    pod_name = "kubehw-it-dongle-user"
+    # a node with a kubelet is the cluster's own on a real cluster: a resource name, namespace and pod name of this
+    # test's own, so no other test, worker or run advertises or uses the same
+    dongle = "%s/%s" % (DOMAIN, cluster.unique_name("dongle"))
+    run = ansible([task("Advertise", name=node, resources={dongle: 4}, wait="allocatable", wait_timeout=30)])
+    namespace = cluster.namespace()
+    pod_name = cluster.unique_name("dongle-user")
     try:
         assert run.rc == 0, run.output()
         result = ok(run, "Advertise")
         assert result["waited_for"] == "allocatable"
-        assert result["nodes"][0]["allocatable"][DONGLE] == "4"
-        assert node_json(cluster, node)["status"]["allocatable"][DONGLE] == "4"
+        assert result["nodes"][0]["allocatable"][dongle] == "4"
+        assert node_json(cluster, node)["status"]["allocatable"][dongle] == "4"
         if cluster.simulated:
             # waited by watching, no polling loop: after the status patch, one node list and at most one watch
             # (none when the kubelet had copied the value before that list: on a loaded machine it may have)
@@ -269,7 +272,7 @@ def test_wait_allocatable_then_a_pod_is_scheduled(cluster, ansible, kubelet_node
         pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": pod_name},
                "spec": {"nodeSelector": {"kubernetes.io/hostname": node},
                         "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10",
-                                        "resources": {"limits": {DONGLE: "3"}}}]}}
+                                        "resources": {"limits": {dongle: "3"}}}]}}
         cluster.core.create_namespaced_pod(namespace, pod)
         deadline = time.time() + 30
         bound = None
@@ -284,7 +287,7 @@ def test_wait_allocatable_then_a_pod_is_scheduled(cluster, ansible, kubelet_node
             cluster.core.delete_namespaced_pod(pod_name, namespace, grace_period_seconds=0)
         except Exception:
             pass
-        cleanup(cluster, ansible, [node], [DONGLE])
+        cleanup(cluster, ansible, [node], [dongle])
 
 
 def test_wait_allocatable_times_out_when_no_kubelet_copies(cluster, ansible):
