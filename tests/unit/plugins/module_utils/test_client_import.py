@@ -57,3 +57,31 @@ def test_missing_library_is_reported_when_a_client_is_needed(tmp_path):
     assert result["failed"] is True, result
     assert "Failed to import the required Python library (kubernetes)" in result["msg"], result
     assert "kubernetes" not in imported
+
+
+API_SCRIPT = r"""
+import json, sys
+from ansible_collections.kubehw.devices.plugins.module_utils._client import KubeClient
+client = KubeClient(params={"host": "https://api.example:6443", "api_key": "t"})
+made = [sorted(name.rsplit(".", 1)[1] for name in sys.modules if name.startswith("kubernetes.client.api."))]
+client._find_by_name({"kind": "RuntimeClass", "metadata": {"name": "nvidia"}})
+made.append(sorted(name.rsplit(".", 1)[1] for name in sys.modules if name.startswith("kubernetes.client.api.")))
+client.core.read_node
+made.append(sorted(name.rsplit(".", 1)[1] for name in sys.modules if name.startswith("kubernetes.client.api.")))
+import gc
+print(json.dumps(made + [gc.isenabled()]))
+"""
+
+
+def test_api_classes_are_made_when_first_used():
+    """Each API class imports its models (about a second each with kubernetes 35+): a RuntimeClass task needs
+    only NodeV1Api, also when it looks its object up again after a lost answer."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    proc = subprocess.run([sys.executable, "-c", API_SCRIPT], capture_output=True, text=True, env=env, timeout=120,
+                          check=False)
+    assert proc.returncode == 0, proc.stderr
+    at_start, after_lookup, after_core, gc_enabled = json.loads(proc.stdout)
+    assert at_start == []
+    assert after_lookup == ["node_v1_api"]
+    assert after_core == ["core_v1_api", "node_v1_api"]
+    assert gc_enabled is True   # paused only while the library and the API classes were imported
