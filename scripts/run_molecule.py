@@ -13,7 +13,7 @@ counts once in ``make test``. With ``--results FILE`` the outcome is written as 
 is waiting on dpkg, apt and systemd). Each scenario then writes its own log (``--logs DIR``, default
 a temporary directory) and the logs are printed whole, in the listed order, so the output reads as
 if they had run one after another. Scenarios whose platforms name a Debian ``suite`` start first:
-their root file system is a second debootstrap image, built beside the default suite's.
+their root file system is a second image (mmdebstrap), built beside the default suite's.
 """
 
 from __future__ import absolute_import, division, print_function

@@ -23,7 +23,7 @@ ANSIBLE_WHEEL_VERSION="12.3.0"
 # Collections the tests, molecule scenarios and lint need; none is a runtime dependency.
 TEST_COLLECTIONS="kubernetes.core community.general community.docker ansible.posix"
 # Debian packages the role scenarios use: root file systems, nspawn targets, local apt repos.
-DEB_PACKAGES="debootstrap systemd-container dpkg-dev gpg iproute2 shellcheck ca-certificates"
+DEB_PACKAGES="mmdebstrap systemd-container dpkg-dev gpg iproute2 shellcheck ca-certificates"
 
 log() { printf '[setup] %s\n' "$*"; }
 

@@ -17,8 +17,8 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(cd "$here/../../.." && pwd)"
 cache="${KUBEHW_TARGET_CACHE:-$repo/.cache/molecule}"
 suite="${KUBEHW_TARGET_SUITE:-bookworm}"
-# Bump when the package list changes so stale images are rebuilt.
-image_rev=1
+# Bump when the package list or the way the image is built changes, so stale images are rebuilt.
+image_rev=2
 image="$cache/$suite-minbase-r$image_rev.tar"
 include="systemd,systemd-sysv,dbus,python3,python3-apt,ca-certificates,gpg"
 
@@ -39,30 +39,37 @@ mirror_from_apt_sources() {
 
 build_image() {
     [ -s "$image" ] && return 0
-    command -v debootstrap >/dev/null || die "debootstrap is missing (apt-get install debootstrap)"
+    command -v mmdebstrap >/dev/null || die "mmdebstrap is missing (apt-get install mmdebstrap, or make setup)"
     mkdir -p "$cache"
-    # Serialise concurrent scenarios of one suite: only one of them runs debootstrap (another suite's
+    # Serialise concurrent scenarios of one suite: only one of them builds the image (another suite's
     # image builds at the same time).
     exec 9>"$cache/.image-$suite.lock"
     flock 9
     [ -s "$image" ] && return 0
     local mirror="${KUBEHW_TARGET_MIRROR:-$(mirror_from_apt_sources)}"
     # Global, so the EXIT trap still sees it after this function returns.
-    build_dir="$(mktemp -d "$cache/debootstrap.XXXXXX")"
-    trap 'rm -rf "$build_dir"' EXIT
-    local work="$build_dir"
-    echo "target.sh: debootstrap $suite from $mirror (about 40 s, once)" >&2
-    debootstrap --variant=minbase --include="$include" "$suite" "$work/root" "$mirror" >&2
-    # sid and testing sign a Release that expires within a week; a mirror that is a dated snapshot
-    # would then be refused by apt inside the target. Stable suites carry no Valid-Until.
-    if grep -qs '^Valid-Until:' "$work/root/var/lib/apt/lists/"*"_dists_${suite}_Release"; then
-        echo 'Acquire::Check-Valid-Until "false";' >"$work/root/etc/apt/apt.conf.d/99kubehw-snapshot-mirror"
-    fi
-    # A machine id per boot is generated when the file is empty; a shared one would clash.
-    : >"$work/root/etc/machine-id"
-    rm -f "$work/root/var/cache/apt/archives/"*.deb
-    tar -C "$work/root" --numeric-owner -cf "$image.tmp" .
-    mv "$image.tmp" "$image"
+    build_tmp="$image.tmp"
+    trap 'rm -f "$build_tmp"' EXIT
+    echo "target.sh: mmdebstrap $suite from $mirror (once)" >&2
+    # mmdebstrap rather than debootstrap: the same minbase package set (required packages and apt, plus
+    # $include) for half the CPU (measured on bookworm: 35 against 73 CPU seconds), since apt installs
+    # the packages in a few dpkg runs instead of one per package, and it writes the tarball directly.
+    # The merged-usr hook lays out /usr as debootstrap does (directory symlinks, usr-is-merged), instead
+    # of installing usrmerge and perl. Package lists stay, as debootstrap leaves them: the roles install
+    # from them. mmdebstrap itself empties /etc/machine-id (systemd then makes one per boot) and removes
+    # the downloaded .debs.
+    # Check-Valid-Until is off for the build only (a mirror may be a dated snapshot, whose sid Release has
+    # expired); the customize hook keeps it off in the image only for suites whose Release expires.
+    # shellcheck disable=SC2016  # "$1" in a hook is the root file system, expanded by mmdebstrap's shell
+    mmdebstrap --variant=minbase --include="$include" \
+        --hook-dir=/usr/share/mmdebstrap/hooks/merged-usr \
+        --skip=cleanup/apt/lists \
+        --aptopt='Acquire::Check-Valid-Until "false"' \
+        --customize-hook='rm -f "$1/etc/apt/apt.conf.d/99mmdebstrap"' \
+        --customize-hook='if grep -qs "^Valid-Until:" "$1"/var/lib/apt/lists/*_dists_'"$suite"'_*Release; then
+            echo "Acquire::Check-Valid-Until \"false\";" >"$1/etc/apt/apt.conf.d/99kubehw-snapshot-mirror"; fi' \
+        --format=tar "$suite" "$build_tmp" "$mirror" >&2
+    mv "$build_tmp" "$image"
 }
 
 # Downloaded packages are kept per suite: a sid package must never reach a bookworm target.
