@@ -19,11 +19,34 @@ import pytest
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from tests.integration.conftest import wait_for
+from tests.integration.conftest import create_objects, least_privilege, rbac_objects, wait_for
+
+# The modules run as the shipped least-privilege identity (playbooks/templates/rbac.yaml.j2). What the tests name
+# of their own (DeviceClasses, a smoke-test namespace) is granted to it as an inventory naming them would grant it,
+# by grant_identity, as the administrator.
+pytestmark = pytest.mark.least_privilege_identity
 
 MODULE = "kubehw.devices.dra_device_class"
 GROUP = "resource.k8s.io"
 MANAGED_BY = "app.kubernetes.io/managed-by"
+
+
+def grant_identity(cluster, roles, **variables):
+    """In least-privilege runs: the roles (name suffixes: ``nodes``, ``smoke-test``) of the shipped RBAC rendered
+    with ``variables`` (kubehw_rbac_dra_device_classes, kubehw_rbac_smoke_test_namespace) under a prefix of this
+    test's own, bound to the run's identity and created by the administrator. Of the cluster-wide ``nodes`` role
+    only the rules naming objects (resourceNames) are kept: the rest the identity holds already."""
+    if not least_privilege():
+        return
+    prefix = cluster.unique_name("rbac")
+    names = ["%s-%s" % (prefix, role) for role in roles]
+    docs = [d for d in rbac_objects(kubehw_rbac_name=prefix, **variables)
+            if d["kind"] in ("ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding") and d["metadata"]["name"] in names]
+    for doc in docs:
+        if doc["kind"] == "ClusterRole":
+            doc["rules"] = [r for r in doc["rules"] if r.get("resourceNames")]
+    assert len(docs) == 2 * len(roles), docs
+    create_objects(cluster, docs)
 
 
 def read_class(cluster, name, version="v1"):
@@ -40,6 +63,8 @@ def read_class(cluster, name, version="v1"):
 @pytest.fixture
 def dc_name(cluster):
     name = "dc-%s.example.com" % uuid.uuid4().hex[:8]
+    # as kubehw_rbac_dra_device_classes in the inventory: the identity may change and delete this class
+    grant_identity(cluster, ["nodes"], kubehw_rbac_dra_device_classes=[name])
     yield name
     try:
         client.CustomObjectsApi(cluster.api_client).delete_cluster_custom_object(GROUP, "v1", "deviceclasses", name)
@@ -440,6 +465,8 @@ def test_smoke_test_through_a_claim_template_and_the_claims_report(cluster, ansi
     api = client.CustomObjectsApi(cluster.api_client)
     node = schedulable_node(cluster)
     namespace = cluster.namespace()
+    # as kubehw_rbac_smoke_test_namespace: the identity may make pods, claim templates and claims there
+    grant_identity(cluster, ["smoke-test"], kubehw_rbac_smoke_test_namespace=namespace)
     suffix = uuid.uuid4().hex[:6]
     driver, pool = "smoke-%s.kubehw.example.com" % suffix, "%s-smoke-%s" % (node, suffix)
     slice_name = "%s-1" % pool
