@@ -59,6 +59,9 @@ options:
     description:
       - Name of a DeviceClass (C(resource.k8s.io)) to request O(count) devices of, through a
         C(ResourceClaimTemplate) the module creates and deletes. A lowercase DNS subdomain.
+      - The DeviceClass is read before anything is created; when it does not exist the module fails naming it
+        and creates nothing (the apiserver would store the template, and the scheduler would only keep the pod
+        Pending).
       - The identity then also needs C(create), C(list), C(watch) and C(delete) on C(resourceclaimtemplates)
         and C(resourceclaims) in O(namespace).
     type: str
@@ -409,6 +412,15 @@ def create_pod(client, params, run_id, template=None):
                               find=find, what="create the smoke-test pod in namespace %s" % namespace)
 
 
+def check_device_class(dra, name):
+    """Before anything is created: the apiserver stores a claim naming a DeviceClass that does not exist, and the
+    scheduler then only refuses the pod ("device class ... does not exist"), so say it plainly and write nothing."""
+    if dra.get("deviceclasses", name, what="read DeviceClass %r" % name) is None:
+        raise KubeHwError("DeviceClass %r does not exist (%s/%s): create it first (kubehw.devices.dra_device_class, or "
+                          "the DRA driver's preset with kubehw.devices.dra_driver_deploy); nothing was created"
+                          % (name, DRA_GROUP, dra.version), status=404, reason="NotFound")
+
+
 def create_template(dra, params, run_id):
     """Create the run's ResourceClaimTemplate once (found by the run label after a lost answer)."""
     namespace = params["namespace"]
@@ -546,6 +558,7 @@ def run(module, client):
     if params.get("device_class"):
         dra = DraApi(client)
         dra.discover()
+        check_device_class(dra, params["device_class"])
     try:
         if dra is not None:
             template = create_template(dra, params, run_id)["metadata"]["name"]

@@ -174,3 +174,33 @@ def test_a_template_create_whose_answer_is_lost_is_found_by_the_run_label():
     assert fake.body["apiVersion"] == "resource.k8s.io/v1beta1"
     assert fake.body["spec"]["spec"]["devices"]["requests"][0]["count"] == 2
     assert fake.body["metadata"]["labels"][mod.RUN_LABEL] == fake.body["spec"]["metadata"]["labels"][mod.RUN_LABEL]
+
+
+def test_a_device_class_that_does_not_exist_is_refused_before_anything_is_created(monkeypatch):
+    """The apiserver would store the template and the pod; the scheduler would only hold the pod back. The module
+    reads the DeviceClass first and fails naming it, with no write."""
+    class FakeDra(object):
+        version = "v1"
+
+        def __init__(self, client):
+            self.calls = []
+
+        def discover(self):
+            return self.version
+
+        def get(self, plural, name, what):
+            self.calls.append(("get", plural, name))
+            return None
+
+        def create_namespaced(self, *args, **kwargs):
+            self.calls.append(("create",) + args)
+            raise AssertionError("created something")
+
+    made = []
+    monkeypatch.setattr(mod, "DraApi", lambda client: made.append(FakeDra(client)) or made[-1])
+    params = dict(PARAMS, resource=None, device_class="nope.example.com", count=1)
+    with pytest.raises(mod.KubeHwError) as err:
+        mod.run(type("Module", (), {"params": params})(), client=None)
+    assert "DeviceClass 'nope.example.com' does not exist (resource.k8s.io/v1)" in err.value.msg
+    assert "nothing was created" in err.value.msg and err.value.status == 404
+    assert made[0].calls == [("get", "deviceclasses", "nope.example.com")]
