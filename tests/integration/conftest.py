@@ -47,6 +47,8 @@ PLAYBOOK_TIMEOUT = 300
 # what this run creates is named kubehw-it-<RUN_ID>-..., so parallel runs and leftovers never collide
 RUN_ID = uuid.uuid4().hex[:6]
 OBJECT_PREFIX = "kubehw-it-%s" % RUN_ID
+# keeps an object of the suite's own terminating until the test ends (Cluster.owner_object)
+KEEP_FINALIZER = "kubehw-it.example.com/keep"
 # one counter for the whole run: a real apiserver deletes namespaces asynchronously, so a name must
 # never come back in a later test of the same run
 _SERIAL = itertools.count(1)
@@ -207,18 +209,32 @@ class Cluster:
             self.core.patch_namespaced_pod_status(name, namespace, {"status": status}, _preload_content=False)
         return json.loads(self.core.read_namespaced_pod(name, namespace, _preload_content=False).data)
 
+    def report_ready(self, node):
+        """Write Ready=True into a node's status as its kubelet would (a node of create_nodes() has no kubelet)."""
+        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        self.core.patch_node_status(node, [{"op": "add", "path": "/status/conditions", "value": [{
+            "type": "Ready", "status": "True", "reason": "KubeletReady", "lastHeartbeatTime": now,
+            "lastTransitionTime": now}]}], _preload_content=False)
+
     def owner_object(self, kind="ConfigMap"):
-        """An object of this test's namespace that a pod can name as its controller (ConfigMap: no controller acts
-        on its dependents; DaemonSet: one selecting no pod and no node); returns the ownerReference."""
+        """An object of this test's namespace that a pod of create_pod() can name as its controller, and an
+        ownerReference to it. It exists, so the garbage collector keeps the pod, and no controller touches the pod:
+        ConfigMap, which no controller manages dependents of; DaemonSet, one kept terminating by a finalizer of the
+        test (the DaemonSet controller leaves a DaemonSet with a deletionTimestamp alone, pkg/controller/daemon/
+        daemon_controller.go syncDaemonSet, v1.32; it selects no node, so it never ran a pod of its own)."""
         namespace, name = self.namespace(), self.unique_name(kind.lower())
         if kind == "DaemonSet":
             labels = {"kubehw-it/owner": name}
-            body = {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": name},
+            body = {"apiVersion": "apps/v1", "kind": "DaemonSet",
+                    "metadata": {"name": name, "finalizers": [KEEP_FINALIZER]},
                     "spec": {"selector": {"matchLabels": labels}, "updateStrategy": {"type": "OnDelete"},
                              "template": {"metadata": {"labels": labels}, "spec": {
                                  "nodeSelector": labels,
                                  "containers": [{"name": "c", "image": "registry.example/kubehw-it:1"}]}}}}
             created = json.loads(self.apps.create_namespaced_daemon_set(namespace, body, _preload_content=False).data)
+            self.on_close("remove the finalizer of daemonset %s" % name, lambda: self.apps.patch_namespaced_daemon_set(
+                name, namespace, [{"op": "remove", "path": "/metadata/finalizers"}], _preload_content=False))
+            self.apps.delete_namespaced_daemon_set(name, namespace, _preload_content=False)
             api_version = "apps/v1"
         else:
             created = json.loads(self.core.create_namespaced_config_map(namespace, {
