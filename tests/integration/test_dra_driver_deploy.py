@@ -8,6 +8,12 @@ device counts, the request log, the timeout on a node without devices and the fa
 simulated kubelet plugins (a real example driver publishes NUM_DEVICES on every node), so those parts run
 only on the simulated cluster. The real cluster must not run the example driver already: its DeviceClass
 gpu.example.com and RBAC would be someone else's, which the module leaves alone (and the test expects to create).
+
+The second test runs the module as the shipped least-privilege identity (marker least_privilege_identity), which
+deploys with rbac: existing on the driver RBAC the administrator made (the namespace fixture). The first runs as
+the administrator, because it proves rbac: create (the module making the driver's ServiceAccount, ClusterRole and
+binding), which needs rights the identity must not hold; with KUBEHW_IDENTITY=least-privilege it passes as the
+identity too, with rbac: existing.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -22,6 +28,8 @@ import uuid
 import pytest
 from kubernetes import client
 from kubernetes.client.rest import ApiException
+
+from tests.integration.conftest import create_objects, least_privilege, rbac_objects
 
 MODULE = "kubehw.devices.dra_driver_deploy"
 DS = "dra-example-driver-kubeletplugin"
@@ -38,6 +46,20 @@ NODES = {"sync_interval": 0.2, "pod_start_delay": 0.1, "nodes": [
 def namespace(cluster):
     name = "dra-%s" % uuid.uuid4().hex[:8]
     cluster.core.create_namespace({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    if least_privilege():
+        # What playbooks/rbac.yml makes for the example driver with kubehw_rbac_dra_namespace set to this namespace,
+        # created by the administrator: the identity's Role there, and the driver's own ServiceAccount, ClusterRole
+        # and binding, which the identity may not create (it holds no RBAC rights), so it deploys with rbac: existing.
+        # The driver's ClusterRoleBinding has the DaemonSet's cluster-wide name and exists already (the run's identity
+        # made it for kubehw-dra-drivers), so this namespace's account gets a binding of the test's own.
+        prefix = cluster.unique_name("rbac")
+        docs = [d for d in rbac_objects(kubehw_rbac_name=prefix, kubehw_rbac_dra_namespace=name,
+                                        kubehw_rbac_dra_presets=["example"])
+                if d["metadata"]["name"] in (prefix + "-dra-drivers", DS)]
+        for doc in docs:
+            if doc["kind"] == "ClusterRoleBinding":
+                doc["metadata"]["name"] = prefix + "-driver"
+        create_objects(cluster, docs)
     yield name
     try:
         cluster.core.delete_namespace(name)
@@ -45,8 +67,14 @@ def namespace(cluster):
         pass
 
 
+def rbac_mode():
+    """The driver's own RBAC: the module creates it as the admin; the least-privilege identity, which holds no RBAC
+    rights, uses what the administrator made (the namespace fixture)."""
+    return "existing" if least_privilege() else "create"
+
+
 def task(namespace, title="Deploy", **params):
-    args = dict(preset="example", namespace=namespace, wait_timeout=60)
+    args = dict(preset="example", namespace=namespace, wait_timeout=60, rbac=rbac_mode())
     args.update(params)
     return {"name": title, MODULE: args, "register": "out"}
 
@@ -73,9 +101,9 @@ def test_rollout_waits_for_devices_rerun_and_check_mode_write_nothing_absent_twi
     assert not res["failed"], run.output()
     assert res["changed"] and res["waited_for"] == "devices"
     assert res["driver"] == "gpu.example.com" and res["device_classes"] == ["gpu.example.com"]
-    assert set(res["changed_objects"]) == set(["ServiceAccount/" + DS, "ClusterRole/" + DS,
-                                               "ClusterRoleBinding/" + DS, "DeviceClass/gpu.example.com",
-                                               "DaemonSet/" + DS])
+    driver_rbac = ["ServiceAccount/" + DS, "ClusterRole/" + DS, "ClusterRoleBinding/" + DS]
+    created_rbac = driver_rbac if rbac_mode() == "create" else []
+    assert set(res["changed_objects"]) == set(created_rbac + ["DeviceClass/gpu.example.com", "DaemonSet/" + DS])
     assert res["nodes"], "no node runs the kubelet plugin"
     for node in res["nodes"]:
         assert node["driver"] == "gpu.example.com"
@@ -84,8 +112,9 @@ def test_rollout_waits_for_devices_rerun_and_check_mode_write_nothing_absent_twi
     assert device_class_exists(cluster, "gpu.example.com")
     account = json.loads(cluster.core.read_namespaced_service_account(DS, namespace, _preload_content=False).data)
     assert account["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "kubehw.devices"
-    binding = json.loads(cluster.rbac.read_cluster_role_binding(DS, _preload_content=False).data)
-    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": DS, "namespace": namespace}]
+    if rbac_mode() == "create":
+        binding = json.loads(cluster.rbac.read_cluster_role_binding(DS, _preload_content=False).data)
+        assert binding["subjects"] == [{"kind": "ServiceAccount", "name": DS, "namespace": namespace}]
     if cluster.simulated:
         assert [(n["name"], n["devices"]) for n in res["nodes"]] == [
             ("gpu-1", ["gpu-0", "gpu-1"]), ("gpu-2", ["gpu-0", "gpu-1", "gpu-2", "gpu-3"])]
@@ -112,14 +141,14 @@ def test_rollout_waits_for_devices_rerun_and_check_mode_write_nothing_absent_twi
     run = ansible([task(namespace, "Remove", state="absent"), task(namespace, "Remove again", state="absent")])
     first, second = run.result("Remove"), run.result("Remove again")
     assert first["changed"] and not first["failed"], run.output()
-    assert set(first["changed_objects"]) == set(["DaemonSet/" + DS, "DeviceClass/gpu.example.com",
-                                                 "ClusterRoleBinding/" + DS, "ClusterRole/" + DS,
-                                                 "ServiceAccount/" + DS])
+    assert set(first["changed_objects"]) == set(["DaemonSet/" + DS, "DeviceClass/gpu.example.com"] + created_rbac)
     assert not second["changed"] and not second["failed"] and second["changed_objects"] == []
     assert not exists(cluster.apps.read_namespaced_daemon_set, DS, namespace)
-    assert not exists(cluster.rbac.read_cluster_role, DS)
-    assert not exists(cluster.rbac.read_cluster_role_binding, DS)
-    assert not exists(cluster.core.read_namespaced_service_account, DS, namespace)
+    # the module removes the driver's RBAC it made (rbac: create), and leaves the administrator's (existing) alone
+    made = rbac_mode() == "create"
+    assert exists(cluster.rbac.read_cluster_role, DS) is not made
+    assert exists(cluster.rbac.read_cluster_role_binding, DS) is not made
+    assert exists(cluster.core.read_namespaced_service_account, DS, namespace) is not made
     assert not device_class_exists(cluster, "gpu.example.com")
 
 
@@ -127,6 +156,7 @@ def test_rollout_waits_for_devices_rerun_and_check_mode_write_nothing_absent_twi
     {"name": "gpu-1", "labels": GPU_LABEL, "inventory": {"example.com/gpu": 2}},
     {"name": "cpu-1"},
 ]})
+@pytest.mark.least_privilege_identity
 def test_error_event_mid_wait_then_timeout_names_each_node_and_what_is_missing(cluster, ansible, namespace):
     cluster.require_simulated("changes a node's devices under its plugin, injects a watch ERROR event, and runs the "
                               "plugin on a node without devices")
@@ -158,7 +188,11 @@ def test_error_event_mid_wait_then_timeout_names_each_node_and_what_is_missing(c
     helper.join(5)
     missing = run.result("Missing account")
     assert missing["failed"] and not missing["changed"], run.output()
-    assert 'ServiceAccount "%s/no-such-driver" does not exist, and rbac is existing' % namespace in missing["msg"]
+    if least_privilege():
+        # the shipped RBAC names only the presets' DaemonSets and accounts: a driver of another name is refused
+        assert 'serviceaccounts "no-such-driver" is forbidden' in missing["msg"], missing["msg"]
+    else:
+        assert 'ServiceAccount "%s/no-such-driver" does not exist, and rbac is existing' % namespace in missing["msg"]
     assert not exists(cluster.apps.read_namespaced_daemon_set, "no-such-driver", namespace)
 
     gpu = run.result("GPU nodes")
