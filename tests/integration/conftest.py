@@ -131,6 +131,7 @@ class Cluster:
         self._mark = 0
         self._cleanups = []     # (description, fn), undone last first by close()
         self._workdir = None
+        self.identity_names = None    # suite_identity_names()
 
     # ------------------------------------------------------------ what the suite brings along
 
@@ -334,6 +335,7 @@ class Cluster:
                         sys.stderr.write("kubehw integration: could not %s: %s %s\n"
                                          % (description, err.status, err.reason))
         finally:
+            _IDENTITY.clear()
             self.api_client.close()
             if self._workdir:
                 shutil.rmtree(self._workdir, ignore_errors=True)
@@ -539,6 +541,12 @@ RBAC_VARS = {"kubehw_rbac_namespace": "kubehw", "kubehw_rbac_service_account": "
              "kubehw_rbac_plugin_daemonsets": SUITE_PLUGIN_DAEMONSETS}
 
 
+# The least-privilege identity of the running test (least_privilege_kubeconfig): its ServiceAccount namespace and
+# name, which rbac_objects() binds to unless told otherwise, so a fixture granting the identity more (a plugin or DRA
+# namespace of a test's own) binds the identity the test's modules run as. Reset by Cluster.close().
+_IDENTITY = {}
+
+
 def rbac_objects(**overrides):
     import jinja2
 
@@ -549,7 +557,9 @@ def rbac_objects(**overrides):
     # (ansible-core 2.19) does not see plain Jinja's Undefined, so `x | default(true) | bool` became false.
     env.filters["bool"] = lambda value: boolean(value, strict=False)
     with open(RBAC_TEMPLATE) as f:
-        docs = [d for d in yaml.safe_load_all(env.from_string(f.read()).render(**dict(RBAC_VARS, **overrides))) if d]
+        variables = dict(RBAC_VARS, **_IDENTITY)
+        variables.update(overrides)
+        docs = [d for d in yaml.safe_load_all(env.from_string(f.read()).render(**variables)) if d]
     problems = [d for d in docs if d["kind"] == "KubehwRbacProblems"]
     assert not problems, problems   # playbooks/rbac.yml stops on these
     return docs
@@ -590,8 +600,10 @@ def grant_plugin_namespace(cluster, namespace):
     """In least-privilege runs, the shipped plugin Role and its binding, in another plugin namespace."""
     if not least_privilege():
         return
-    create_objects(cluster, [doc for doc in rbac_objects(kubehw_rbac_plugin_namespace=namespace)
-                             if doc["metadata"]["name"] == "kubehw-devices-plugins"])
+    names = suite_identity_names(cluster)
+    role = "%s-plugins" % names["kubehw_rbac_name"]
+    create_objects(cluster, [doc for doc in rbac_objects(**dict(names, kubehw_rbac_plugin_namespace=namespace))
+                             if doc["metadata"]["name"] == role])
 
 
 def own_rbac_names(cluster, **overrides):
@@ -620,10 +632,34 @@ def rbac_identity_kubeconfig(cluster, filename, **overrides):
     return cluster.token_kubeconfig(json.loads(answer.data)["status"]["token"], filename)
 
 
+def suite_identity_names(cluster):
+    """The template variables of the running test's least-privilege identity: RBAC_VARS (the smoke tests' namespace
+    default, the DaemonSets the suites write) under names of the test's own (own_rbac_names: ClusterRoles,
+    bindings, the identity's namespace, the plugin namespace), so two tests, xdist workers or runs on one real
+    cluster never share, and never delete, each other's identity, and the cluster's own kubehw identity is never
+    touched. The ServiceAccount keeps its name, automation, in that namespace of the test's own."""
+    if cluster.identity_names is None:
+        cluster.identity_names = own_rbac_names(
+            cluster, kubehw_rbac_service_account=RBAC_VARS["kubehw_rbac_service_account"],
+            kubehw_rbac_smoke_test_namespace=RBAC_VARS["kubehw_rbac_smoke_test_namespace"],
+            kubehw_rbac_plugin_daemonsets=SUITE_PLUGIN_DAEMONSETS)
+    return cluster.identity_names
+
+
+def identity_user(cluster):
+    """The user name the least-privilege identity of the running test authenticates as."""
+    names = suite_identity_names(cluster)
+    return "system:serviceaccount:%s:%s" % (names["kubehw_rbac_namespace"], names["kubehw_rbac_service_account"])
+
+
 def least_privilege_kubeconfig(cluster, directory):
-    """The least-privilege identity of the shipped RBAC (any cluster: objects created, token requested)."""
+    """The least-privilege identity of the shipped RBAC (any cluster: objects created, token requested), under
+    names of the test's own (suite_identity_names)."""
     del directory  # kept for callers; the kubeconfig lives in the cluster's own work directory
-    return rbac_identity_kubeconfig(cluster, "least-privilege.kubeconfig")
+    names = suite_identity_names(cluster)
+    _IDENTITY.update(kubehw_rbac_namespace=names["kubehw_rbac_namespace"],
+                     kubehw_rbac_service_account=names["kubehw_rbac_service_account"])
+    return rbac_identity_kubeconfig(cluster, "least-privilege.kubeconfig", **names)
 
 
 @pytest.fixture

@@ -137,14 +137,16 @@ def test_smoke_test_check_mode_creates_nothing(cluster, ansible):
 
 
 def test_modules_run_as_the_identity_of_the_run(cluster, ansible):
-    """As the least-privilege identity (every run of this suite) the modules' requests come from the automation identity only."""
-    # the point of this test is the request log (a real apiserver's audit log is not readable from here)
-    cluster.require_simulated("reads who made each request from the request log")
-    from tests.integration.conftest import least_privilege
+    """As the least-privilege identity (every run of this suite) the modules' requests come from the automation
+    identity only. On any cluster the report runs (as that identity); who made each request is in the simulated
+    cluster's request log only (a real apiserver's audit log is not readable from here)."""
+    from tests.integration.conftest import identity_user, least_privilege
 
     mark = cluster.mark()
     run = ansible([{"name": "Report", "kubehw.devices.extended_resource_info": {"all_nodes": True}}])
     assert run.rc == 0, run.output()
-    users = set(r["user"] for r in cluster.requests(mark))
-    expected = "system:serviceaccount:kubehw:automation" if least_privilege() else "kubernetes-admin"
-    assert users == {expected}
+    assert run.result("Report")["nodes"], run.output()
+    if cluster.simulated:
+        users = set(r["user"] for r in cluster.requests(mark))
+        expected = identity_user(cluster) if least_privilege() else "kubernetes-admin"
+        assert users == {expected}
