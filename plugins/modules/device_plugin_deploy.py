@@ -28,6 +28,10 @@ description:
     rolls the pods when the settings change. The ConfigMap is owned by the DaemonSet (an ownerReference added
     to those it already has). A ConfigMap of that name this module did not create is refused before any write,
     naming it and its owner, unless O(adopt_configmap=true).
+  - A DaemonSet O(name) in O(namespace) that this module did not create (without the label
+    C(app.kubernetes.io/managed-by=kubehw.devices)), for example a plugin installed by Helm or an operator, is
+    refused before any write, naming it and its owner, with V(present) (its template would be replaced) and
+    V(absent) (it would be deleted), unless O(adopt_daemonset=true).
   - Labels and annotations the module set on the DaemonSet earlier (listed in its annotation
     C(devices.kubehw.io/managed-keys)) and since dropped from O(labels) or O(annotations) are removed on the next
     update; keys other tools added stay.
@@ -209,6 +213,16 @@ options:
         previous one runs a ready pod of the new template, so at most that many nodes are without a working
         plugin at a time. With C(OnDelete), O(update_strategy.max_unavailable) is only this batch size; it is not
         written to the DaemonSet.
+    type: bool
+    default: false
+  adopt_daemonset:
+    description:
+      - Let the module take over a DaemonSet O(name) in O(namespace) that it did not create (one without the label
+        C(app.kubernetes.io/managed-by=kubehw.devices)): O(state=present) replaces its template and adds the module's
+        labels (with a warning), O(state=absent) deletes it. Use it to move a plugin installed otherwise under this
+        module, after removing the other installer's claim on it (a Helm release, an operator).
+      - When false, such a DaemonSet makes the task fail before any write, naming the DaemonSet and its owner, as a
+        foreign ConfigMap does (O(adopt_configmap)).
     type: bool
     default: false
   adopt_configmap:
@@ -518,6 +532,7 @@ def argument_spec():
         )),
         delete_old_pods=dict(type="bool", default=False),
         adopt_configmap=dict(type="bool", default=False),
+        adopt_daemonset=dict(type="bool", default=False),
         allow_empty_rollout=dict(type="bool", default=False),
         labels=dict(type="dict"),
         annotations=dict(type="dict"),
@@ -604,9 +619,10 @@ class DevicePluginDeploy(object):
         conflict = compare.selector_conflict(desired, live)
         if conflict:
             raise TaskFailed(conflict)
-        if live is not None and (live["metadata"].get("labels") or {}).get(objects.MANAGED_BY_LABEL) != objects.MANAGED_BY:
-            self.warnings.append("DaemonSet %s/%s was not created by this module; it is now managed by it"
-                                 % (self.namespace, self.name))
+        self._refuse_foreign_daemonset(live, "replace its pod template")
+        if live is not None and not self._managed_here(live):
+            self.warnings.append("DaemonSet %s/%s was not created by this module; it is now managed by it "
+                                 "(adopt_daemonset)" % (self.namespace, self.name))
         live_cm = self.read_configmap()
         stale_cm = None
         if configmap is None:
@@ -956,8 +972,24 @@ class DevicePluginDeploy(object):
                                before=objects.clean(before) or {}, after=objects.clean(after) or {}))
 
     # -- absent --------------------------------------------------------------------------------
+    @staticmethod
+    def _managed_here(daemonset):
+        return (daemonset["metadata"].get("labels") or {}).get(objects.MANAGED_BY_LABEL) == objects.MANAGED_BY
+
+    def _refuse_foreign_daemonset(self, live, action):
+        """A DaemonSet of that name someone else made (Helm, an operator, by hand) is theirs: refused before any
+        write unless adopt_daemonset, as a foreign ConfigMap is unless adopt_configmap (issue 10)."""
+        if live is None or self._managed_here(live) or self.params["adopt_daemonset"]:
+            return
+        raise TaskFailed(
+            "DaemonSet %s/%s exists and was not created by this module (%s, no label %s=%s); this task would %s. "
+            "Choose another name, remove that DaemonSet, or set adopt_daemonset: true to let this module take it over."
+            % (self.namespace, self.name, objects.owner_description(live), objects.MANAGED_BY_LABEL,
+               objects.MANAGED_BY, action))
+
     def absent(self):
         live = self.read_daemonset()
+        self._refuse_foreign_daemonset(live, "delete it")
         live_cm = self.read_configmap()
         if live_cm is not None and not self._created_here(live_cm, live):
             live_cm = None

@@ -379,6 +379,44 @@ def test_foreign_configmap_is_refused_unless_adopted_and_its_owners_are_kept(clu
     assert cm["metadata"]["ownerReferences"][1]["uid"] == ds["metadata"]["uid"]
 
 
+def test_foreign_daemonset_is_refused_unless_adopted(cluster, ansible, namespace):
+    """A DaemonSet of that name the module did not create (here one Helm made) is refused before any write, by
+    state present and by state absent, unless adopt_daemonset: true (issue 10: as a foreign ConfigMap is)."""
+    labels = {"app.kubernetes.io/name": "nvidia-device-plugin"}
+    cluster.apps.create_namespaced_daemon_set(namespace, {
+        "apiVersion": "apps/v1", "kind": "DaemonSet",
+        "metadata": {"name": "nvidia-device-plugin", "labels": {"app.kubernetes.io/managed-by": "Helm"}},
+        "spec": {"selector": {"matchLabels": labels}, "template": {"metadata": {"labels": labels}, "spec": {
+            # a label no node carries: it runs nowhere, on any cluster
+            "nodeSelector": {"kubehw-it/nowhere": cluster.unique_name("none")},
+            "containers": [{"name": "plugin", "image": "registry.example/their-plugin:1"}]}}}},
+        _preload_content=False)
+    before = read_ds(cluster, namespace)
+    mark = cluster.mark()
+    run = ansible([dict(task(namespace, name="Check", wait="none"), check_mode=True, ignore_errors=True),
+                   dict(task(namespace, wait="none"), ignore_errors=True),
+                   dict(task(namespace, name="Remove", state="absent", wait="none"), ignore_errors=True)])
+    for name, action in (("Check", "replace its pod template"), ("Deploy", "replace its pod template"),
+                         ("Remove", "delete it")):
+        res = run.result(name)
+        assert res["failed"] and res["changed"] is False, res
+        assert ("DaemonSet %s/nvidia-device-plugin exists and was not created by this module "
+                "(labelled app.kubernetes.io/managed-by=Helm" % namespace) in res["msg"], res["msg"]
+        assert "this task would %s" % action in res["msg"] and "adopt_daemonset: true" in res["msg"], res["msg"]
+    # on any cluster: untouched (same resourceVersion), and no ConfigMap made for it
+    assert read_ds(cluster, namespace)["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]
+    assert not exists(cluster.core.read_namespaced_config_map, "nvidia-device-plugin-config", namespace)
+    if cluster.simulated:
+        assert ds_writes(cluster, mark) == []
+
+    run = ansible([task(namespace, name="Adopt", adopt_daemonset=True, wait="none")])
+    assert run.rc == 0, run.output()
+    res = run.result("Adopt")
+    assert res["changed"] is True
+    assert any("was not created by this module; it is now managed by it" in w for w in res.get("warnings") or []), res
+    assert read_ds(cluster, namespace)["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "kubehw.devices"
+
+
 @pytest.mark.simcluster_config({"sync_interval": 0.5, "pod_start_delay": 0.2, "nodes": [
     {"name": "gpu-1", "labels": {"feature.node.kubernetes.io/pci-10de.present": "true"},
      "inventory": {"nvidia.com/gpu": 4}},
