@@ -313,9 +313,10 @@ def move_to_dra(core, kubeconfig, workdir):
                 ", ".join(item.get("device_classes") or []) or "-",
                 ", ".join("%s published %d" % (n.get("name"), n.get("device_count", len(n.get("devices") or [])))
                           for n in item.get("nodes") or []) or "-"))
-        elif "pod" in item and item.get("node") in GPU_NODES:  # resource_smoke_test
-            say("smoke-test pod asked for %s: 1 and was scheduled on %s, served through DRA (the DeviceClass's"
-                " extendedResourceName)" % (GPU, item.get("node")))
+        elif "pod" in item and item.get("node") in GPU_NODES:  # resource_smoke_test (claim-template mode)
+            say("smoke-test pod's claim (ResourceClaimTemplate, 1 device of DeviceClass %s) was allocated %s on %s"
+                % ("gpu.nvidia.com", ", ".join("%(driver)s/%(pool)s/%(device)s" % r for r in item.get("allocation") or [])
+                   or "-", item.get("node")))
     return driver
 
 

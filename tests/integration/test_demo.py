@@ -50,8 +50,8 @@ def test_demo_runs_site_and_shows_scheduling(collections_path):
     assert "$ kubectl label node --overwrite gpu-node-1 gpu-node-2 kubehw.devices/gpu-allocation=dra" in dra
     assert re.search(r"^DRA driver gpu.nvidia.com: DaemonSet kubehw-dra-drivers/\S+ rolled out; DeviceClasses gpu.nvidia.com, mig.nvidia.com;"
                      r" site.yml waited until gpu-node-1 published 4, gpu-node-2 published 8$", dra, re.M), dra
-    assert re.search(r"^smoke-test pod asked for nvidia.com/gpu: 1 and was scheduled on gpu-node-1, served through DRA",
-                     dra, re.M), dra
+    assert re.search(r"^smoke-test pod's claim \(ResourceClaimTemplate, 1 device of DeviceClass gpu.nvidia.com\) was "
+                     r"allocated gpu.nvidia.com/gpu-node-1/gpu-\d on gpu-node-1$", dra, re.M), dra
     daemonsets = re.search(r"^DaemonSets now: (.*)$", dra, re.M).group(1)
     assert "kubehw-dra-drivers/" in daemonsets and "device-plugin" not in daemonsets.split(" (")[0], daemonsets
     assert re.search(r"^gpu-node-1\s+4 devices published by gpu.nvidia.com: gpu-0, gpu-1, gpu-2, gpu-3$", dra, re.M), dra

@@ -169,12 +169,18 @@ def test_site_check_run_rerun_verify_teardown(cluster, collections_path, tmp_pat
                      if p["spec"].get("nodeName", "").startswith("gpu-node-"))
     # one plugin pod on each device-plugin node, one DRA kubelet plugin pod on the DRA node, nothing else
     assert [node for node, _ns in serving] == ["gpu-node-1", "gpu-node-2", "gpu-node-3"], serving
-    # two smoke-test pods asked for nvidia.com/gpu: one on gpu-node-1 (the plugin), one on gpu-node-3 (DRA, through
-    # the DeviceClass's extendedResourceName)
+    # two smoke-test pods: one on gpu-node-1 asking for nvidia.com/gpu (the plugin), one on gpu-node-3 whose claim,
+    # made from a ResourceClaimTemplate of the DRA driver's DeviceClass gpu.nvidia.com, got a device there
     smoke = [json.loads(w["body"]) for w in cluster.writes(mark) if w["method"] == "POST" and w["path"].endswith("/pods")]
     smoke_nodes = sorted(n for p in smoke for n in ("gpu-node-1", "gpu-node-2", "gpu-node-3") if n in json.dumps(p["spec"]))
     assert smoke_nodes == ["gpu-node-1", "gpu-node-3"], smoke
-    assert all(c["resources"]["limits"] == {"nvidia.com/gpu": "1"} for p in smoke for c in p["spec"]["containers"]), smoke
+    by_node = dict((n, p) for p in smoke for n in ("gpu-node-1", "gpu-node-3") if n in json.dumps(p["spec"]))
+    assert [c["resources"]["limits"] for c in by_node["gpu-node-1"]["spec"]["containers"]] == [{"nvidia.com/gpu": "1"}]
+    assert [c["resources"].get("claims") for c in by_node["gpu-node-3"]["spec"]["containers"]] == [[{"name": "device"}]]
+    templates = [json.loads(w["body"]) for w in cluster.writes(mark)
+                 if w["method"] == "POST" and w["path"].endswith("/resourceclaimtemplates")]
+    assert [r["exactly"]["deviceClassName"] for t in templates for r in t["spec"]["spec"]["devices"]["requests"]] \
+        == ["gpu.nvidia.com"], templates
     # the plugin's resource is the kubelet's business: site.yml never patched GPU nodes itself
     assert not [w for w in cluster.writes(mark) if "/nodes/gpu-node" in w["path"]]
 
@@ -182,10 +188,15 @@ def test_site_check_run_rerun_verify_teardown(cluster, collections_path, tmp_pat
     proc, recap = play(collections_path, tmp_path, "site", cluster.kubeconfig, inventory=inventory)
     assert proc.returncode == 0, proc.stdout[-4000:]
     assert all(host["changed"] == 0 for host in recap.values()), recap
-    # the only writes of a second run are the two smoke-test pods' create and delete
-    writes = [(w["method"], w["path"]) for w in cluster.writes(mark)]
-    assert all("/pods" in write[1] for write in writes), writes
-    assert sorted(write[0] for write in writes) == ["DELETE", "DELETE", "POST", "POST"], writes
+    # the only writes of a second run are the smoke tests': two pods and the DRA one's claim template, created and
+    # deleted, and the deletion of its claim
+    writes = [(w["method"], w["path"].rsplit("/", 2)[-2] if w["method"] == "DELETE" else w["path"].rsplit("/", 1)[-1])
+              for w in cluster.writes(mark)]
+    assert sorted(w for w in writes if w[0] == "POST") == [("POST", "pods"), ("POST", "pods"),
+                                                          ("POST", "resourceclaimtemplates")], writes
+    # (the claim's DELETE only when the module saw it before the resource claim controller deleted it)
+    assert set(w for w in writes if w[0] != "POST") - {("DELETE", "resourceclaims")} == {
+        ("DELETE", "pods"), ("DELETE", "resourceclaimtemplates")}, writes
 
     proc = play(collections_path, tmp_path, "verify", cluster.kubeconfig, inventory=inventory)[0]
     assert proc.returncode == 0, proc.stdout[-4000:]
