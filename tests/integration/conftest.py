@@ -132,6 +132,10 @@ class Cluster:
         self._cleanups = []     # (description, fn), undone last first by close()
         self._workdir = None
         self.identity_names = None    # suite_identity_names()
+        if least_privilege():
+            names = suite_identity_names(self)
+            _IDENTITY.update(kubehw_rbac_namespace=names["kubehw_rbac_namespace"],
+                             kubehw_rbac_service_account=names["kubehw_rbac_service_account"])
 
     # ------------------------------------------------------------ what the suite brings along
 
@@ -639,10 +643,13 @@ def suite_identity_names(cluster):
     cluster never share, and never delete, each other's identity, and the cluster's own kubehw identity is never
     touched. The ServiceAccount keeps its name, automation, in that namespace of the test's own."""
     if cluster.identity_names is None:
-        cluster.identity_names = own_rbac_names(
-            cluster, kubehw_rbac_service_account=RBAC_VARS["kubehw_rbac_service_account"],
-            kubehw_rbac_smoke_test_namespace=RBAC_VARS["kubehw_rbac_smoke_test_namespace"],
-            kubehw_rbac_plugin_daemonsets=SUITE_PLUGIN_DAEMONSETS)
+        # no request here: the Cluster sets the identity up when it opens (_IDENTITY), before any fixture grants it
+        # more. The DRA presets stay the template's default, as the DRA suites' grants expect (their drivers'
+        # ClusterRoles are named after the DaemonSets, so shared on a real cluster).
+        cluster.identity_names = dict(RBAC_VARS, kubehw_rbac_name=cluster.unique_name("rbac"),
+                                      kubehw_rbac_namespace=cluster.unique_name("id"),
+                                      kubehw_rbac_plugin_namespace=cluster.unique_name("plugins"),
+                                      kubehw_rbac_dra_namespace=cluster.unique_name("dra"))
     return cluster.identity_names
 
 
@@ -656,10 +663,7 @@ def least_privilege_kubeconfig(cluster, directory):
     """The least-privilege identity of the shipped RBAC (any cluster: objects created, token requested), under
     names of the test's own (suite_identity_names)."""
     del directory  # kept for callers; the kubeconfig lives in the cluster's own work directory
-    names = suite_identity_names(cluster)
-    _IDENTITY.update(kubehw_rbac_namespace=names["kubehw_rbac_namespace"],
-                     kubehw_rbac_service_account=names["kubehw_rbac_service_account"])
-    return rbac_identity_kubeconfig(cluster, "least-privilege.kubeconfig", **names)
+    return rbac_identity_kubeconfig(cluster, "least-privilege.kubeconfig", **suite_identity_names(cluster))
 
 
 @pytest.fixture
