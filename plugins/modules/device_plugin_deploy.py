@@ -218,7 +218,7 @@ options:
   adopt_daemonset:
     description:
       - Let the module take over a DaemonSet O(name) in O(namespace) that it did not create (one without the label
-        C(app.kubernetes.io/managed-by=kubehw.devices)): O(state=present) replaces its template and adds the module's
+        C(app.kubernetes.io/managed-by=kubehw.devices)); O(state=present) replaces its template and adds the module's
         labels (with a warning), O(state=absent) deletes it. Use it to move a plugin installed otherwise under this
         module, after removing the other installer's claim on it (a Helm release, an operator).
       - When false, such a DaemonSet makes the task fail before any write, naming the DaemonSet and its owner, as a
