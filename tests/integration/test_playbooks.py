@@ -192,8 +192,8 @@ def test_site_check_run_rerun_verify_teardown(cluster, collections_path, tmp_pat
     # deleted, and the deletion of its claim
     writes = [(w["method"], w["path"].rsplit("/", 2)[-2] if w["method"] == "DELETE" else w["path"].rsplit("/", 1)[-1])
               for w in cluster.writes(mark)]
-    assert sorted(w for w in writes if w[0] == "POST") == [("POST", "pods"), ("POST", "pods"),
-                                                          ("POST", "resourceclaimtemplates")], writes
+    posts = sorted(w for w in writes if w[0] == "POST")
+    assert posts == [("POST", "pods"), ("POST", "pods"), ("POST", "resourceclaimtemplates")], writes
     # (the claim's DELETE only when the module saw it before the resource claim controller deleted it)
     assert set(w for w in writes if w[0] != "POST") - {("DELETE", "resourceclaims")} == {
         ("DELETE", "pods"), ("DELETE", "resourceclaimtemplates")}, writes
