@@ -173,6 +173,31 @@ def test_cluster_without_dra_has_no_group(simcluster_factory):
     assert raw.request("GET", DC)[0] == 404
 
 
+def start_driver_pod(raw, node, name="plugin"):
+    """The DRA example driver's kubelet-plugin pod on this node (the simulated driver publishes its inventory)."""
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "kube-system"},
+           "spec": {"nodeName": node, "containers": [
+               {"name": "plugin", "image": "registry.k8s.io/dra-example-driver/dra-example-driver:v0.2.0"}]}}
+    assert raw.request("POST", "/api/v1/namespaces/kube-system/pods", pod)[0] == 201
+
+
+def create_one_gpu_template(raw):
+    """ResourceClaimTemplate default/one-gpu: one device of DeviceClass gpu.example.com."""
+    template = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+                "metadata": {"name": "one-gpu", "namespace": "default"},
+                "spec": {"spec": {"devices": {"requests": [
+                    {"name": "gpu", "exactly": {"deviceClassName": "gpu.example.com", "count": 1}}]}}}}
+    assert raw.request("POST", "/apis/resource.k8s.io/v1/namespaces/default/resourceclaimtemplates",
+                       template)[0] == 201
+
+
+def one_gpu_pod(name):
+    """A pod in default whose container uses a claim made from the template one-gpu."""
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default"},
+            "spec": {"resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}],
+                     "containers": [{"name": "c", "image": "busybox", "resources": {"claims": [{"name": "gpu"}]}}]}}
+
+
 def _wait(fn, timeout=15.0):
     import time
 
@@ -191,10 +216,7 @@ def test_driver_pod_publishes_the_nodes_inventory_and_takes_it_back(simcluster_f
     raw = Raw(sim)
     slices = "/apis/resource.k8s.io/v1/resourceslices"
     for node in ("gpu-1", "cpu-1"):
-        pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "plugin-" + node, "namespace": "kube-system"},
-               "spec": {"nodeName": node, "containers": [
-                   {"name": "plugin", "image": "registry.k8s.io/dra-example-driver/dra-example-driver:v0.2.0"}]}}
-        assert raw.request("POST", "/api/v1/namespaces/kube-system/pods", pod)[0] == 201
+        start_driver_pod(raw, node, "plugin-" + node)
     published = _wait(lambda: raw.request("GET", slices)[1]["items"])
     assert [s["spec"]["nodeName"] for s in published] == ["gpu-1"]
     spec = published[0]["spec"]
@@ -213,26 +235,12 @@ def test_claims_from_templates_are_allocated_by_the_scheduler_and_go_with_their_
     raw = Raw(sim)
     pods = "/api/v1/namespaces/default/pods"
     claims = "/apis/resource.k8s.io/v1/namespaces/default/resourceclaims"
-    plugin = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "plugin", "namespace": "kube-system"},
-              "spec": {"nodeName": "gpu-1", "containers": [
-                  {"name": "plugin", "image": "registry.k8s.io/dra-example-driver/dra-example-driver:v0.2.0"}]}}
-    assert raw.request("POST", "/api/v1/namespaces/kube-system/pods", plugin)[0] == 201
+    start_driver_pod(raw, "gpu-1")
     assert raw.request("POST", DC, device_class())[0] == 201
-    template = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
-                "metadata": {"name": "one-gpu", "namespace": "default"},
-                "spec": {"spec": {"devices": {"requests": [
-                    {"name": "gpu", "exactly": {"deviceClassName": "gpu.example.com", "count": 1}}]}}}}
-    assert raw.request("POST", "/apis/resource.k8s.io/v1/namespaces/default/resourceclaimtemplates",
-                       template)[0] == 201
+    create_one_gpu_template(raw)
     assert _wait(lambda: raw.request("GET", "/apis/resource.k8s.io/v1/resourceslices")[1]["items"])
-
-    def pod(name):
-        return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default"},
-                "spec": {"resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}],
-                         "containers": [{"name": "c", "image": "busybox", "resources": {"claims": [{"name": "gpu"}]}}]}}
-
     for name in ("a", "b", "c"):
-        assert raw.request("POST", pods, pod(name))[0] == 201
+        assert raw.request("POST", pods, one_gpu_pod(name))[0] == 201
 
     def bound():
         items = dict((p["metadata"]["name"], p) for p in raw.request("GET", pods)[1]["items"])
@@ -263,7 +271,7 @@ def test_claims_from_templates_are_allocated_by_the_scheduler_and_go_with_their_
         "0/2 nodes are available: 2 cannot allocate all claims. still not schedulable, preemption: 0/2 nodes are "
         "available: 2 Preemption is not helpful for scheduling.")
     # a pod whose template does not exist has no claim: held back before any node is tried, no condition
-    orphan = pod("orphan")
+    orphan = one_gpu_pod("orphan")
     orphan["spec"]["resourceClaims"][0]["resourceClaimTemplateName"] = "no-such-template"
     assert raw.request("POST", pods, orphan)[0] == 201
     time.sleep(1.0)
@@ -294,20 +302,9 @@ def test_a_claim_naming_a_missing_device_class_is_refused_by_prefilter_until_the
         {"name": "gpu-1", "inventory": {"example.com/gpu": 1}}, {"name": "cpu-1"}]})
     raw = Raw(sim)
     pods = "/api/v1/namespaces/default/pods"
-    plugin = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "plugin", "namespace": "kube-system"},
-              "spec": {"nodeName": "gpu-1", "containers": [
-                  {"name": "plugin", "image": "registry.k8s.io/dra-example-driver/dra-example-driver:v0.2.0"}]}}
-    assert raw.request("POST", "/api/v1/namespaces/kube-system/pods", plugin)[0] == 201
-    template = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
-                "metadata": {"name": "one-gpu", "namespace": "default"},
-                "spec": {"spec": {"devices": {"requests": [
-                    {"name": "gpu", "exactly": {"deviceClassName": "gpu.example.com", "count": 1}}]}}}}
-    assert raw.request("POST", "/apis/resource.k8s.io/v1/namespaces/default/resourceclaimtemplates",
-                       template)[0] == 201
-    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "default"},
-           "spec": {"resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}],
-                    "containers": [{"name": "c", "image": "busybox", "resources": {"claims": [{"name": "gpu"}]}}]}}
-    assert raw.request("POST", pods, pod)[0] == 201
+    start_driver_pod(raw, "gpu-1")
+    create_one_gpu_template(raw)
+    assert raw.request("POST", pods, one_gpu_pod("p"))[0] == 201
     waiting = _wait(lambda: [c for c in (raw.request("GET", pods + "/p")[1]["status"].get("conditions") or [])
                              if c.get("reason") == "Unschedulable"])
     assert waiting[0]["message"] == (
@@ -327,10 +324,7 @@ def test_extended_resource_is_served_by_dra_only_where_no_device_plugin_advertis
     raw = Raw(sim)
     pods = "/api/v1/namespaces/default/pods"
     claims = "/apis/resource.k8s.io/v1/namespaces/default/resourceclaims"
-    plugin = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "plugin", "namespace": "kube-system"},
-              "spec": {"nodeName": "gpu-1", "containers": [
-                  {"name": "plugin", "image": "registry.k8s.io/dra-example-driver/dra-example-driver:v0.2.0"}]}}
-    assert raw.request("POST", "/api/v1/namespaces/kube-system/pods", plugin)[0] == 201
+    start_driver_pod(raw, "gpu-1")
     assert raw.request("POST", DC, device_class(extendedResourceName="example.com/gpu"))[0] == 201
     assert _wait(lambda: raw.request("GET", "/apis/resource.k8s.io/v1/resourceslices")[1]["items"])
 
