@@ -18,8 +18,6 @@ import re
 from ansible_collections.kubehw.devices.plugins.module_utils._k8s_names import (
     DNS1123_LABEL_RE,
     DNS1123_SUBDOMAIN_RE,
-    LABEL_VALUE_RE,
-    label_key_problem,
 )
 from ansible_collections.kubehw.devices.plugins.module_utils._extended_resources import (
     extended_resource_name_problem,
@@ -28,6 +26,7 @@ from ansible_collections.kubehw.devices.plugins.module_utils._k8s_objects import
     MANAGED_BY,
     MANAGED_BY_LABEL,
     MANAGED_KEYS_ANNOTATION,
+    label_map,
     to_text,
 )
 from ansible_collections.kubehw.devices.plugins.module_utils._device_plugin_presets import (
@@ -134,17 +133,6 @@ def check_dns_label(value, what):
         raise DaemonSetSpecError(
             "%s %r must be a lowercase RFC 1123 DNS label (a-z, 0-9 and '-', at most 63 characters, "
             "starting and ending with a letter or digit)" % (what, value))
-
-
-def _check_label_map(labels, what):
-    for key, value in (labels or {}).items():
-        problem = label_key_problem(key)
-        if problem:
-            raise DaemonSetSpecError("%s key %r: %s" % (what, key, problem))
-        if what == "labels" and (not isinstance(value, str) or len(value) > 63 or not LABEL_VALUE_RE.match(value)):
-            raise DaemonSetSpecError(
-                "labels value %r for %r must be at most 63 characters of letters, digits, '-', '_' or '.', "
-                "starting and ending with a letter or digit" % (value, key))
 
 
 def check_env_names(env):
@@ -285,8 +273,8 @@ def validate(params):
     if params.get("delete_old_pods") and stype != "OnDelete":
         raise DaemonSetSpecError("delete_old_pods applies only to update_strategy.type=OnDelete")
 
-    _check_label_map(params.get("labels"), "labels")
-    _check_label_map(params.get("annotations"), "annotations")
+    label_map(params.get("labels"), "labels", DaemonSetSpecError, convert=False)
+    label_map(params.get("annotations"), "annotations", DaemonSetSpecError, values=False)
     for reserved in (NAME_LABEL, MANAGED_BY_LABEL):
         if reserved in (params.get("labels") or {}):
             raise DaemonSetSpecError("labels must not set %r: the module owns it (selector and ownership)" % reserved)

@@ -38,14 +38,23 @@ def to_text(value):
     return "%s" % (value,)
 
 
-def label_map(mapping, what, error):
+def label_map(mapping, what, error, convert=True, values=True):
     """A label map (labels, node selector) with string values, as the API stores it; raises error(message) naming
-    the first key or value that is not a valid label key or value, and the rule."""
+    the first key or value that is not a valid label key or value, and the rule.
+
+    ``convert``: values that are not strings (YAML numbers) are turned into text; when false they are refused, for
+    the modules whose documentation promises string values. ``values=False`` checks the keys only (annotations: any
+    value is allowed)."""
     out = {}
     for key, value in (mapping or {}).items():
         problem = label_key_problem(key)
         if problem:
             raise error("%s key %r: %s" % (what, key, problem))
+        if not values:
+            out[key] = value
+            continue
+        if not convert and not isinstance(value, str):
+            raise error("%s value %r of %r must be a string (quote it in YAML)" % (what, value, key))
         text = to_text(value)
         if len(text) > 63 or not LABEL_VALUE_RE.match(text):
             raise error(

@@ -290,7 +290,7 @@ from ansible_collections.kubehw.devices.plugins.module_utils._daemonset_manifest
     env_list,
 )
 from ansible_collections.kubehw.devices.plugins.module_utils._daemonset_manifest import positive_int as whole_number
-from ansible_collections.kubehw.devices.plugins.module_utils._k8s_names import LABEL_VALUE_RE, label_key_problem
+from ansible_collections.kubehw.devices.plugins.module_utils._k8s_names import label_key_problem
 from ansible_collections.kubehw.devices.plugins.module_utils._k8s_objects import TaskFailed
 
 DEFAULT_NAMESPACE = "kubehw-dra-drivers"
@@ -315,14 +315,7 @@ def validate(params):
     image = params.get("image")
     if image is not None and (not isinstance(image, str) or not image.strip() or any(c.isspace() for c in image)):
         raise DaemonSetSpecError("image %r must be a container image reference without spaces" % (image,))
-    for key, value in (params.get("node_selector") or {}).items():
-        problem = label_key_problem(key)
-        if problem:
-            raise DaemonSetSpecError("node_selector key %r: %s" % (key, problem))
-        text = objects.to_text(value)
-        if len(text) > 63 or not LABEL_VALUE_RE.match(text):
-            raise DaemonSetSpecError("node_selector value %r of %r must be at most 63 characters of letters, digits, "
-                                     "'-', '_' or '.', starting and ending with a letter or digit" % (text, key))
+    objects.label_map(params.get("node_selector"), "node_selector", DaemonSetSpecError)
     for index, toleration in enumerate(params.get("tolerations") or []):
         _check_toleration(index, toleration)
     check_env_names(params.get("env"))

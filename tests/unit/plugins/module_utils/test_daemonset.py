@@ -429,6 +429,9 @@ def test_definition_patch_merges_by_name_and_deletes_with_null():
     (dict(preset="nvidia", delete_old_pods=True), "delete_old_pods applies only"),
     (dict(preset="nvidia", labels={objects.MANAGED_BY_LABEL: "me"}), "module owns it"),
     (dict(preset="nvidia", labels={"team": "has space"}), "labels value 'has space'"),
+    # One label-map rule for every module (_k8s_objects.label_map); the DaemonSet modules refuse non-string values.
+    (dict(preset="nvidia", labels={"team": 1}), "labels value 1 of 'team' must be a string"),
+    (dict(preset="nvidia", annotations={"bad key!": "x"}), "annotations key 'bad key!'"),
     (dict(preset="nvidia", annotations={manifest.RESOURCES_ANNOTATION: "x/y"}), "module computes it"),
     (dict(preset="nvidia", name="Bad_Name"), "name 'Bad_Name' must be a lowercase RFC 1123 DNS label"),
     (dict(preset="nvidia", min_count=-1), "min_count -1"),
