@@ -39,7 +39,8 @@ TASKS = """
 
         - name: Record the result
           ansible.builtin.copy:
-            content: "{{ {'changed': repo_key_changed, 'found': repo_key_found_fingerprints} | to_json }}"
+            content: "{{ {'changed': repo_key_changed, 'found': repo_key_found_fingerprints,
+                          'previous': repo_key_previous_fingerprints} | to_json }}"
             dest: "{{ test_out }}/{{ inventory_hostname }}.json"
             mode: "0644"
           check_mode: false
@@ -131,9 +132,10 @@ def run_role(tmp, hosts, check_hosts):
     })
     playbook_cmd = shutil.which('ansible-playbook', path=os.path.dirname(sys.executable)) or 'ansible-playbook'
     proc = subprocess.run(
-        [playbook_cmd, '-i', os.path.join(tmp, 'inventory.yml'), os.path.join(tmp, 'playbook.yml')]
-        ,
+        # --diff: diff mode shows a key's change as its fingerprints before and after
+        [playbook_cmd, '--diff', '-i', os.path.join(tmp, 'inventory.yml'), os.path.join(tmp, 'playbook.yml')],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=900, check=False, cwd=tmp)
+    write(os.path.join(tmp, 'run.log'), proc.stdout.decode())
     records = {}
     for name in os.listdir(out):
         records[name[:-len('.json')]] = json.loads(read(os.path.join(out, name)))
@@ -200,14 +202,14 @@ def dest_of(hosts, name):
 def test_first_install_writes_the_verified_key(applied, keys):
     dummy, hosts, records = applied
     new, new_fpr = keys['new']
-    assert records['first_install'] == {'changed': True, 'found': [new_fpr]}
+    assert records['first_install'] == {'changed': True, 'found': [new_fpr], 'previous': []}
     assert read(dest_of(hosts, 'first_install')) == new
     assert oct(os.stat(dest_of(hosts, 'first_install')).st_mode & 0o777) == '0o644'
 
 
 def test_same_key_changes_nothing(applied, keys):
     dummy, hosts, records = applied
-    assert records['same_key'] == {'changed': False, 'found': [keys['new'][1]]}
+    assert records['same_key'] == {'changed': False, 'found': [keys['new'][1]], 'previous': [keys['new'][1]]}
 
 
 def test_rotated_key_replaces_the_old_one(applied, keys):
@@ -215,6 +217,20 @@ def test_rotated_key_replaces_the_old_one(applied, keys):
     assert records['rotation']['changed'] is True
     assert sorted(records['rotation']['found']) == sorted([keys['old'][1], keys['new'][1]])
     assert read(dest_of(hosts, 'rotation')) == keys['old'][0] + keys['new'][0]
+    assert records['rotation']['previous'] == [keys['old'][1]]
+
+
+def test_diff_mode_shows_a_replaced_key_as_fingerprints_before_and_after(applied, keys):
+    # copy with remote_src gives no diff content, so the role prints the change itself in diff mode
+    tmp, hosts, records = applied
+    log = read(os.path.join(tmp, 'run', 'run.log'))
+    old_fpr, new_fpr = keys['old'][1], keys['new'][1]
+    after = ', '.join(records['rotation']['found'])
+    assert '%s replaced: fingerprints before: %s; after: %s' % (dest_of(hosts, 'rotation'), old_fpr, after) in log
+    assert '%s replaced: fingerprints before: %s; after: %s' % (dest_of(hosts, 'check_rotation'), old_fpr, after) in log
+    assert '%s replaced: fingerprints before: none; after: %s' % (dest_of(hosts, 'first_install'), new_fpr) in log
+    # an unchanged key prints nothing
+    assert dest_of(hosts, 'same_key') + ' replaced' not in log
 
 
 def test_wrong_key_fails_naming_both_fingerprints_and_writes_nothing(applied, keys):
