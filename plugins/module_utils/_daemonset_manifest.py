@@ -26,6 +26,8 @@ from ansible_collections.kubehw.devices.plugins.module_utils._k8s_objects import
     MANAGED_BY,
     MANAGED_BY_LABEL,
     MANAGED_KEYS_ANNOTATION,
+    check_image,
+    check_tolerations,
     label_map,
     to_text,
 )
@@ -178,11 +180,14 @@ def validate(params):
     preset = params.get("preset")
     state = params.get("state") or "present"
     name = params.get("name") or default_name(preset)
+    # An empty namespace is refused, not read as the default one (an undefined inventory variable must not
+    # send the task to another namespace).
+    namespace = params.get("namespace")
+    check_dns_label(DEFAULT_NAMESPACE if namespace is None else namespace, "namespace")
     if state == "absent":
         if not name:
             raise DaemonSetSpecError("state=absent needs name, or a preset other than custom to take its default name")
         check_dns_label(name, "name")
-        check_dns_label(params.get("namespace") or DEFAULT_NAMESPACE, "namespace")
         return
     if preset not in PRESETS:
         raise DaemonSetSpecError("preset %r must be one of %s" % (preset, ", ".join(PRESET_NAMES)))
@@ -190,7 +195,13 @@ def validate(params):
         raise DaemonSetSpecError("preset=custom needs name")
     # A DaemonSet name becomes part of pod names and of the selector label value.
     check_dns_label(name, "name")
-    check_dns_label(params.get("namespace") or DEFAULT_NAMESPACE, "namespace")
+    check_image(params.get("image"), DaemonSetSpecError)
+    label_map(params.get("node_selector"), "node_selector", DaemonSetSpecError)
+    check_tolerations(params.get("tolerations"), DaemonSetSpecError)
+    for index, secret in enumerate(params.get("image_pull_secrets") or []):
+        if not isinstance(secret, str) or len(secret) > 253 or not DNS1123_SUBDOMAIN_RE.fullmatch(secret):
+            raise DaemonSetSpecError("image_pull_secrets[%d] %r must be a Secret name: a lowercase RFC 1123 DNS "
+                                     "subdomain" % (index, secret))
 
     for key in NVIDIA_ONLY:
         if preset != "nvidia" and _given(params, key):

@@ -64,6 +64,57 @@ def label_map(mapping, what, error, convert=True, values=True):
     return out
 
 
+TOLERATION_FIELDS = ("key", "operator", "value", "effect", "tolerationSeconds")
+TOLERATION_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+
+
+def check_tolerations(tolerations, error, what="tolerations"):
+    """Refuse pod tolerations the apiserver refuses (core/v1 validation of Toleration): raises error(message) naming
+    the entry, the value and the rule. Used by every module that writes a pod template or a pod."""
+    if tolerations is None:
+        return
+    if not isinstance(tolerations, list):
+        raise error("%s must be a list of mappings (key, operator, value, effect, tolerationSeconds)" % what)
+    for index, toleration in enumerate(tolerations):
+        where = "%s[%d]" % (what, index)
+        if not isinstance(toleration, dict):
+            raise error("%s must be a mapping (key, operator, value, effect, tolerationSeconds)" % where)
+        unknown = sorted(set(toleration) - set(TOLERATION_FIELDS))
+        if unknown:
+            raise error("%s has unknown field(s) %s; allowed: %s" % (where, ", ".join(unknown), ", ".join(TOLERATION_FIELDS)))
+        operator = toleration.get("operator") or "Equal"
+        if operator not in ("Exists", "Equal"):
+            raise error("%s operator %r must be Exists or Equal" % (where, operator))
+        key = toleration.get("key")
+        if key:
+            problem = label_key_problem(key)
+            if problem:
+                raise error("%s key %r: %s" % (where, key, problem))
+        elif operator != "Exists":
+            raise error("%s without a key must have operator Exists (it then tolerates every taint)" % where)
+        value = toleration.get("value")
+        if operator == "Exists" and value:
+            raise error("%s value %r must be empty with operator Exists" % (where, value))
+        if value is not None and (not isinstance(value, str) or len(value) > 63 or not LABEL_VALUE_RE.match(value)):
+            raise error("%s value %r must be a string of at most 63 letters, digits, '-', '_' or '.', starting and "
+                        "ending with a letter or digit (a label value)" % (where, value))
+        effect = toleration.get("effect")
+        if effect and effect not in TOLERATION_EFFECTS:
+            raise error("%s effect %r must be one of %s" % (where, effect, ", ".join(TOLERATION_EFFECTS)))
+        seconds = toleration.get("tolerationSeconds")
+        if seconds is not None:
+            if effect != "NoExecute":
+                raise error("%s tolerationSeconds needs effect NoExecute" % where)
+            if isinstance(seconds, bool) or not isinstance(seconds, int):
+                raise error("%s tolerationSeconds %r must be a whole number of seconds" % (where, seconds))
+
+
+def check_image(image, error, what="image"):
+    """A container image reference: a non-empty string without whitespace (the registry refuses the rest)."""
+    if image is not None and (not isinstance(image, str) or not image.strip() or any(c.isspace() for c in image)):
+        raise error("%s %r must be a container image reference without spaces or newlines" % (what, image))
+
+
 def managed_keys(obj, kind):
     """The ``kind`` ("labels" or "annotations") keys the module recorded as set by it on ``obj``'s metadata."""
     text = (((obj or {}).get("metadata") or {}).get("annotations") or {}).get(MANAGED_KEYS_ANNOTATION)

@@ -290,7 +290,6 @@ from ansible_collections.kubehw.devices.plugins.module_utils._daemonset_manifest
     env_list,
 )
 from ansible_collections.kubehw.devices.plugins.module_utils._daemonset_manifest import positive_int as whole_number
-from ansible_collections.kubehw.devices.plugins.module_utils._k8s_names import label_key_problem
 from ansible_collections.kubehw.devices.plugins.module_utils._k8s_objects import TaskFailed
 
 DEFAULT_NAMESPACE = "kubehw-dra-drivers"
@@ -298,8 +297,6 @@ WAIT_MODES = ("none", "rollout", "devices")
 COMPONENT = "dra-kubelet-plugin"
 # On the pod template: which DRA driver the pods run (read by people and by the simulated kubelet).
 DRIVER_ANNOTATION = "devices.kubehw.io/dra-driver"
-TOLERATION_OPERATORS = ("Exists", "Equal")
-TOLERATION_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 RBAC_GROUP = "rbac.authorization.k8s.io"
 
 
@@ -311,13 +308,11 @@ def validate(params):
     if preset not in presets.PRESETS:
         raise DaemonSetSpecError("preset %r must be one of %s" % (preset, ", ".join(presets.PRESET_NAMES)))
     check_dns_label(params.get("name") or presets.PRESETS[preset]["name"], "name")
-    check_dns_label(params.get("namespace") or DEFAULT_NAMESPACE, "namespace")
-    image = params.get("image")
-    if image is not None and (not isinstance(image, str) or not image.strip() or any(c.isspace() for c in image)):
-        raise DaemonSetSpecError("image %r must be a container image reference without spaces" % (image,))
+    # an empty namespace is refused, never read as the default one
+    check_dns_label(DEFAULT_NAMESPACE if params.get("namespace") is None else params["namespace"], "namespace")
+    objects.check_image(params.get("image"), DaemonSetSpecError)
     objects.label_map(params.get("node_selector"), "node_selector", DaemonSetSpecError)
-    for index, toleration in enumerate(params.get("tolerations") or []):
-        _check_toleration(index, toleration)
+    objects.check_tolerations(params.get("tolerations"), DaemonSetSpecError)
     check_env_names(params.get("env"))
     if params.get("min_count") is not None:
         params["min_count"] = whole_number(params["min_count"], "min_count", minimum=0)
@@ -336,32 +331,6 @@ def validate(params):
             dra.build_device_class(class_params)
         except dra.DeviceClassSpecError as err:
             raise DaemonSetSpecError("DeviceClass %s: %s" % (class_params["name"], err))
-
-
-def _check_toleration(index, toleration):
-    where = "tolerations[%d]" % index
-    if not isinstance(toleration, dict):
-        raise DaemonSetSpecError("%s must be a mapping (key, operator, value, effect)" % where)
-    unknown = sorted(set(toleration) - set(["key", "operator", "value", "effect", "tolerationSeconds"]))
-    if unknown:
-        raise DaemonSetSpecError("%s has unknown field(s) %s" % (where, ", ".join(unknown)))
-    operator = toleration.get("operator") or "Equal"
-    if operator not in TOLERATION_OPERATORS:
-        raise DaemonSetSpecError("%s operator %r must be Exists or Equal" % (where, operator))
-    key = toleration.get("key")
-    if key:
-        problem = label_key_problem(key)
-        if problem:
-            raise DaemonSetSpecError("%s key %r: %s" % (where, key, problem))
-    elif operator != "Exists":
-        raise DaemonSetSpecError("%s without a key must have operator Exists (it then tolerates every taint)" % where)
-    if operator == "Exists" and toleration.get("value"):
-        raise DaemonSetSpecError("%s value %r must be empty with operator Exists" % (where, toleration["value"]))
-    effect = toleration.get("effect")
-    if effect and effect not in TOLERATION_EFFECTS:
-        raise DaemonSetSpecError("%s effect %r must be one of %s" % (where, effect, ", ".join(TOLERATION_EFFECTS)))
-    if toleration.get("tolerationSeconds") is not None and effect != "NoExecute":
-        raise DaemonSetSpecError("%s tolerationSeconds needs effect NoExecute" % where)
 
 
 def object_names(params):

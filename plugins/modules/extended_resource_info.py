@@ -351,6 +351,9 @@ def main():
     problem = node_target_problem(module.params)
     if problem:
         module.fail_json(msg=problem, changed=False)
+    if module.params["wait_timeout"] < 0:
+        module.fail_json(msg="wait_timeout %d must be a whole number of seconds >= 0" % module.params["wait_timeout"],
+                         changed=False)
     wanted = module.params["wait_allocatable"] or {}
     for key, count in wanted.items():
         problem = extended_resource_name_problem(key)

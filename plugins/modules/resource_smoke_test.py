@@ -281,6 +281,7 @@ from ansible_collections.kubehw.devices.plugins.module_utils._k8s_names import (
     is_dns1123_subdomain,
     object_name_problem,
 )
+from ansible_collections.kubehw.devices.plugins.module_utils._k8s_objects import check_image, check_tolerations
 from ansible_collections.kubehw.devices.plugins.module_utils._extended_resources import (
     extended_resource_name_problem,
 )
@@ -334,6 +335,11 @@ def input_problem(params):
         return ("invalid name_prefix %r: must be at most %d characters that start a lowercase RFC 1123 DNS subdomain "
                 "(a-z, 0-9, '-' and '.', starting with a letter or digit); the apiserver appends 5 random characters"
                 % (prefix, NAME_PREFIX_MAX))
+    try:
+        check_image(params["image"], ValueError)
+        check_tolerations(params["tolerations"], ValueError)
+    except ValueError as err:
+        return "invalid input: %s" % err
     if params["runtime_class_name"] and not is_dns1123_subdomain(params["runtime_class_name"]):
         return ("invalid runtime_class_name %r: must be a DNS-1123 subdomain (lowercase letters, digits, '-' and '.', "
                 "starting and ending with a letter or digit, at most 253 characters)" % params["runtime_class_name"])
