@@ -32,6 +32,8 @@ from ansible.module_utils.common.text.converters import to_native
 # starts: a task that refuses its input before any request then never pays for it (about 0.5 CPU-s, most of
 # such a task's time). Until then these names are None and HAS_KUBERNETES is None (not tried yet).
 kubernetes = urllib3 = ApiException = ConfigException = HTTPHeaderDict = None
+# What a request fails with when the connection fails (urllib3's classes are added on import).
+CONNECTION_ERRORS = (ConnectionError,)
 ACCEPTS_CONTENT_TYPE = False
 HAS_KUBERNETES = None
 KUBERNETES_IMPORT_ERROR = None
@@ -58,7 +60,7 @@ def import_kubernetes():
 
 
 def _import_kubernetes():
-    global kubernetes, urllib3, ApiException, ConfigException, HTTPHeaderDict, ACCEPTS_CONTENT_TYPE
+    global kubernetes, urllib3, ApiException, ConfigException, HTTPHeaderDict, ACCEPTS_CONTENT_TYPE, CONNECTION_ERRORS
     global HAS_KUBERNETES, KUBERNETES_IMPORT_ERROR
     try:
         import kubernetes
@@ -76,6 +78,8 @@ def _import_kubernetes():
         # select_header_content_type, release 24.2.0), so that one needs no keyword there.
         ACCEPTS_CONTENT_TYPE = int(kubernetes.__version__.split(".")[0]) >= 36
 
+        CONNECTION_ERRORS = (urllib3.exceptions.ProtocolError, urllib3.exceptions.NewConnectionError,
+                             urllib3.exceptions.MaxRetryError, urllib3.exceptions.TimeoutError, ConnectionError)
         HAS_KUBERNETES = True
     except ImportError:
         HAS_KUBERNETES = False
@@ -486,9 +490,7 @@ class KubeClient(object):
                 delay = _retry_after(exc, error.body)
             except urllib3.exceptions.SSLError as exc:
                 raise self._tls_error(what, to_native(exc))
-            except (urllib3.exceptions.ProtocolError, urllib3.exceptions.NewConnectionError,
-                    urllib3.exceptions.MaxRetryError, urllib3.exceptions.TimeoutError,
-                    ConnectionError) as exc:
+            except CONNECTION_ERRORS as exc:
                 if isinstance(exc, urllib3.exceptions.MaxRetryError) and isinstance(
                         exc.reason, urllib3.exceptions.SSLError):
                     raise self._tls_error(what, to_native(exc.reason))

@@ -148,6 +148,7 @@ left_on_node:
 import time
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.kubehw.devices.plugins.module_utils import _client
 from ansible_collections.kubehw.devices.plugins.module_utils._client import (
     AUTH_ARG_SPEC,
     KubeClient,
@@ -157,17 +158,6 @@ from ansible_collections.kubehw.devices.plugins.module_utils._client import (
     protect_kubeconfig_secrets,
 )
 from ansible_collections.kubehw.devices.plugins.module_utils._k8s_names import DNS1123_SUBDOMAIN_RE
-
-try:
-    import urllib3
-    from kubernetes.client.rest import ApiException
-
-    # what the connection can fail with, as KubeClient.call() counts it
-    CONNECTION_ERRORS = (urllib3.exceptions.ProtocolError, urllib3.exceptions.NewConnectionError,
-                         urllib3.exceptions.MaxRetryError, urllib3.exceptions.TimeoutError, ConnectionError)
-except ImportError:
-    ApiException = None  # KubeClient reports the missing library
-    CONNECTION_ERRORS = (ConnectionError,)
 
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 # kubectl drain waits 5 s between eviction attempts a budget refused (k8s.io/kubectl/pkg/drain, v0.32).
@@ -285,14 +275,15 @@ class NodeDrain(object):
                     meta["name"], meta["namespace"], body, _preload_content=False,
                     _request_timeout=self.client.request_timeout)
                 return True
-            except ApiException as exc:
+            # the library was imported with the client (KubeClient), before this module sends anything
+            except _client.ApiException as exc:
                 err = error_from_api_exception(exc, what)
                 if err.status == 404:
                     return False
                 if err.status != 429 and (err.status is None or err.status < 500):
                     raise err
                 lost_answer = err.status != 429
-            except CONNECTION_ERRORS as exc:
+            except _client.CONNECTION_ERRORS as exc:
                 err = KubeHwError("Failed to %s: connection to %s failed: %s"
                                   % (what, self.client.configuration.host, exc), reason="ConnectionError")
                 lost_answer = not _never_sent(exc)

@@ -22,7 +22,8 @@ import json, sys
 if sys.argv[1] == "without-kubernetes":
     sys.modules["kubernetes"] = None    # as if it were not installed: importing it raises ImportError
 from ansible.module_utils.testing import patch_module_args
-from ansible_collections.kubehw.devices.plugins.modules import k8s_node_extended_resource as module
+import importlib
+module = importlib.import_module("ansible_collections.kubehw.devices.plugins.modules." + sys.argv[3])
 with patch_module_args(json.loads(sys.argv[2])):
     try:
         module.main()
@@ -33,9 +34,9 @@ sys.stderr.write("\nIMPORTED " + json.dumps([name for name in imported if name i
 """
 
 
-def run(mode, args):
+def run(mode, args, module="k8s_node_extended_resource"):
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
-    proc = subprocess.run([sys.executable, "-c", SCRIPT, mode, json.dumps(args)], capture_output=True, text=True,
+    proc = subprocess.run([sys.executable, "-c", SCRIPT, mode, json.dumps(args), module], capture_output=True, text=True,
                           env=env, timeout=120, check=False)
     assert "Traceback" not in proc.stderr.split("\nIMPORTED ")[0], proc.stderr
     result = json.loads(proc.stdout)
@@ -46,6 +47,13 @@ def run(mode, args):
 def test_refused_input_never_imports_kubernetes():
     result, imported = run("with-kubernetes", {"name": "Bad-Node", "resources": {"example.com/dongle": 1}})
     assert result["failed"] is True and "'Bad-Node'" in result["msg"] and "lowercase" in result["msg"], result
+    assert imported == [], imported
+
+
+def test_refused_drain_input_never_imports_kubernetes():
+    """k8s_node_drain imported kubernetes and urllib3 at module level; it now uses the client's lazy import."""
+    result, imported = run("with-kubernetes", {"name": "Bad Node"}, module="k8s_node_drain")
+    assert result["failed"] is True and "'Bad Node'" in result["msg"], result
     assert imported == [], imported
 
 
