@@ -33,7 +33,7 @@ PLAIN := if [ ! -t 1 ]; then export NO_COLOR=1 PY_COLORS=0 ANSIBLE_NOCOLOR=1 ANS
 # The module integration suites, run again with the minimum versions (in every run their modules act as the
 # least-privilege identity: LEAST_PRIVILEGE_SUITES in tests/integration/conftest.py).
 MODULE_SUITES := tests/integration/test_k8s_node_extended_resource.py tests/integration/test_device_plugin_deploy.py \
-	tests/integration/test_info_and_smoke_test.py
+	tests/integration/test_info_and_smoke_test.py tests/integration/test_dra.py tests/integration/test_dra_driver_deploy.py
 # Tests of those suites that fail before any API request (each asserts on the simulated cluster that
 # no request was made): neither the identity the modules run as nor the client library's version can
 # change their outcome, so min-versions leaves them to `make integration`.

@@ -420,7 +420,7 @@ def test_min_versions_is_a_counted_pytest_stage_of_make_test():
     assert proc.returncode == 0, proc.stdout
     assert 'min_versions.py' in proc.stdout and '.cache/min-versions/venv/bin/python -m pytest' in proc.stdout
     for suite in ('tests/unit/plugins ', 'test_k8s_node_extended_resource.py', 'test_device_plugin_deploy.py',
-                  'test_info_and_smoke_test.py'):
+                  'test_info_and_smoke_test.py', 'test_dra.py', 'test_dra_driver_deploy.py'):
         assert suite in proc.stdout
 
 
@@ -468,7 +468,7 @@ def test_module_suites_run_as_the_least_privilege_identity_in_make_integration()
     with open(os.path.join(ROOT, 'Makefile')) as handle:
         suites = re.search(r'^MODULE_SUITES := (.*?[^\\])$', handle.read(), re.M | re.S).group(1)
     module_suites = set(re.findall(r'tests/integration/test_\w+\.py', suites))
-    assert len(module_suites) == 3 and module_suites <= files, (module_suites, files)
+    assert len(module_suites) == 5 and module_suites <= files, (module_suites, files)
     make = _make('-n', 'integration')
     assert make.returncode == 0 and 'KUBEHW_IDENTITY' not in make.stdout, make.stdout
 
