@@ -33,6 +33,7 @@ from tests.integration.conftest import create_objects, least_privilege, rbac_obj
 
 MODULE = "kubehw.devices.dra_driver_deploy"
 DS = "dra-example-driver-kubeletplugin"
+OWN_NAME = "team-a-dra-driver"
 # how long the helper thread waits for the module to start watching (the play starts a Python per task)
 PLAYBOOK_WAIT = 240
 GPU_LABEL = {"kubehw.devices/it-dra-gpu": "true"}
@@ -53,12 +54,19 @@ def namespace(cluster):
         # The driver's ClusterRoleBinding has the DaemonSet's cluster-wide name and exists already (the run's identity
         # made it for kubehw-dra-drivers), so this namespace's account gets a binding of the test's own.
         prefix = cluster.unique_name("rbac")
+        # OWN_NAME: a driver deployed under a name of its own, declared in kubehw_rbac_dra_drivers.
         docs = [d for d in rbac_objects(kubehw_rbac_name=prefix, kubehw_rbac_dra_namespace=name,
-                                        kubehw_rbac_dra_presets=["example"])
-                if d["metadata"]["name"] in (prefix + "-dra-drivers", DS)]
+                                        kubehw_rbac_dra_presets=["example"],
+                                        kubehw_rbac_dra_drivers=[{"preset": "example", "name": OWN_NAME}])
+                if d["metadata"]["name"] in (prefix + "-dra-drivers", DS, OWN_NAME)]
         for doc in docs:
             if doc["kind"] == "ClusterRoleBinding":
-                doc["metadata"]["name"] = prefix + "-driver"
+                doc["metadata"]["name"] = "%s-%s" % (prefix, doc["metadata"]["name"])
+            elif doc["kind"] == "ClusterRole" and doc["metadata"]["name"] == OWN_NAME:
+                doc["metadata"]["name"] = "%s-%s" % (prefix, OWN_NAME)
+        for doc in docs:
+            if doc["kind"] == "ClusterRoleBinding" and doc["roleRef"]["name"] == OWN_NAME:
+                doc["roleRef"]["name"] = "%s-%s" % (prefix, OWN_NAME)
         create_objects(cluster, docs)
     yield name
     try:
@@ -187,6 +195,9 @@ def test_error_event_mid_wait_then_timeout_names_each_node_and_what_is_missing(c
         task(namespace, "Roll out to all nodes", wait="rollout"),
         dict(task(namespace, "All nodes", min_count=4, wait_timeout=5), ignore_errors=True),
         task(namespace, "Remove", state="absent"),
+        # a driver under a name of its own: the shipped RBAC grants it when kubehw_rbac_dra_drivers declares it
+        task(namespace, "Own name", name=OWN_NAME, wait="none", device_classes=False),
+        task(namespace, "Own name removed", name=OWN_NAME, state="absent", device_classes=False),
     ])
     helper.join(5)
     missing = run.result("Missing account")
@@ -215,3 +226,7 @@ def test_error_event_mid_wait_then_timeout_names_each_node_and_what_is_missing(c
     assert "nodes without enough devices: cpu-1 (no ResourceSlice), gpu-1 (3 of 4 devices)" in msg, msg
     assert [(n["name"], n["device_count"]) for n in timed_out["nodes"]] == [("cpu-1", 0), ("gpu-1", 3)]
     assert run.result("Remove")["changed"]
+    own = run.result("Own name")
+    assert own["changed"] and not own.get("failed"), run.output()
+    assert run.result("Own name removed")["changed"], run.output()
+    assert not exists(cluster.apps.read_namespaced_daemon_set, OWN_NAME, namespace)

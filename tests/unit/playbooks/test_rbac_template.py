@@ -151,6 +151,11 @@ def test_no_declared_daemonset_leaves_the_write_rules_out_instead_of_an_empty_na
      "kubehw_rbac_dra_presets: amd is not a DRA driver preset (example, intel, nvidia)"),
     ({"kubehw_rbac_dra_presets": "example"}, 'kubehw_rbac_dra_presets must be a list of names, not "example"'),
     ({"kubehw_rbac_dra_device_classes": [""]}, 'kubehw_rbac_dra_device_classes: "" is not a DeviceClass name'),
+    ({"kubehw_rbac_dra_drivers": {"preset": "example", "name": "x"}}, "kubehw_rbac_dra_drivers must be a list"),
+    ({"kubehw_rbac_dra_drivers": [{"preset": "amd", "name": "x"}]}, 'kubehw_rbac_dra_drivers: {"name": "x", "preset": "amd"}'),
+    ({"kubehw_rbac_dra_drivers": [{"preset": "example", "name": " "}]}, "kubehw_rbac_dra_drivers: "),
+    ({"kubehw_rbac_dra_drivers": [{"preset": "example", "name": "team-a\n"}]}, "kubehw_rbac_dra_drivers: "),
+    ({"kubehw_rbac_dra_drivers": [{"preset": "example"}]}, "kubehw_rbac_dra_drivers: "),
 ])
 def test_what_cannot_be_named_is_a_problem_the_playbook_stops_on(variables, message):
     found = problems(render(**variables))
@@ -160,7 +165,8 @@ def test_what_cannot_be_named_is_a_problem_the_playbook_stops_on(variables, mess
 @pytest.mark.parametrize("overrides", [
     {}, {"kubehw_rbac_dra": False}, {"kubehw_rbac_drain": True},
     {"kubehw_rbac_plugin_daemonsets": ["a", "b"], "kubehw_rbac_dra_presets": ["example"],
-     "kubehw_rbac_dra_device_classes": ["fpga.example.com"]},
+     "kubehw_rbac_dra_device_classes": ["fpga.example.com"],
+     "kubehw_rbac_dra_drivers": [{"preset": "nvidia", "name": "team-b"}]},
     dict(inventory(**{"gpu-a": {}, "gpu-b": {"accelerator_node_preset": "amd"}})),
 ])
 def test_no_rule_changes_daemonsets_configmaps_or_device_classes_of_any_name(overrides):
@@ -178,7 +184,7 @@ def test_no_rule_changes_daemonsets_configmaps_or_device_classes_of_any_name(ove
                 assert not set(rule["verbs"]) & {"escalate", "bind", "impersonate"}
 
 
-DRIVER_NAMES = [preset["name"] for preset in dra_presets.PRESETS.values()]
+DRIVER_NAMES = [preset["name"] for preset in dra_presets.PRESETS.values()] + ["team-b"]
 
 
 def test_dra_rules_for_the_automation_identity():
@@ -201,6 +207,33 @@ def test_dra_rules_for_the_automation_identity():
     kinds = sorted((d["kind"], d["metadata"]["name"]) for d in docs if d["metadata"]["name"] == DRIVER_NAMES[0])
     assert kinds == [("ClusterRole", DRIVER_NAMES[0]), ("ClusterRoleBinding", DRIVER_NAMES[0]),
                      ("ServiceAccount", DRIVER_NAMES[0])]
+
+
+def test_a_dra_driver_of_its_own_name_gets_its_rights_and_identity_beside_the_presets():
+    """dra_driver_deploy's name option: kubehw_rbac_dra_drivers names the DaemonSet, and the administrator makes
+    that driver's ServiceAccount, ClusterRole and binding under that name (with the preset's rules)."""
+    docs = render(kubehw_rbac_dra_presets=["example"],
+                  kubehw_rbac_dra_drivers=[{"preset": "example", "name": "team-a-gpus"},
+                                           {"preset": "intel", "name": "lab-xe"}])
+    assert problems(docs) == []
+    drivers = role(docs, "kubehw-devices-dra-drivers", "kubehw-dra-drivers")["rules"]
+    names = sorted(["dra-example-driver-kubeletplugin", "team-a-gpus", "lab-xe"])
+    assert scoped(drivers, "daemonsets", "delete") == names
+    assert scoped(drivers, "serviceaccounts", "get") == names
+    for name, preset in (("team-a-gpus", "example"), ("lab-xe", "intel")):
+        assert role(docs, name)["rules"] == dra_presets.PRESETS[preset]["rules"]
+        binding = [d for d in docs if d["kind"] == "ClusterRoleBinding" and d["metadata"]["name"] == name]
+        assert binding[0]["roleRef"]["name"] == name
+        assert binding[0]["subjects"] == [{"kind": "ServiceAccount", "name": name, "namespace": "kubehw-dra-drivers"}]
+        assert [d for d in docs if d["kind"] == "ServiceAccount" and d["metadata"]["name"] == name]
+    # the intel driver's DeviceClass joins the example preset's, once
+    assert scoped(role(docs, "kubehw-devices-nodes")["rules"], "deviceclasses", "delete") == \
+        ["gpu.example.com", "gpu.intel.com"]
+    # a name given twice (or a preset's own) is granted once
+    docs = render(kubehw_rbac_dra_presets=["example"], kubehw_rbac_dra_drivers=[
+        {"preset": "example", "name": "dra-example-driver-kubeletplugin"}])
+    drivers = role(docs, "kubehw-devices-dra-drivers", "kubehw-dra-drivers")["rules"]
+    assert scoped(drivers, "daemonsets", "delete") == ["dra-example-driver-kubeletplugin"]
 
 
 def test_without_dra_nothing_of_resource_k8s_io_is_granted():
