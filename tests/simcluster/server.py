@@ -42,6 +42,19 @@ PATCH_TYPES = ("application/json-patch+json", "application/merge-patch+json",
                "application/strategic-merge-patch+json")
 
 
+def pod_grace_period(pod, requested):
+    """The grace period a pod DELETE gets, as kube-apiserver's pod strategy decides it (CheckGracefulDelete in
+    pkg/registry/core/pod/strategy.go): the request's gracePeriodSeconds, else the pod's
+    terminationGracePeriodSeconds (defaulted to 30 on create); 0 for a pod not bound to a node or already
+    Succeeded/Failed; a negative value becomes 1. With 0 the registry removes the pod at once (store.go
+    updateForGracefulDeletionAndFinalizers: no grace left and no finalizers)."""
+    spec = pod.get("spec") or {}
+    period = requested if requested is not None else spec.get("terminationGracePeriodSeconds", 30)
+    if not spec.get("nodeName") or (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+        period = 0
+    return 1 if period < 0 else period
+
+
 def status_body(code, reason, message, details=None, status="Failure"):
     body = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": status,
             "message": message, "reason": reason, "code": code}
@@ -1438,13 +1451,17 @@ class ApiServer:
             return None
         grace = opts.get("gracePeriodSeconds")
         grace = int(grace) if grace not in (None, "") else None
+        if resource == "pods":
+            grace = pod_grace_period(current, grace)
         if current["metadata"].get("finalizers"):
             obj = self.store.mark_deleting(resource, namespace, name, grace)
-        elif (resource == "pods" and self.store.graceful_pod_delete and grace != 0
-              and (current.get("spec") or {}).get("nodeName")):
-            if grace is None:
-                grace = (current.get("spec") or {}).get("terminationGracePeriodSeconds", 30)
+        elif resource == "pods" and self.store.graceful_pod_delete and grace > 0:
             obj = self.store.mark_deleting(resource, namespace, name, grace)
+        elif resource == "pods":
+            # grace 0: the registry still writes deletionTimestamp (a MODIFIED event), then removes the pod in the
+            # same request (DELETED); the reply is the removed pod, deletionGracePeriodSeconds 0
+            self.store.mark_deleting(resource, namespace, name, 0)
+            obj = self.store.delete(resource, namespace, name)
         else:
             obj = self.store.delete(resource, namespace, name)
         if obj is None:

@@ -129,3 +129,47 @@ def test_scheduler_over_http(sim, api):
     assert events("one")[0]["message"] == (
         "0/1 nodes are available: 1 Too many pods. preemption: 0/1 nodes are available: "
         "1 No preemption victims found for incoming pod.")
+
+
+def test_pod_delete_grace_period_as_the_pod_strategy_decides(sim, api):
+    """kube-apiserver's CheckGracefulDelete (pkg/registry/core/pod/strategy.go): a bound, running pod deleted
+    with gracePeriodSeconds 0, or whose spec says 0, or that already Succeeded, is removed at once; the reply
+    is the removed pod with deletionTimestamp and deletionGracePeriodSeconds 0, and a watch sees MODIFIED
+    (deletionTimestamp set) then DELETED. Without a grace period in the request a running bound pod gets its
+    spec's and stays Terminating until its kubelet is done."""
+    core, _apps = api
+
+    def bound_pod(name, **spec):
+        body = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+                "spec": dict({"nodeName": "gpu-1", "containers": [{"name": "c", "image": "registry.example/x:1"}]},
+                             **spec)}
+        core.create_namespaced_pod("default", body)
+        wait_for(lambda: (raw(core.read_namespaced_pod, name, "default").get("status") or {}).get("phase")
+                 == "Running", what="%s running" % name)
+        return raw(core.read_namespaced_pod, name, "default")["metadata"]["resourceVersion"]
+
+    def gone(name):
+        try:
+            core.read_namespaced_pod(name, "default")
+            return False
+        except k8s_client.ApiException as err:
+            return err.status == 404
+
+    rv = bound_pod("zero-grace")
+    reply = raw(core.delete_namespaced_pod, "zero-grace", "default", grace_period_seconds=0)
+    assert reply["kind"] == "Pod" and reply["metadata"]["deletionGracePeriodSeconds"] == 0, reply
+    assert reply["metadata"].get("deletionTimestamp"), reply
+    assert gone("zero-grace")
+    events = [(e["type"], bool(e["object"]["metadata"].get("deletionTimestamp"))) for e in json.loads(
+        "[%s]" % ",".join(core.list_namespaced_pod("default", watch=True, resource_version=rv, timeout_seconds=1,
+                                                   field_selector="metadata.name=zero-grace",
+                                                   _preload_content=False).data.decode().split("\n")[:-1]))]
+    assert events == [("MODIFIED", True), ("DELETED", True)], events
+
+    bound_pod("spec-zero", terminationGracePeriodSeconds=0)
+    core.delete_namespaced_pod("spec-zero", "default")
+    assert gone("spec-zero")
+
+    bound_pod("graceful", terminationGracePeriodSeconds=30)
+    reply = raw(core.delete_namespaced_pod, "graceful", "default")
+    assert reply["metadata"]["deletionGracePeriodSeconds"] == 30 and not gone("graceful"), reply
