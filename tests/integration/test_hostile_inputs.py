@@ -17,6 +17,7 @@ __metaclass__ = type
 
 import json
 import os
+import uuid
 
 import pytest
 
@@ -26,10 +27,13 @@ SMOKE = "kubehw.devices.resource_smoke_test"
 DEPLOY = "kubehw.devices.device_plugin_deploy"
 RUNTIME = "kubehw.devices.k8s_runtime_class"
 
-NODES = ["hostile-1", "hostile-2"]
-NAMESPACE = "kubehw-hostile"
+# Names of this run's own (a real cluster may be shared with other runs); the cases' broken variants of them
+# ("hostile-1\n") are literal, since they can never name an object.
+RUN = uuid.uuid4().hex[:6]
+NODES = ["hostile-%s-1" % RUN, "hostile-%s-2" % RUN]
+NAMESPACE = "kubehw-hostile-%s" % RUN
 FOREIGN_CM_PLUGIN = "foreign-cm-plugin"
-FOREIGN_RUNTIME_CLASS = "foreign-rc"
+FOREIGN_RUNTIME_CLASS = "foreign-rc-%s" % RUN
 DONGLE = "hostile.example.com/dongle"
 
 SIM_CONFIG = {"nodes": [{"name": n, "labels": {"kubehw-hostile": "yes"}} for n in NODES]}
@@ -39,7 +43,7 @@ ER_BASE = {"names": NODES, "resources": {DONGLE: 1}, "wait": "none"}
 DEPLOY_BASE = {"preset": "generic", "name": "hostile-plugin", "namespace": NAMESPACE,
                "devices": [{"name": "dongle", "groups": [{"paths": [{"path": "/dev/null"}]}]}],
                "device_domain": "hostile.example.com", "wait": "none"}
-RUNTIME_BASE = {"name": "hostile-rc", "handler": "hostile"}
+RUNTIME_BASE = {"name": "hostile-rc-%s" % RUN, "handler": "hostile"}
 
 # (module, parameters over the base, offending value or option as it appears in the message, the rule's words)
 CASES = [
@@ -135,7 +139,10 @@ CASES = [
     (RUNTIME, {"labels": {"team": "gpu\n"}}, "gpu\\n", "label"),
 ]
 
-BASES = {ER: ER_BASE, INFO: {"include_pods": False}, SMOKE: {}, DEPLOY: DEPLOY_BASE, RUNTIME: RUNTIME_BASE}
+BASES = {ER: ER_BASE, INFO: {"include_pods": False}, SMOKE: {"namespace": NAMESPACE}, DEPLOY: DEPLOY_BASE,
+         RUNTIME: RUNTIME_BASE}
+# What the cases name: nothing of these may be written (WriteObserver on a cluster other than the simulated one).
+WATCHED = dict(namespaces=[NAMESPACE], names=NODES + [NAMESPACE, FOREIGN_RUNTIME_CLASS, RUNTIME_BASE["name"]])
 
 
 def params_of(module, overrides):
@@ -148,11 +155,29 @@ def params_of(module, overrides):
     return params
 
 
+def bring_nodes(cluster):
+    """The nodes the cases target: the simulated cluster has them (SIM_CONFIG); elsewhere Node objects are
+    created (no kubelet needed: the cases only must not write them) and deleted at the end."""
+    if cluster.simulated:
+        return
+    for name in NODES:
+        cluster.core.create_node({"apiVersion": "v1", "kind": "Node",
+                                  "metadata": {"name": name, "labels": {"kubehw-hostile": "yes"}}},
+                                 _preload_content=False)
+        cluster.on_close("delete node %s" % name,
+                         lambda name=name: cluster.core.delete_node(name, _preload_content=False))
+
+
 def make_foreign_objects(cluster):
     """A ConfigMap and a RuntimeClass of the names the tasks use, made by someone else (not the collection)."""
     from kubernetes import client
 
     cluster.core.create_namespace({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
+    cluster.on_close("delete namespace %s" % NAMESPACE,
+                     lambda: cluster.core.delete_namespace(NAMESPACE, _preload_content=False))
+    cluster.on_close("delete RuntimeClass %s" % FOREIGN_RUNTIME_CLASS,
+                     lambda: client.NodeV1Api(cluster.api_client).delete_runtime_class(FOREIGN_RUNTIME_CLASS,
+                                                                                       _preload_content=False))
     cluster.core.create_namespaced_config_map(NAMESPACE, {
         "apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"name": "%s-config" % FOREIGN_CM_PLUGIN, "labels": {"app.kubernetes.io/managed-by": "helm"}},
@@ -188,6 +213,24 @@ def clean_failure_problem(result, offender, rule):
     return None
 
 
+def test_the_write_observer_of_other_clusters_sees_writes_to_what_the_cases_name(cluster):
+    """WriteObserver (what these tests use on a cluster other than the simulated one) run here on purpose: a watch
+    from each list's resourceVersion reports writes to the named objects and the namespace, and nothing else."""
+    bring_nodes(cluster)
+    make_foreign_objects(cluster)
+    quiet = cluster.observe_writes(by_watch=True, **WATCHED)
+    assert quiet.writes() == []
+    observer = cluster.observe_writes(by_watch=True, **WATCHED)
+    cluster.core.create_namespaced_config_map(NAMESPACE, {"apiVersion": "v1", "kind": "ConfigMap",
+                                                          "metadata": {"name": "written"}}, _preload_content=False)
+    cluster.core.patch_node(NODES[0], {"metadata": {"labels": {"kubehw-hostile-seen": "yes"}}},
+                            _preload_content=False)
+    # a namespace nobody named is another test's business on a shared cluster
+    other = cluster.namespace()
+    assert sorted(observer.writes()) == sorted([
+        ("ADDED", "%s/configmaps/written" % NAMESPACE), ("MODIFIED", "nodes/%s" % NODES[0])]), other
+
+
 def test_the_table_is_large_enough():
     assert len(CASES) + len(ROLE_CASES) >= 60
 
@@ -196,11 +239,11 @@ def test_the_table_is_large_enough():
 @pytest.mark.parametrize("module", [ER, INFO, SMOKE, DEPLOY, RUNTIME])
 def test_hostile_module_inputs_fail_cleanly_and_write_nothing(cluster, ansible, module):
     """One play per module (its cases as tasks with ignore_errors), then every case checked."""
-    cluster.require_simulated("counts write requests in the simulated cluster's request log")
+    bring_nodes(cluster)
     if module in (DEPLOY, RUNTIME):
         make_foreign_objects(cluster)
     cases = [(i, case) for i, case in enumerate(CASES) if case[0] == module]
-    mark = cluster.mark()
+    observer = cluster.observe_writes(**WATCHED)
     run = ansible([{"name": "Hostile %02d" % i, module: params_of(module, overrides), "ignore_errors": True}
                    for i, (_module, overrides, _offender, _rule) in cases])
     assert "Traceback (most recent call last)" not in run.stdout + run.stderr, run.output()
@@ -210,21 +253,19 @@ def test_hostile_module_inputs_fail_cleanly_and_write_nothing(cluster, ansible, 
         if problem:
             problems.append("case %02d %r: %s" % (i, overrides, problem))
     assert problems == [], "\n".join(problems)
-    writes = cluster.writes(mark)
-    assert writes == [], [(w["method"], w["path"]) for w in writes]
+    assert observer.writes() == []
 
 
 def test_a_foreign_runtime_class_is_left_alone(cluster, ansible):
     """k8s_runtime_class documents leaving a RuntimeClass it did not create as it is, with a warning."""
-    cluster.require_simulated("counts write requests in the simulated cluster's request log")
     make_foreign_objects(cluster)
-    mark = cluster.mark()
+    observer = cluster.observe_writes(**WATCHED)
     run = ansible([{"name": "Foreign", RUNTIME: params_of(RUNTIME, {"name": FOREIGN_RUNTIME_CLASS})}])
     assert run.rc == 0, run.output()
     result = run.result("Foreign")
     assert result["changed"] is False and result["action"] == "skipped"
     assert any(FOREIGN_RUNTIME_CLASS in w and "adopt" in w for w in result.get("warnings", [])), result
-    assert cluster.writes(mark) == []
+    assert observer.writes() == []
 
 
 # extended_resources role: (variables, what the message must contain)
@@ -246,8 +287,8 @@ RECORD_FAILURE = "{{ {'msg': ansible_failed_result.msg | default(''), 'result': 
 
 @pytest.mark.timeout(600)
 def test_hostile_role_variables_fail_cleanly_and_write_nothing(cluster, ansible):
-    cluster.require_simulated("counts write requests in the simulated cluster's request log")
-    mark = cluster.mark()
+    bring_nodes(cluster)
+    observer = cluster.observe_writes(**WATCHED)
     tasks = []
     for i, (variables, _words) in enumerate(ROLE_CASES):
         role_vars = {"extended_resources_node_name": NODES[0], "extended_resources_static": {DONGLE: 1},
@@ -269,13 +310,12 @@ def test_hostile_role_variables_fail_cleanly_and_write_nothing(cluster, ansible)
         for word in words:
             assert word in text, (variables, word, text)
         assert "Traceback (most recent call last)" not in json.dumps(record)
-    writes = cluster.writes(mark)
-    assert writes == [], [(w["method"], w["path"]) for w in writes]
+    assert observer.writes() == []
 
 
 def test_two_hosts_naming_one_node_fail_the_role(cluster, ansible, tmp_path):
     """Two inventory hosts with the same extended_resources_node_name would fight over one node."""
-    cluster.require_simulated("counts write requests in the simulated cluster's request log")
+    bring_nodes(cluster)
     import subprocess
     import sys
 
@@ -291,6 +331,7 @@ def test_two_hosts_naming_one_node_fail_the_role(cluster, ansible, tmp_path):
     inventory.write_text(yaml.safe_dump({"all": {"hosts": {
         "host-a": {"extended_resources_static": {DONGLE: 1}},
         "host-b": {"extended_resources_static": {DONGLE: 2}}}}}))
+    observer = cluster.observe_writes(**WATCHED)
     mark = cluster.mark()
     cmd = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", str(inventory), str(playbook)]
     proc = subprocess.run(cmd, env=ansible.env(), cwd=str(tmp_path), capture_output=True, text=True, check=False,
@@ -299,4 +340,6 @@ def test_two_hosts_naming_one_node_fail_the_role(cluster, ansible, tmp_path):
     assert proc.returncode != 0, output
     assert "several hosts of the play name the same node (%s)" % NODES[0] in output, output
     assert "Traceback (most recent call last)" not in output
-    assert cluster.requests(mark) == []
+    if cluster.simulated:
+        assert cluster.requests(mark) == []     # not even a read: the role stops before its first task
+    assert observer.writes() == []
