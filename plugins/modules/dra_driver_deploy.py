@@ -463,6 +463,16 @@ def _canonical_rbac(value):
     return json.dumps(strip(value), sort_keys=True)
 
 
+def bound_elsewhere(binding, name, namespace):
+    """The namespaces, other than ``namespace``, whose ServiceAccount ``name`` the module's ClusterRoleBinding
+    ``name`` binds: a driver of the same name deployed there owns the cluster-wide ClusterRole and binding."""
+    if binding is None or not managed_here(binding, name):
+        return []
+    return sorted(set(s.get("namespace") for s in binding.get("subjects") or []
+                      if s.get("kind") == "ServiceAccount" and s.get("name") == name
+                      and s.get("namespace") and s.get("namespace") != namespace))
+
+
 def managed_here(obj, name=None):
     labels = ((obj or {}).get("metadata") or {}).get("labels") or {}
     return labels.get(objects.MANAGED_BY_LABEL) == objects.MANAGED_BY and (
@@ -626,6 +636,13 @@ class DraDriverDeploy(object):
                     'its ClusterRoleBinding "%s" first (playbooks/rbac.yml does), or set rbac: create. Nothing was '
                     "written." % (self.namespace, self.name, self.name, self.name))
         else:
+            elsewhere = bound_elsewhere(live_binding, self.name, self.namespace)
+            if elsewhere:
+                raise TaskFailed(
+                    'ClusterRoleBinding "%s" binds the ServiceAccount of the driver "%s" in namespace %s: the ClusterRole '
+                    "and binding are cluster-wide and named after the driver, so a driver of the same name in "
+                    "namespace %s would take them over. Give this driver another name. Nothing was written."
+                    % (self.name, self.name, ", ".join(elsewhere), self.namespace))
             for kind, desired, live in (("ServiceAccount", account, live_account), ("ClusterRole", role, live_role),
                                         ("ClusterRoleBinding", binding, live_binding)):
                 if live is not None and not managed_here(live, self.name):
@@ -851,8 +868,13 @@ class DraDriverDeploy(object):
                 self.warnings.append("DaemonSet %s/%s was not created by this module: left alone"
                                      % (self.namespace, self.name))
         if self.params["rbac"] == "create":
-            for kind, live in zip(("ServiceAccount", "ClusterRole", "ClusterRoleBinding"), self.read_rbac()):
-                if live is not None and managed_here(live, self.name):
+            live_rbac = self.read_rbac()
+            elsewhere = bound_elsewhere(live_rbac[2], self.name, self.namespace)
+            for kind, live in zip(("ServiceAccount", "ClusterRole", "ClusterRoleBinding"), live_rbac):
+                if live is not None and elsewhere and kind != "ServiceAccount":
+                    self.warnings.append("%s %s is also the driver's in namespace %s: left alone"
+                                         % (kind, self._display(live), ", ".join(elsewhere)))
+                elif live is not None and managed_here(live, self.name):
                     plan.append((kind, live))
                 elif live is not None:
                     self.warnings.append("%s %s was not created by this module: left alone"

@@ -380,6 +380,37 @@ def test_a_foreign_cluster_role_fails_before_any_write(fakes, capsys):
     assert [c for c in api.calls if c[0] == "write"] == [] and dra_api.writes == []
 
 
+def test_a_driver_of_the_same_name_in_another_namespace_keeps_its_cluster_role_and_binding(fakes, capsys):
+    """The ClusterRole and ClusterRoleBinding are cluster-wide and named after the driver: the module's binding for
+    the driver in namespace team-a must be neither taken over (present) nor deleted (absent) from namespace team-b."""
+    name = "dra-example-driver-kubeletplugin"
+    theirs = dict(params(namespace="team-a"))
+    account, role, binding = mod.build_rbac(theirs)
+    objects = {("ClusterRole", name): role, ("ClusterRoleBinding", name): binding}
+    api, dra_api = FakeApi(objects), FakeDra()
+    fakes(api, dra_api)
+    out = run_module(mod, capsys, params(namespace="team-b"))
+    assert out["failed"] and not out["changed"], out
+    assert 'ClusterRoleBinding "%s" binds the ServiceAccount of the driver "%s" in namespace team-a' % (name, name) \
+        in out["msg"] and "Give this driver another name" in out["msg"]
+    assert [c for c in api.calls if c[0] == "write"] == [] and dra_api.writes == []
+
+    api, dra_api = FakeApi(objects), FakeDra()
+    fakes(api, dra_api)
+    out = run_module(mod, capsys, params(namespace="team-b", state="absent", device_classes=False))
+    assert not out.get("failed"), out
+    assert [c for c in api.calls if c[0] == "write"] == []
+    # ansible-core 2.19 returns warnings as structured summaries: look for the text in them
+    for kind in ("ClusterRole", "ClusterRoleBinding"):
+        assert '%s \\"%s\\" is also the driver\'s in namespace team-a: left alone' % (kind, name) \
+            in json.dumps(out["warnings"]), out["warnings"]
+    # the driver's own namespace still manages them
+    api, dra_api = FakeApi(objects), FakeDra()
+    fakes(api, dra_api)
+    out = run_module(mod, capsys, params(namespace="team-a", state="absent", device_classes=False))
+    assert ("write", "delete_cluster_role_binding") in api.calls and ("write", "delete_cluster_role") in api.calls
+
+
 def test_check_mode_predicts_every_object_and_writes_nothing(fakes, capsys):
     api, dra_api = FakeApi(), FakeDra()
     fakes(api, dra_api)
