@@ -31,7 +31,7 @@ from tests.simcluster import auth, eviction
 from tests.simcluster import dra  # resource.k8s.io (Dynamic Resource Allocation)
 from tests.simcluster.store import (
     RESOURCES, STATUS_RESOURCES, StoreError, already_exists, api_version, conflict, group_resource,
-    is_namespaced, kind_of, missing_runtime_class, not_found, now_rfc3339,
+    is_namespaced, kind_of, missing_runtime_class, missing_service_account, not_found, now_rfc3339,
 )
 
 
@@ -152,6 +152,12 @@ INTEGER_NATIVE = frozenset(["pods", "services", "replicationcontrollers", "resou
                             "configmaps", "persistentvolumeclaims", "services.nodeports",
                             "services.loadbalancers"])
 STANDARD_CONTAINER_RESOURCES = frozenset(["cpu", "memory", "ephemeral-storage"])
+# pkg/apis/core/helper/helpers.go standardResources (IsStandardResourceName), besides hugepages-*
+STANDARD_RESOURCES = STANDARD_CONTAINER_RESOURCES | frozenset([
+    "requests.cpu", "requests.memory", "requests.ephemeral-storage", "limits.cpu", "limits.memory",
+    "limits.ephemeral-storage", "pods", "services", "replicationcontrollers", "resourcequotas", "secrets",
+    "persistentvolumeclaims", "configmaps", "storage", "requests.storage", "services.nodeports",
+    "services.loadbalancers"])
 
 
 def _is_qualified_name(value):
@@ -429,6 +435,19 @@ def default_object(resource, obj, create):
         meta.setdefault("labels", {})["kubernetes.io/metadata.name"] = meta.get("name", "")
 
 
+def _admit_new_node(node):
+    status = node.get("status") if isinstance(node.get("status"), dict) else {}
+    if any(isinstance(c, dict) and c.get("type") == "Ready" and c.get("status") == "True"
+           for c in status.get("conditions") or []):
+        return
+    spec = node.get("spec") if isinstance(node.get("spec"), dict) else None
+    if spec is None:
+        return
+    taints = spec.get("taints") if isinstance(spec.get("taints"), list) else []
+    if not any(isinstance(t, dict) and t.get("key") == "node.kubernetes.io/not-ready" for t in taints):
+        spec["taints"] = taints + [{"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}]
+
+
 # ---------------------------------------------------------------- validation
 
 def _validate_quantity_map(errors, prefix, mapping, bracket=False):
@@ -443,10 +462,16 @@ def _validate_quantity_map(errors, prefix, mapping, bracket=False):
 
 
 def _validate_resource_list(errors, path, mapping):
+    # pkg/apis/core/validation/validation.go validateContainerResourceName: validateResourceName's error, then
+    # the container rule's (both for a name without a domain that is no standard resource; measured on v1.36.2)
     for key in sorted(mapping):
-        if "/" not in key and key not in STANDARD_CONTAINER_RESOURCES and not key.startswith("hugepages-"):
+        if "/" in key or key.startswith("hugepages-"):
+            continue
+        if key not in STANDARD_RESOURCES:
             errors.append(FieldError("%s[%s]" % (path, key), "Invalid",
                                      "must be a standard resource type or fully qualified", key))
+        if key not in STANDARD_CONTAINER_RESOURCES:
+            errors.append(FieldError("%s[%s]" % (path, key), "Invalid", "must be a standard resource for containers", key))
     _validate_quantity_map(errors, path, mapping, bracket=True)
 
 
@@ -600,12 +625,24 @@ def prepare_for_create(resource, obj):
         obj["status"] = {"phase": "Active"}
 
 
+# pkg/registry/core/{node,pod,namespace}/strategy.go, pkg/registry/apps/daemonset/strategy.go: *StatusStrategy
+STATUS_KEEPS_METADATA = frozenset(["nodes", "pods", "daemonsets", "namespaces"])
+
+
 def prepare_for_update(resource, old, new, subresource):
     """Keep the part a given endpoint may not change (main resource: status; /status: the rest)."""
     if resource not in STATUS_RESOURCES:
         return new
     if subresource == "status":
         result = copy.deepcopy(old)
+        if resource in STATUS_KEEPS_METADATA and isinstance(new.get("metadata"), dict):
+            # the status strategies of these kinds copy only the old spec: labels and annotations written
+            # through /status are stored (measured on v1.36.2); a pod keeps its ownerReferences
+            result["metadata"] = copy.deepcopy(new["metadata"])
+            if resource == "pods":
+                result["metadata"].pop("ownerReferences", None)
+                if old["metadata"].get("ownerReferences"):
+                    result["metadata"]["ownerReferences"] = copy.deepcopy(old["metadata"]["ownerReferences"])
         result["metadata"]["resourceVersion"] = new.get("metadata", {}).get(
             "resourceVersion", old["metadata"]["resourceVersion"])
         if "status" in new:
@@ -1289,9 +1326,14 @@ class ApiServer:
             meta["namespace"] = namespace
         meta.pop("resourceVersion", None)
         default_object(resource, body, True)
+        if resource == "nodes":
+            # the NodeTaint admission plugin (plugin/pkg/admission/nodetaint) taints every new node not-ready;
+            # the node lifecycle controller removes it once the node is Ready (measured on v1.36.2).
+            # Simplified: a node created Ready is left alone, since nothing here would remove the taint.
+            _admit_new_node(body)
         if resource == "pods":
-            # admission runs before validation, for dry runs too
-            refusal = missing_runtime_class(self.store, body)
+            # admission runs before validation, for dry runs too (ServiceAccount before RuntimeClass)
+            refusal = missing_service_account(self.store, body) or missing_runtime_class(self.store, body)
             if refusal is not None:
                 raise refusal
         prepare_for_create(resource, body)

@@ -136,6 +136,25 @@ def missing_runtime_class(store, pod):
                       % (name, wanted), {"name": name, "kind": "pods"})
 
 
+def missing_service_account(store, pod):
+    """The ServiceAccount admission plugin's refusal of a pod whose service account does not exist, or None.
+
+    plugin/pkg/admission/serviceaccount/admission.go: admission.NewForbidden(error looking up service account
+    <ns>/<name>: serviceaccount "<name>" not found), measured on v1.36.2. Simplified: `default` always exists (the
+    service account controller makes it in every namespace; there is none here).
+    """
+    spec = pod.get("spec") if isinstance(pod.get("spec"), dict) else {}
+    meta = pod.get("metadata") if isinstance(pod.get("metadata"), dict) else {}
+    account = spec.get("serviceAccountName") or "default"
+    if account == "default" or not isinstance(account, str) or store.get(
+            "serviceaccounts", meta.get("namespace"), account) is not None:
+        return None
+    name = meta.get("name") or meta.get("generateName") or "Unknown"
+    return StoreError(403, "Forbidden", 'pods "%s" is forbidden: error looking up service account %s/%s: '
+                      'serviceaccount "%s" not found' % (name, meta.get("namespace"), account, account),
+                      {"name": name, "kind": "pods"})
+
+
 def already_exists(resource, name):
     return StoreError(409, "AlreadyExists", '%s "%s" already exists' % (group_resource(resource), name),
                       _details(resource, name))

@@ -1,0 +1,586 @@
+# Copyright (c) kubehw.devices contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Fidelity probes: each row of tests/simcluster/FACTS.md sends the same requests to the simulated cluster and to a
+real kube-apiserver, and compares what the row says matters (status code, reason, the message where the row quotes
+it, the fields it names).
+
+Every row is one test, run twice: `test_fact[<row>-sim]` checks the simulated cluster's answer against the row;
+`test_fact[<row>-real]` checks the real control plane's answer against the row and against the simulated
+cluster's. The real control plane is the cluster of KUBECONFIG when set, else one started from ../shared/k8s
+(up.sh, state under .cache/, free ports) for this module and stopped (down.sh) after it; when neither is there,
+the real half skips and says why. Each probe makes objects of its own run-unique names and deletes them.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import base64
+import contextlib
+import itertools
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import time
+import uuid
+
+import pytest
+
+from tests.simcluster import SimCluster
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SHARED_K8S = os.path.join(os.path.dirname(REPO_ROOT), "shared", "k8s")
+RUN_ID = uuid.uuid4().hex[:6]
+_SERIAL = itertools.count(1)
+JSON_PATCH = "application/json-patch+json"
+MERGE_PATCH = "application/merge-patch+json"
+GENERIC_422 = "the server rejected our request due to an error in our request"
+SIM_CONFIG = {"nodes": []}
+
+
+# ------------------------------------------------------------------------------------------------- clusters
+
+class Target:
+    """One cluster: raw HTTPS requests as the admin (or a given token), objects named per probe, cleanups."""
+
+    def __init__(self, kind, server, ca_file=None, token=None, cert=None, sim=None):
+        import urllib3
+        self.kind = kind
+        self.server = server.rstrip("/")
+        self.token = token
+        self.sim = sim
+        kwargs = {"ca_certs": ca_file, "cert_reqs": "CERT_REQUIRED" if ca_file else "CERT_NONE"}
+        if cert:
+            kwargs["cert_file"], kwargs["key_file"] = cert
+        self.http = urllib3.PoolManager(num_pools=4, maxsize=4, **kwargs)
+        self.namespace = None
+        self._cleanups = []
+
+    @classmethod
+    def from_kubeconfig(cls, kind, path):
+        import kubernetes
+        conf = kubernetes.client.Configuration()
+        kubernetes.config.load_kube_config(config_file=path, client_configuration=conf)
+        token = None
+        for value in conf.api_key.values():   # {"BearerToken": "Bearer <token>"} (or "authorization" in old clients)
+            token = value.split(" ", 1)[-1]
+        cert = (conf.cert_file, conf.key_file) if conf.cert_file else None
+        return cls(kind, conf.host, ca_file=conf.ssl_ca_cert if conf.verify_ssl else None, token=token, cert=cert)
+
+    def name(self, what="x"):
+        return "kf-%s-%s-%d" % (RUN_ID, what, next(_SERIAL))
+
+    def req(self, method, path, body=None, content_type="application/json", token=None, timeout=15, headers=None):
+        """(status, parsed JSON body or text, headers)"""
+        hdrs = dict(headers or {})
+        token = self.token if token is None else token
+        if token:
+            hdrs["Authorization"] = "Bearer " + token
+        data = None
+        if body is not None:
+            data = body if isinstance(body, (bytes, str)) else json.dumps(body)
+            hdrs["Content-Type"] = content_type
+        resp = self.http.request(method, self.server + path, body=data, headers=hdrs, timeout=timeout,
+                                 retries=False, redirect=False)
+        raw = resp.data.decode("utf-8", "replace")
+        try:
+            parsed = json.loads(raw)
+        except ValueError:
+            parsed = raw
+        return resp.status, parsed, resp.headers
+
+    def ok(self, method, path, body=None, content_type="application/json", expect=(200, 201)):
+        code, parsed, _headers = self.req(method, path, body, content_type)
+        assert code in expect, "%s: %s %s answered %s %s" % (self.kind, method, path, code, parsed)
+        return parsed
+
+    def later(self, method, path):
+        """Delete (or send method to) path when the probe ends."""
+        self._cleanups.append((method, path))
+
+    def cleanup(self):
+        while self._cleanups:
+            method, path = self._cleanups.pop()
+            with contextlib.suppress(Exception):
+                self.req(method, path)
+
+    # -- objects a probe needs
+    def node(self, name=None, status=None, **meta):
+        name = name or self.name("node")
+        body = {"apiVersion": "v1", "kind": "Node", "metadata": dict(meta, name=name)}
+        if status is not None:
+            body["status"] = status
+        self.ok("POST", "/api/v1/nodes", body)
+        self.later("DELETE", "/api/v1/nodes/" + name)
+        return name
+
+    def node_with_capacity(self, capacity):
+        name = self.node()
+        self.ok("PATCH", "/api/v1/nodes/%s/status" % name,
+                [{"op": "add", "path": "/status/capacity", "value": capacity}], JSON_PATCH)
+        return name
+
+    def get(self, path):
+        return self.ok("GET", path, expect=(200,))
+
+
+def _free_port(pair=False):
+    """A free TCP port on 127.0.0.1 (pair: port+1 free too)."""
+    for _attempt in range(50):
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        if not pair:
+            return port
+        with socket.socket() as other:
+            try:
+                other.bind(("127.0.0.1", port + 1))
+            except OSError:
+                continue
+        return port
+    raise RuntimeError("no free port pair found")
+
+
+@pytest.fixture(scope="module")
+def sim_target():
+    sim = SimCluster(SIM_CONFIG, controllers=False).start()
+    try:
+        target = Target("sim", sim.url, ca_file=sim.ca_cert_path, token=sim.admin_token, sim=sim)
+        target.namespace = _make_namespace(target)
+        yield target
+        target.req("DELETE", "/api/v1/namespaces/" + target.namespace)
+    finally:
+        sim.stop()
+
+
+def _make_namespace(target):
+    """A namespace for the probes, once its ServiceAccount `default` exists (made by a controller on a real one)."""
+    name = target.name("ns")
+    target.ok("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    deadline = time.time() + 30
+    while target.req("GET", "/api/v1/namespaces/%s/serviceaccounts/default" % name)[0] != 200:
+        if target.sim is not None:   # no controllers: the probes' namespace gets its account as a controller would
+            target.ok("POST", "/api/v1/namespaces/%s/serviceaccounts" % name, {"metadata": {"name": "default"}})
+            continue
+        assert time.time() < deadline, "%s: no ServiceAccount default in %s after 30 s" % (target.kind, name)
+        time.sleep(0.2)
+    return name
+
+
+@contextlib.contextmanager
+def _started_control_plane():
+    """(target, None) from KUBECONFIG or a control plane started here; (None, reason) when there is none."""
+    if os.environ.get("KUBECONFIG"):
+        yield Target.from_kubeconfig("real", os.environ["KUBECONFIG"]), None
+        return
+    up = os.path.join(SHARED_K8S, "up.sh")
+    if not os.path.exists(up):
+        yield None, "KUBECONFIG is not set and %s does not exist: no real control plane to compare with" % up
+        return
+    state = os.path.join(REPO_ROOT, ".cache", "facts-k8s-%s-%d" % (RUN_ID, os.getpid()))
+    env = dict(os.environ, K8S_API_PORT=str(_free_port()), K8S_ETCD_PORT=str(_free_port(pair=True)),
+               K8S_KCM_PORT=str(_free_port()), K8S_SCHED_PORT=str(_free_port()))
+    env.pop("KUBEHW_K8S_BIN", None)
+    started = subprocess.run(["bash", up, state], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                             universal_newlines=True, timeout=180, check=False)
+    try:
+        if started.returncode != 0:
+            yield None, "%s %s failed (rc %d): %s" % (up, state, started.returncode, started.stdout[-2000:])
+            return
+        yield Target.from_kubeconfig("real", os.path.join(state, "admin.kubeconfig")), None
+    finally:
+        subprocess.run(["bash", os.path.join(SHARED_K8S, "down.sh"), state], stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL, timeout=120, check=False)
+        shutil.rmtree(state, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def real_target():
+    with _started_control_plane() as (target, reason):
+        if target is None:
+            print("\nreal control plane: " + reason)
+            yield reason
+            return
+        target.namespace = _make_namespace(target)
+        yield target
+        target.req("DELETE", "/api/v1/namespaces/" + target.namespace)
+
+
+# ------------------------------------------------------------------------------------------------- rows
+
+ROWS = []
+
+
+def row(row_id, expect, sections=None):
+    """Register probe(target) -> observation; expect: the row's observation (a dict), or a callable check."""
+    def register(probe):
+        ROWS.append(pytest.param(probe, expect, id=row_id))
+        return probe
+    del sections
+    return register
+
+
+def status_fields(body, *extra):
+    """code, reason, message (and details when asked) of a Status body."""
+    if not isinstance(body, dict):
+        return {"body": body}
+    out = {"kind": body.get("kind"), "reason": body.get("reason"), "message": body.get("message")}
+    for key in extra:
+        out[key] = body.get(key)
+    return out
+
+
+def answer(code, body, *extra):
+    out = status_fields(body, *extra)
+    out["code"] = code
+    return out
+
+
+def patch_status(t, node, ops, sub="/status", content_type=JSON_PATCH):
+    return t.req("PATCH", "/api/v1/nodes/%s%s" % (node, sub), ops, content_type)[:2]
+
+
+def generic(code=422):
+    return {"code": code, "kind": "Status", "reason": "Invalid", "message": GENERIC_422, "details": {}}
+
+
+DONGLE = "/status/capacity/example.com~1dongle"
+
+
+# -- Node status: JSON patch on PATCH /api/v1/nodes/<name>/status
+
+@row("node-status-add-key-without-capacity-map-422", generic())
+def _probe(t):
+    node = t.node()
+    code, body = patch_status(t, node, [{"op": "add", "path": DONGLE, "value": "4"}])
+    return answer(code, body, "details")
+
+
+@row("node-status-add-empty-capacity-map-dropped", {"code": 200, "capacity": None, "next_add": generic()})
+def _probe(t):
+    node = t.node()
+    code, body = patch_status(t, node, [{"op": "add", "path": "/status/capacity", "value": {}}])
+    capacity = body["status"].get("capacity") if code == 200 else body
+    code2, body2 = patch_status(t, node, [{"op": "add", "path": DONGLE, "value": "4"}])
+    return {"code": code, "capacity": capacity, "next_add": answer(code2, body2, "details")}
+
+
+@row("node-status-add-whole-capacity-map-200", {"code": 200, "capacity": {"example.com/dongle": "4"},
+                                                 "allocatable": {"example.com/dongle": "4"}})
+def _probe(t):
+    node = t.node()
+    code, body = patch_status(t, node, [{"op": "add", "path": "/status/capacity",
+                                         "value": {"example.com/dongle": "4"}}])
+    stored = t.get("/api/v1/nodes/" + node)["status"]
+    return {"code": code, "capacity": stored.get("capacity"), "allocatable": stored.get("allocatable")}
+
+
+@row("node-status-add-existing-key-replaces", {"code": 200, "capacity": {"example.com/dongle": "6"}})
+def _probe(t):
+    node = t.node_with_capacity({"example.com/dongle": "4"})
+    code, body = patch_status(t, node, [{"op": "add", "path": DONGLE, "value": "6"}])
+    return {"code": code, "capacity": t.get("/api/v1/nodes/" + node)["status"].get("capacity")}
+
+
+@row("node-status-replace-missing-key-adds", {"code": 200, "capacity": {"example.com/dongle": "4", "example.com/x": "2"}})
+def _probe(t):
+    node = t.node_with_capacity({"example.com/dongle": "4"})
+    code, body = patch_status(t, node, [{"op": "replace", "path": "/status/capacity/example.com~1x", "value": "2"}])
+    return {"code": code, "capacity": t.get("/api/v1/nodes/" + node)["status"].get("capacity")}
+
+
+@row("node-status-remove-missing-key-422", generic())
+def _probe(t):
+    node = t.node_with_capacity({"example.com/dongle": "4"})
+    code, body = patch_status(t, node, [{"op": "remove", "path": "/status/capacity/example.com~1x"}])
+    return answer(code, body, "details")
+
+
+@row("node-status-test-op-mismatch-422", generic())
+def _probe(t):
+    node = t.node_with_capacity({"example.com/dongle": "4"})
+    code, body = patch_status(t, node, [{"op": "test", "path": DONGLE, "value": "5"},
+                                        {"op": "replace", "path": DONGLE, "value": "6"}])
+    return answer(code, body, "details")
+
+
+@row("node-status-stale-resourceversion-409", {
+    "code": 409, "kind": "Status", "reason": "Conflict", "stored": {"example.com/dongle": "4"},
+    "message": 'Operation cannot be fulfilled on nodes "<node>": the object has been modified; please apply your '
+               'changes to the latest version and try again'})
+def _probe(t):
+    node = t.node_with_capacity({"example.com/dongle": "4"})
+    stale = t.get("/api/v1/nodes/" + node)["metadata"]["resourceVersion"]
+    t.ok("PATCH", "/api/v1/nodes/" + node, {"metadata": {"labels": {"touched": "yes"}}}, MERGE_PATCH)
+    code, body = patch_status(t, node, [{"op": "replace", "path": "/metadata/resourceVersion", "value": stale},
+                                        {"op": "replace", "path": DONGLE, "value": "6"}])
+    out = answer(code, body)
+    out["message"] = (out["message"] or "").replace(node, "<node>")
+    out["stored"] = t.get("/api/v1/nodes/" + node)["status"]["capacity"]
+    return out
+
+
+@row("node-status-patch-body-object-400", {
+    "code": 400, "kind": "Status", "reason": "BadRequest",
+    "message": "error decoding patch: json: cannot unmarshal object into Go value of type []handlers.jsonPatchOp"})
+def _probe(t):
+    node = t.node_with_capacity({"example.com/dongle": "4"})
+    return answer(*patch_status(t, node, {"op": "add", "path": DONGLE, "value": "6"}))
+
+
+def _invalid_value(t, value, name="example.com/dongle"):
+    node = t.node_with_capacity({"example.com/dongle": "4"})
+    code, body = patch_status(t, node, [{"op": "add", "path": "/status/capacity/" + name.replace("/", "~1"),
+                                         "value": value}])
+    out = answer(code, body)
+    out["message"] = (out["message"] or "").replace(node, "<node>")
+    details = body.get("details") or {} if isinstance(body, dict) else {}
+    out["causes"] = [(c.get("reason"), c.get("field")) for c in details.get("causes") or []]
+    out["stored"] = t.get("/api/v1/nodes/" + node)["status"]["capacity"]
+    return out
+
+
+def _invalid_capacity(value, detail, field="status.capacity.example.com/dongle", reason="FieldValueInvalid"):
+    return {"code": 422, "kind": "Status", "reason": "Invalid", "causes": [(reason, field)],
+            "stored": {"example.com/dongle": "4"},
+            "message": 'Node "<node>" is invalid: %s: Invalid value: %s: %s' % (field, value, detail)}
+
+
+@row("node-status-fractional-value-4.5-422", _invalid_capacity('"4500m"', "must be an integer"))
+def _probe(t):
+    return _invalid_value(t, "4.5")
+
+
+@row("node-status-fractional-value-500m-422", _invalid_capacity('"500m"', "must be an integer"))
+def _probe(t):
+    return _invalid_value(t, "500m")
+
+
+@row("node-status-negative-value-422", _invalid_capacity('"-1"', "must be greater than or equal to 0"))
+def _probe(t):
+    return _invalid_value(t, "-1")
+
+
+def _patched_object(out):
+    """The 'patch' error quotes the whole patched object: keep what it says about capacity."""
+    found = re.match(r'^(.*Invalid value: )"(.*)"(: quantities .*)$', out["message"], re.S)
+    if found:
+        out["message"] = found.group(1) + '"<the patched node>"' + found.group(3)
+        out["patched_capacity"] = json.loads(json.loads('"%s"' % found.group(2)))["status"].get("capacity")
+    return out
+
+
+@row("node-status-unparsable-value-422", {
+    "code": 422, "kind": "Status", "reason": "Invalid", "causes": [("FieldValueInvalid", "patch")],
+    "stored": {"example.com/dongle": "4"}, "patched_capacity": {"example.com/dongle": "abc"},
+    "message": ' "" is invalid: patch: Invalid value: "<the patched node>": quantities must match the regular expression '
+               "'^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"})
+def _probe(t):
+    return _patched_object(_invalid_value(t, "abc"))
+
+
+@row("node-status-number-and-1Ki-accepted", {"codes": [200, 200], "capacity": {"example.com/dongle": "4",
+                                                                                 "example.com/big": "1Ki"}})
+def _probe(t):
+    node = t.node_with_capacity({"example.com/dongle": "1"})
+    first = patch_status(t, node, [{"op": "add", "path": DONGLE, "value": 4}])[0]
+    second = patch_status(t, node, [{"op": "add", "path": "/status/capacity/example.com~1big", "value": "1Ki"}])[0]
+    return {"codes": [first, second], "capacity": t.get("/api/v1/nodes/" + node)["status"]["capacity"]}
+
+
+@row("node-status-patch-on-main-resource-drops-status", {"code": 200, "answered": {"example.com/dongle": "4"},
+                                                          "stored": {"example.com/dongle": "4"}})
+def _probe(t):
+    node = t.node_with_capacity({"example.com/dongle": "4"})
+    code, body = patch_status(t, node, [{"op": "add", "path": DONGLE, "value": "6"}], sub="")
+    return {"code": code, "answered": body["status"]["capacity"],
+            "stored": t.get("/api/v1/nodes/" + node)["status"]["capacity"]}
+
+
+@row("node-status-missing-node-404", {"code": 404, "kind": "Status", "reason": "NotFound",
+                                      "message": 'nodes "<node>" not found', "details": {"name": "<node>", "kind": "nodes"}})
+def _probe(t):
+    node = t.name("absent")
+    out = answer(*patch_status(t, node, [{"op": "add", "path": DONGLE, "value": "6"}]), "details")
+    return json.loads(json.dumps(out).replace(node, "<node>"))
+
+
+@row("node-status-quantities-canonical", {"capacity": {"cpu": "4", "memory": "1536Mi", "dongle": "4500m",
+                                                       "example.com/dongle": "4", "example.com/big": "2k"}})
+def _probe(t):
+    node = t.node_with_capacity({"cpu": 4, "memory": "1.5Gi", "dongle": "4.5", "example.com/dongle": 4,
+                                 "example.com/big": "2000"})
+    return {"capacity": t.get("/api/v1/nodes/" + node)["status"]["capacity"]}
+
+
+ODD_NAMES = ["dongle", "kubernetes.io/foo", "example.com/Dongle_X", "requests.example.com/dongle",
+             "example.com/bad name", "a/b/c", "-bad.com/x", "example.com/"]
+
+
+@row("node-status-resource-names-not-validated", {"code": 200, "capacity": dict.fromkeys(ODD_NAMES, "1")})
+def _probe(t):
+    node = t.node()
+    code = patch_status(t, node, [{"op": "add", "path": "/status/capacity", "value": dict.fromkeys(ODD_NAMES, "1")}])[0]
+    return {"code": code, "capacity": t.get("/api/v1/nodes/" + node)["status"].get("capacity")}
+
+
+@row("allocatable-defaulted-once-never-follows", {"first": {"example.com/dongle": "4"},
+                                                   "after": {"example.com/dongle": "4"}, "capacity": {"example.com/dongle": "6"}})
+def _probe(t):
+    node = t.node_with_capacity({"example.com/dongle": "4"})
+    first = t.get("/api/v1/nodes/" + node)["status"].get("allocatable")
+    patch_status(t, node, [{"op": "add", "path": DONGLE, "value": "6"}])
+    status = t.get("/api/v1/nodes/" + node)["status"]
+    return {"first": first, "after": status.get("allocatable"), "capacity": status.get("capacity")}
+
+
+# -- Creating nodes
+
+NOT_READY_TAINT = {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}
+ZERO_NODE_STATUS = {"daemonEndpoints": {"kubeletEndpoint": {"Port": 0}},
+                    "nodeInfo": dict.fromkeys(["architecture", "bootID", "containerRuntimeVersion", "kernelVersion",
+                                               "kubeProxyVersion", "kubeletVersion", "machineID", "operatingSystem",
+                                               "osImage", "systemUUID"], "")}
+
+
+@row("node-create-without-status-stores-zero-values", {
+    "code": 201, "spec": {"taints": [NOT_READY_TAINT]}, "status": ZERO_NODE_STATUS,
+    "stored_spec": {"taints": [NOT_READY_TAINT]}, "stored_status": ZERO_NODE_STATUS})
+def _probe(t):
+    name = t.name("node")
+    code, body, _headers = t.req("POST", "/api/v1/nodes", {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}})
+    t.later("DELETE", "/api/v1/nodes/" + name)
+    stored = t.get("/api/v1/nodes/" + name)
+    return {"code": code, "spec": body.get("spec"), "status": body.get("status"), "stored_spec": stored.get("spec"),
+            "stored_status": stored.get("status")}
+
+
+# -- Pod validation of extended resources
+
+def _pod(name, resources=None, **spec):
+    container = {"name": "c", "image": "registry.example/pause:1"}
+    if resources is not None:
+        container["resources"] = resources
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+            "spec": dict({"containers": [container]}, **spec)}
+
+
+def _create_pod(t, body, query=""):
+    code, answer_body, _headers = t.req("POST", "/api/v1/namespaces/%s/pods%s" % (t.namespace, query), body)
+    if code in (200, 201):
+        t.later("DELETE", "/api/v1/namespaces/%s/pods/%s?gracePeriodSeconds=0" % (t.namespace, answer_body["metadata"]["name"]))
+    return code, answer_body
+
+
+def _pod_invalid(*causes):
+    return {"code": 422, "kind": "Status", "reason": "Invalid", "causes": list(causes),
+            "message": 'Pod "<pod>" is invalid: ' + (
+                "%s: %s" % causes[0][1:] if len(causes) == 1 else "[%s]" % ", ".join("%s: %s" % c[1:] for c in causes))}
+
+
+def _pod_refused(t, resources):
+    name = t.name("pod")
+    code, body = _create_pod(t, _pod(name, resources))
+    out = answer(code, body)
+    out["message"] = (out["message"] or "").replace(name, "<pod>")
+    details = (body.get("details") or {}) if isinstance(body, dict) else {}
+    out["causes"] = [(c.get("reason"), c.get("field"), c.get("message")) for c in details.get("causes") or []]
+    return out
+
+
+@row("pod-requests-must-equal-limits", _pod_invalid(
+    ("FieldValueInvalid", "spec.containers[0].resources.requests", 'Invalid value: "1": must be equal to example.com/dongle limit of 2')))
+def _probe(t):
+    return _pod_refused(t, {"limits": {"example.com/dongle": "2"}, "requests": {"example.com/dongle": "1"}})
+
+
+@row("pod-requests-without-limits", _pod_invalid(
+    ("FieldValueRequired", "spec.containers[0].resources.limits", "Required value: Limit must be set for non overcommitable resources")))
+def _probe(t):
+    return _pod_refused(t, {"requests": {"example.com/dongle": "1"}})
+
+
+@row("pod-fractional-extended-resource", _pod_invalid(
+    ("FieldValueInvalid", "spec.containers[0].resources.limits[example.com/dongle]", 'Invalid value: "1500m": must be an integer'),
+    ("FieldValueInvalid", "spec.containers[0].resources.requests[example.com/dongle]", 'Invalid value: "1500m": must be an integer')))
+def _probe(t):
+    return _pod_refused(t, {"limits": {"example.com/dongle": "1.5"}})
+
+
+@row("pod-resource-without-domain", _pod_invalid(*[
+    ("FieldValueInvalid", "spec.containers[0].resources.%s[dongle]" % kind, 'Invalid value: "dongle": ' + detail)
+    for kind in ("limits", "requests")
+    for detail in ("must be a standard resource type or fully qualified", "must be a standard resource for containers")]))
+def _probe(t):
+    return _pod_refused(t, {"limits": {"dongle": "1"}})
+
+
+@row("pod-limits-copied-to-requests", {"code": 201, "resources": {"limits": {"example.com/dongle": "2"},
+                                                                  "requests": {"example.com/dongle": "2"}}})
+def _probe(t):
+    code, body = _create_pod(t, _pod(t.name("pod"), {"limits": {"example.com/dongle": "2"}}))
+    return {"code": code, "resources": body["spec"]["containers"][0].get("resources")}
+
+
+@row("pod-missing-runtime-class-403", {
+    label: {"code": 403, "kind": "Status", "reason": "Forbidden", "details": {"name": "<pod>" + suffix, "kind": "pods"},
+            "message": 'pods "<pod>%s" is forbidden: pod rejected: RuntimeClass "kf-absent-handler" not found' % suffix}
+    for label, suffix in (("create", ""), ("dry-run", ""), ("generateName", "-"))})
+def _probe(t):
+    name = t.name("pod")
+    out = {}
+    for label, query in (("create", ""), ("dry-run", "?dryRun=All")):
+        code, body = _create_pod(t, _pod(name, runtimeClassName="kf-absent-handler"), query)
+        out[label] = json.loads(json.dumps(answer(code, body, "details")).replace(name, "<pod>"))
+    code, body = _create_pod(t, dict(_pod(None, runtimeClassName="kf-absent-handler"),
+                                     metadata={"generateName": name + "-"}))
+    out["generateName"] = json.loads(json.dumps(answer(code, body, "details")).replace(name, "<pod>"))
+    return out
+
+
+@row("pod-missing-service-account-403", {
+    "code": 403, "kind": "Status", "reason": "Forbidden", "details": {"name": "<pod>", "kind": "pods"},
+    "message": 'pods "<pod>" is forbidden: error looking up service account <ns>/kf-absent-account: '
+               'serviceaccount "kf-absent-account" not found'})
+def _probe(t):
+    name = t.name("pod")
+    code, body = _create_pod(t, _pod(name, serviceAccountName="kf-absent-account"))
+    return json.loads(json.dumps(answer(code, body, "details")).replace(name, "<pod>").replace(t.namespace, "<ns>"))
+
+
+# ------------------------------------------------------------------------------------------------- the test
+
+_SIM_SEEN = {}
+
+
+def _observe(target, probe):
+    try:
+        return probe(target)
+    finally:
+        target.cleanup()
+
+
+def _check(expect, observed, who):
+    if callable(expect):
+        expect(observed)
+    else:
+        assert observed == expect, "%s answered differently from the row" % who
+
+
+@pytest.mark.parametrize("side", ["sim", "real"])
+@pytest.mark.parametrize("probe, expect", ROWS)
+def test_fact(request, side, probe, expect):
+    sim = request.getfixturevalue("sim_target")
+    sim_seen = _observe(sim, probe)
+    if side == "sim":
+        _check(expect, sim_seen, "the simulated cluster")
+        return
+    real = request.getfixturevalue("real_target")
+    if isinstance(real, str):
+        pytest.skip("real half not run: " + real)
+    real_seen = _observe(real, probe)
+    _check(expect, real_seen, "kube-apiserver v1.36.2")
+    assert sim_seen == real_seen, "the simulated cluster and kube-apiserver answer differently"

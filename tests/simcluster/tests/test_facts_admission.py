@@ -1,0 +1,86 @@
+# Copyright (c) kubehw.devices contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Where the simulated cluster answered differently from kube-apiserver v1.36.2 (found by
+tests/integration/test_facts.py), checked on the simulated cluster alone: ServiceAccount admission of pods,
+metadata written through /status, and the container resource-name rule.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import pytest
+
+from tests.simcluster.tests.test_api import Raw
+
+
+@pytest.fixture
+def raw(simcluster_factory):
+    sim = simcluster_factory({"nodes": []}, controllers=False)
+    raw = Raw(sim)
+    code, body, _headers = raw.request("POST", "/api/v1/namespaces", {"metadata": {"name": "ns1"}})
+    assert code == 201, body
+    return raw
+
+
+def pod(name, **spec):
+    return {"metadata": {"name": name}, "spec": dict({"containers": [{"name": "c", "image": "x"}]}, **spec)}
+
+
+def test_pod_naming_a_missing_service_account_is_forbidden(raw):
+    for query in ("", "?dryRun=All"):
+        code, body, _headers = raw.request("POST", "/api/v1/namespaces/ns1/pods" + query,
+                                           pod("p1", serviceAccountName="robot", runtimeClassName="absent"))
+        assert code == 403, body
+        assert body["reason"] == "Forbidden" and body["details"] == {"name": "p1", "kind": "pods"}
+        # ServiceAccount admission runs before RuntimeClass admission
+        assert body["message"] == ('pods "p1" is forbidden: error looking up service account ns1/robot: '
+                                   'serviceaccount "robot" not found')
+    assert raw.request("POST", "/api/v1/namespaces/ns1/serviceaccounts", {"metadata": {"name": "robot"}})[0] == 201
+    assert raw.request("POST", "/api/v1/namespaces/ns1/pods", pod("p1", serviceAccountName="robot"))[0] == 201
+    # simplified: `default` exists in every namespace (the service account controller's job)
+    assert raw.request("POST", "/api/v1/namespaces/ns1/pods", pod("p2"))[0] == 201
+
+
+@pytest.mark.parametrize("path, body", [
+    ("/api/v1/nodes", {"metadata": {"name": "n1"}}),
+    ("/api/v1/namespaces/ns1/pods", pod("p1")),
+    ("/api/v1/namespaces", {"metadata": {"name": "ns2"}}),
+    ("/apis/apps/v1/namespaces/ns1/daemonsets", {"metadata": {"name": "d1"}, "spec": {
+        "selector": {"matchLabels": {"a": "b"}},
+        "template": {"metadata": {"labels": {"a": "b"}}, "spec": {"containers": [{"name": "c", "image": "x"}]}}}}),
+])
+def test_labels_and_annotations_written_through_status_are_stored(raw, path, body):
+    code, created, _headers = raw.request("POST", path, body)
+    assert code == 201, created
+    url = "%s/%s/status" % (path, created["metadata"]["name"])
+    code, patched, _headers = raw.request("PATCH", url, {"metadata": {"labels": {"touched": "yes"}, "annotations": {
+        "an": "x"}}, "spec": {"unschedulable": True}}, content_type="application/merge-patch+json")
+    assert code == 200, patched
+    assert patched["metadata"]["labels"]["touched"] == "yes" and patched["metadata"]["annotations"]["an"] == "x"
+    assert int(patched["metadata"]["resourceVersion"]) > int(created["metadata"]["resourceVersion"])
+    assert patched["spec"] == created["spec"]   # the spec stays
+
+
+def test_pod_status_keeps_owner_references(raw):
+    owner = {"apiVersion": "v1", "kind": "ConfigMap", "name": "o", "uid": "u-1"}
+    body = pod("p1")
+    body["metadata"]["ownerReferences"] = [owner]
+    assert raw.request("POST", "/api/v1/namespaces/ns1/pods", body)[0] == 201
+    code, patched, _headers = raw.request("PATCH", "/api/v1/namespaces/ns1/pods/p1/status",
+                                          {"metadata": {"ownerReferences": None, "labels": {"a": "b"}}},
+                                          content_type="application/merge-patch+json")
+    assert code == 200 and patched["metadata"]["ownerReferences"] == [owner] and patched["metadata"]["labels"] == {"a": "b"}
+
+
+@pytest.mark.parametrize("name, details", [
+    ("dongle", ["must be a standard resource type or fully qualified", "must be a standard resource for containers"]),
+    ("pods", ["must be a standard resource for containers"]),
+])
+def test_container_resource_names(raw, name, details):
+    code, body, _headers = raw.request("POST", "/api/v1/namespaces/ns1/pods", {"metadata": {"name": "p1"}, "spec": {
+        "containers": [{"name": "c", "image": "x", "resources": {"limits": {name: "1"}}}]}})
+    assert code == 422
+    expected = [("spec.containers[0].resources.%s[%s]" % (kind, name), 'Invalid value: "%s": %s' % (name, detail))
+                for kind in ("limits", "requests") for detail in details]
+    assert [(c["field"], c["message"]) for c in body["details"]["causes"]] == expected
