@@ -14,23 +14,13 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import importlib.util
 import os
-import sys
 import tomllib
 
+from ansible_collections.kubehw.devices.plugins.filter import runtime_dropins
+
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-FILES = os.path.join(REPO_ROOT, "roles", "nvidia_container_toolkit", "files")
 FIXTURES = os.path.join(REPO_ROOT, "tests", "unit", "roles", "fixtures")
-
-
-def _load(name):
-    if FILES not in sys.path:
-        sys.path.insert(0, FILES)
-    spec = importlib.util.spec_from_file_location(name, os.path.join(FILES, name + ".py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def _read(*parts):
@@ -39,17 +29,16 @@ def _read(*parts):
 
 
 def containerd_runtimes():
-    dropin = _load("containerd_dropin").containerd_nvidia_dropin(
+    dropin = runtime_dropins.containerd_nvidia_dropin(
         _read("containerd", "1.6-crun-default.dump.toml"), main_config=_read("containerd", "1.6-crun-default.main.toml"))
     # containerd 1.x takes the drop-in's CRI table whole (it repeats the host's runtimes)
     return tomllib.loads(dropin["content"])["plugins"][dropin["plugin"]]["containerd"]["runtimes"]
 
 
 def crio_runtimes():
-    crio = _load("crio_dropin")
     files = [{"path": "10-crio.conf", "content": _read("crio", "packaged", "crio.conf.d", "10-crio.conf")}]
-    dropin = crio.crio_nvidia_dropin(files)
-    return crio.merge_files(files + [{"path": "99-nvidia.conf", "content": dropin["content"]}])["crio"]["runtime"]["runtimes"]
+    dropin = runtime_dropins.crio_nvidia_dropin(files)
+    return runtime_dropins.merge_files(files + [{"path": "99-nvidia.conf", "content": dropin["content"]}])["crio"]["runtime"]["runtimes"]
 
 
 def test_default_run_plugin_runtime_class_handler_is_a_configured_runtime(cluster, ansible):

@@ -22,6 +22,8 @@ import tomllib
 import pytest
 import yaml
 
+from ansible_collections.kubehw.devices.plugins.filter import runtime_dropins
+
 # One xdist worker takes every test of this file (make's pytest stages run --dist loadgroup): the
 # module-scoped `run` fixture is one ansible-playbook run of tens of CPU seconds, which every
 # worker given a test of this file would repeat. Its first test's budget holds that run: beside the
@@ -203,11 +205,6 @@ def run(tmp_path_factory):
 
 def merged_crio(etc, dropin_text):
     """What CRI-O loads: crio.conf, then crio.conf.d/* in lexical order, with the role's drop-in."""
-    sys.path.insert(0, os.path.join(COLLECTION_ROOT, 'roles', 'nvidia_container_toolkit', 'files'))
-    try:
-        import crio_dropin  # pylint: disable=import-outside-toplevel
-    finally:
-        sys.path.pop(0)
     files = []
     if os.path.exists(os.path.join(etc, 'crio.conf')):
         files.append({'path': 'crio.conf', 'content': open(os.path.join(etc, 'crio.conf')).read()})
@@ -215,7 +212,7 @@ def merged_crio(etc, dropin_text):
         if name != '99-nvidia.conf':
             files.append({'path': name, 'content': open(os.path.join(etc, 'crio.conf.d', name)).read()})
     files.append({'path': '99-nvidia.conf', 'content': dropin_text})
-    return crio_dropin.merge_files(files)
+    return runtime_dropins.merge_files(files)
 
 
 def test_crio_packaged_layout_without_a_running_crio(run):

@@ -1,40 +1,24 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The CRI-O drop-in of the nvidia_container_toolkit role, against CRI-O configuration files.
+"""The crio_nvidia_dropin filter (the nvidia_container_toolkit role's CRI-O drop-in), against CRI-O configuration files.
 
 CRI-O is in no Debian suite (bookworm, sid), so it cannot run here; the fixtures under
-fixtures/crio are the packaged layout of cri-o/packaging (see the comment in each file). What is
-asserted is what CRI-O would load: the files merged in CRI-O's order with the drop-in last.
+tests/unit/roles/fixtures/crio are the packaged layout of cri-o/packaging (see the comment in each
+file). What is asserted is what CRI-O would load: the files merged in CRI-O's order with the drop-in last.
 """
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import base64
-import importlib.util
-import json
 import os
-import sys
 import tomllib
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-FILES = os.path.join(ROOT, "roles", "nvidia_container_toolkit", "files")
-FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "crio")
+from ansible.errors import AnsibleFilterError
+from ansible_collections.kubehw.devices.plugins.filter import runtime_dropins as crio
 
-
-def _load(name):
-    # crio_dropin imports containerd_dropin from its own directory, as when the role runs it.
-    if FILES not in sys.path:
-        sys.path.insert(0, FILES)
-    spec = importlib.util.spec_from_file_location(name, os.path.join(FILES, name + ".py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-crio = _load("crio_dropin")
+FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "roles", "fixtures", "crio")
 
 
 def read(*parts):
@@ -138,18 +122,19 @@ def test_runtime_type(source_type, written):
 
 
 def test_broken_file_is_named():
-    with pytest.raises(crio.DropinError) as err:
+    with pytest.raises(AnsibleFilterError) as err:
         crio.crio_nvidia_dropin([{"path": "/etc/crio/crio.conf.d/30-bad.conf", "content": "[crio.runtime\n"}])
     assert "/etc/crio/crio.conf.d/30-bad.conf is not valid TOML" in str(err.value)
 
 
-def test_main_answers_json(capsys):
-    request = {"paths": [PACKAGED[0]["path"]], "contents": [PACKAGED[0]["content"]], "status": "",
-               "options": {"default_runtime": True}}
-    assert crio.main(["crio_dropin.py", base64.b64encode(json.dumps(request).encode()).decode()]) == 0
-    ok = json.loads(capsys.readouterr().out)
-    assert ok["failed"] is False and ok["source_runtime"] == "crun"
-    assert 'default_runtime = "nvidia"' in ok["content"]
-    assert crio.main(["crio_dropin.py", base64.b64encode(b'{"paths": []}').decode()]) == 0
-    bad = json.loads(capsys.readouterr().out)
-    assert bad["failed"] is True and "bad request" in bad["msg"]
+def test_the_filter_is_the_function_and_refuses_what_is_not_a_file_list():
+    assert crio.FilterModule().filters()["crio_nvidia_dropin"] is crio.crio_nvidia_dropin
+    for files, words in (("[crio.runtime]\n", "takes a list of {path, content} files, not str"),
+                         ([["10-crio.conf", "[crio]"]], "each file must be a dictionary"),
+                         ([{"path": "x", "content": 3}], "each file must be a dictionary")):
+        with pytest.raises(AnsibleFilterError) as err:
+            crio.crio_nvidia_dropin(files)
+        assert words in str(err.value)
+    with pytest.raises(AnsibleFilterError) as err:
+        crio.crio_nvidia_dropin(PACKAGED, status=["x"])
+    assert "status must be the text of crio status config, not list" in str(err.value)

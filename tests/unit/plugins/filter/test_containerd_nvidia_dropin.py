@@ -1,5 +1,5 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The containerd drop-in builder of the nvidia_container_toolkit role, for config versions 2 and 3.
+"""The containerd_nvidia_dropin filter (the nvidia_container_toolkit role's containerd drop-in), config versions 2 and 3.
 
 The molecule scenarios run both for real: nvidia_container_toolkit on Debian bookworm's containerd
 1.6 (dump version 2), nvidia_container_toolkit_containerd2 on Debian sid's containerd 2.1 (dump
@@ -10,88 +10,15 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import base64
-import importlib.util
-import json
 import os
 import tomllib
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-SCRIPT = os.path.join(ROOT, "roles", "nvidia_container_toolkit", "files", "containerd_dropin.py")
-_SPEC = importlib.util.spec_from_file_location("containerd_dropin", SCRIPT)
-dropin = importlib.util.module_from_spec(_SPEC)
-_SPEC.loader.exec_module(dropin)
+from ansible.errors import AnsibleFilterError
+from ansible_collections.kubehw.devices.plugins.filter import runtime_dropins as dropin
 
-V2_DUMP = """
-version = 2
-root = "/var/lib/containerd"
-[plugins."io.containerd.grpc.v1.cri"]
-  sandbox_image = "registry.k8s.io/pause:3.6"
-  enable_cdi = false
-  [plugins."io.containerd.grpc.v1.cri".cni]
-    bin_dir = "/usr/lib/cni"
-    conf_dir = "/etc/cni/net.d"
-  [plugins."io.containerd.grpc.v1.cri".containerd]
-    default_runtime_name = "runc"
-    [plugins."io.containerd.grpc.v1.cri".containerd.default_runtime]
-      runtime_type = ""
-    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
-      runtime_type = "io.containerd.runc.v2"
-      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
-        SystemdCgroup = true
-        BinaryName = ""
-[plugins."io.containerd.internal.v1.opt"]
-  path = "/opt/containerd"
-"""
-
-V3_DUMP = """
-version = 3
-root = '/var/lib/containerd'
-imports = []
-
-[plugins]
-  [plugins.'io.containerd.cri.v1.images']
-    snapshotter = 'overlayfs'
-
-    [plugins.'io.containerd.cri.v1.images'.pinned_images]
-      sandbox = 'registry.k8s.io/pause:3.10'
-
-  [plugins.'io.containerd.cri.v1.runtime']
-    enable_cdi = true
-    cdi_spec_dirs = ['/etc/cdi', '/var/run/cdi']
-
-    [plugins.'io.containerd.cri.v1.runtime'.containerd]
-      default_runtime_name = 'runc'
-
-      [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes]
-        [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc]
-          runtime_type = 'io.containerd.runc.v2'
-          pod_annotations = []
-          cgroup_writable = false
-          sandboxer = 'podsandbox'
-
-          [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]
-            BinaryName = ''
-            SystemdCgroup = true
-
-    [plugins.'io.containerd.cri.v1.runtime'.cni]
-      bin_dir = ''
-      bin_dirs = ['/usr/lib/cni']
-"""
-
-# Debian sid's packaged /etc/containerd/config.toml (containerd 2.1 still ships version 2).
-MAIN_V2 = """version = 2
-
-[plugins]
-  [plugins."io.containerd.grpc.v1.cri"]
-    [plugins."io.containerd.grpc.v1.cri".cni]
-      bin_dir = "/usr/lib/cni"
-"""
-
-MAIN_V3 = "version = 3\nimports = ['/etc/containerd/conf.d/*.toml']\n[plugins.'io.containerd.cri.v1.images'.pinned_images]\n  sandbox = 'x'\n"
-
+from tests.unit.plugins.filter.dropin_cases import MAIN_V2, MAIN_V3, V2_DUMP, V3_DUMP
 
 def build(dump, **options):
     result = dropin.containerd_nvidia_dropin(dump, **options)
@@ -171,7 +98,7 @@ def test_v3_dump_without_default_runtime_leaves_the_host_default_alone():
     ("version = 2\n[plugins\n", "the main configuration is not valid TOML"),
 ])
 def test_v3_dump_refuses_a_main_file_it_cannot_match(main, words):
-    with pytest.raises(dropin.DropinError) as err:
+    with pytest.raises(AnsibleFilterError) as err:
         dropin.containerd_nvidia_dropin(V3_DUMP, main_config=main)
     assert words in str(err.value)
 
@@ -189,19 +116,16 @@ def test_host_without_runc_table_gets_a_runc_v2_nvidia_runtime():
     ("version = 2\n[plugins\n", "containerd config dump"),
 ])
 def test_unsupported_or_broken_dumps_are_clear_errors(dump, words):
-    with pytest.raises(dropin.DropinError) as err:
+    with pytest.raises(AnsibleFilterError) as err:
         dropin.containerd_nvidia_dropin(dump)
     assert words in str(err.value)
 
 
-def test_main_answers_json_even_on_bad_requests(capsys):
-    request = base64.b64encode(json.dumps({"dump": V2_DUMP, "options": {"default_runtime": True}}).encode())
-    assert dropin.main(["containerd_dropin.py", request.decode()]) == 0
-    answer = json.loads(capsys.readouterr().out)
-    assert answer["failed"] is False and 'default_runtime_name = "nvidia"' in answer["content"]
-    assert dropin.main(["containerd_dropin.py", base64.b64encode(b'{"options": {}}').decode()]) == 0
-    answer = json.loads(capsys.readouterr().out)
-    assert answer["failed"] is True and "bad request" in answer["msg"]
+def test_the_filter_is_the_function_and_refuses_what_is_not_a_dump():
+    assert dropin.FilterModule().filters()["containerd_nvidia_dropin"] is dropin.containerd_nvidia_dropin
+    with pytest.raises(AnsibleFilterError) as err:
+        dropin.containerd_nvidia_dropin(["version = 2"])
+    assert "takes the text of containerd config dump, not list" in str(err.value)
 
 
 def test_keys_and_strings_that_need_quoting_round_trip():
@@ -215,7 +139,7 @@ def test_a_key_ending_in_a_newline_is_quoted_not_written_bare():
     assert tomllib.loads(dropin.to_toml(data)) == data
 
 
-FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "containerd")
+FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "roles", "fixtures", "containerd")
 
 
 def fixture(name):
