@@ -17,6 +17,7 @@ __metaclass__ = type
 
 import base64
 import contextlib
+import fcntl
 import itertools
 import json
 import os
@@ -91,6 +92,27 @@ class Target:
         except ValueError:
             parsed = raw
         return resp.status, parsed, resp.headers
+
+    def watch(self, path, seconds=30):
+        """(status, [events]) of a watch the server ends itself (timeoutSeconds in path) or after `seconds`."""
+        hdrs = {"Authorization": "Bearer " + self.token} if self.token else {}
+        resp = self.http.request("GET", self.server + path, headers=hdrs, preload_content=False, retries=False,
+                                 timeout=seconds)
+        events, buf = [], b""
+        try:
+            for chunk in resp.stream(4096):
+                buf += chunk
+                while b"\n" in buf:
+                    line, buf = buf.split(b"\n", 1)
+                    if line.strip():
+                        events.append(json.loads(line))
+        except Exception:  # pylint: disable=broad-except
+            pass    # the client-side timeout: no more events
+        finally:
+            resp.release_conn()
+        if buf.strip():
+            events.append(json.loads(buf))
+        return resp.status, events
 
     def ok(self, method, path, body=None, content_type="application/json", expect=(200, 201)):
         code, parsed, _headers = self.req(method, path, body, content_type)
@@ -183,9 +205,14 @@ def _started_control_plane():
     state = os.path.join(REPO_ROOT, ".cache", "facts-k8s-%s-%d" % (RUN_ID, os.getpid()))
     env = dict(os.environ, K8S_API_PORT=str(_free_port()), K8S_ETCD_PORT=str(_free_port(pair=True)),
                K8S_KCM_PORT=str(_free_port()), K8S_SCHED_PORT=str(_free_port()))
-    env.pop("KUBEHW_K8S_BIN", None)
-    started = subprocess.run(["bash", up, state], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                             universal_newlines=True, timeout=180, check=False)
+    # the unpacked binaries are kept for later runs (up.sh unpacks a newer .xz again); the lock keeps two xdist
+    # workers from unpacking into the same folder at once
+    env["KUBEHW_K8S_BIN"] = os.path.join(REPO_ROOT, ".cache", "facts-k8s-bin")
+    os.makedirs(env["KUBEHW_K8S_BIN"], exist_ok=True)
+    with open(os.path.join(env["KUBEHW_K8S_BIN"], ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        started = subprocess.run(["bash", up, state], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                 universal_newlines=True, timeout=180, check=False)
     try:
         if started.returncode != 0:
             yield None, "%s %s failed (rc %d): %s" % (up, state, started.returncode, started.stdout[-2000:])
@@ -549,6 +576,166 @@ def _probe(t):
     name = t.name("pod")
     code, body = _create_pod(t, _pod(name, serviceAccountName="kf-absent-account"))
     return json.loads(json.dumps(answer(code, body, "details")).replace(name, "<pod>").replace(t.namespace, "<ns>"))
+
+
+# -- Lists and watches
+
+def _digits(text, *keep):
+    """Numbers in a message are resourceVersions of the cluster at hand: <n>, except those kept."""
+    return re.sub(r"\d+", lambda m: m.group(0) if m.group(0) in keep else "<n>", text or "")
+
+
+@row("watch-from-future-rv-sends-nothing", {"code": 200, "events": []})
+def _probe(t):
+    code, events = t.watch("/api/v1/namespaces/%s/configmaps?watch=1&resourceVersion=99999999&timeoutSeconds=2"
+                           % t.namespace, seconds=3)
+    return {"code": code, "events": events}
+
+
+@row("list-from-future-rv-504", {
+    "code": 504, "kind": "Status", "reason": "Timeout", "message": "Timeout: Too large resource version: 99999999, current: <n>",
+    "details": {"causes": [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}],
+                "retryAfterSeconds": 1}})
+def _probe(t):
+    out = answer(*t.req("GET", "/api/v1/namespaces/%s/configmaps?resourceVersion=99999999" % t.namespace)[:2], "details")
+    out["message"] = _digits(out["message"], "99999999")
+    return out
+
+
+@row("list-limit-pages-with-continue", {"first": {"items": 2, "remainingItemCount": 1, "continue": True},
+                                        "second": {"items": 1, "remainingItemCount": None, "continue": False},
+                                        "names": ["s-0", "s-1", "s-2"]})
+def _probe(t):
+    namespace = _make_namespace(t)
+    t.later("DELETE", "/api/v1/namespaces/" + namespace)
+    for index in range(3):
+        t.ok("POST", "/api/v1/namespaces/%s/secrets" % namespace, {"metadata": {"name": "s-%d" % index}})
+    first = t.get("/api/v1/namespaces/%s/secrets?limit=2" % namespace)
+    second = t.get("/api/v1/namespaces/%s/secrets?limit=2&continue=%s" % (namespace, first["metadata"].get("continue")))
+
+    def page(body):
+        return {"items": len(body["items"]), "remainingItemCount": body["metadata"].get("remainingItemCount"),
+                "continue": bool(body["metadata"].get("continue"))}
+    return {"first": page(first), "second": page(second),
+            "names": [i["metadata"]["name"] for i in first["items"] + second["items"]]}
+
+
+# -- Service account tokens (TokenRequest)
+
+def _service_account(t, name=None):
+    name = name or t.name("sa")
+    t.ok("POST", "/api/v1/namespaces/%s/serviceaccounts" % t.namespace, {"metadata": {"name": name}})
+    t.later("DELETE", "/api/v1/namespaces/%s/serviceaccounts/%s" % (t.namespace, name))
+    return name
+
+
+def _token_request(t, account, spec=None):
+    return t.req("POST", "/api/v1/namespaces/%s/serviceaccounts/%s/token" % (t.namespace, account),
+                 {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": spec or {}})[:2]
+
+
+@row("tokenrequest-201-defaulted", {"code": 201, "kind": "TokenRequest", "expirationSeconds": 3600, "audiences": 1,
+                                    "token": True, "expires_in": 3600})
+def _probe(t):
+    code, body = _token_request(t, _service_account(t))
+    expires = time.mktime(time.strptime(body["status"]["expirationTimestamp"], "%Y-%m-%dT%H:%M:%SZ")) - time.timezone
+    return {"code": code, "kind": body.get("kind"), "expirationSeconds": body["spec"].get("expirationSeconds"),
+            "audiences": len(body["spec"].get("audiences") or []), "token": bool(body["status"].get("token")),
+            "expires_in": int(round((expires - time.time()) / 60.0)) * 60}
+
+
+@row("tokenrequest-missing-account-404", {"code": 404, "kind": "Status", "reason": "NotFound",
+                                          "message": 'serviceaccounts "<sa>" not found'})
+def _probe(t):
+    account = t.name("absent")
+    out = answer(*_token_request(t, account))
+    out["message"] = out["message"].replace(account, "<sa>")
+    return out
+
+
+@row("tokenrequest-under-ten-minutes-422", {"code": 422, "kind": "Status", "reason": "Invalid", "causes": [
+    ("FieldValueInvalid", "spec.expirationSeconds")], "details": ["causes", "group", "kind"],
+    "message": 'TokenRequest.authentication.k8s.io "" is invalid: '
+    'spec.expirationSeconds: Invalid value: 599: may not specify a duration less than 10 minutes'})
+def _probe(t):
+    account = _service_account(t)
+    code, body = _token_request(t, account, {"expirationSeconds": 599})
+    out = answer(code, body)
+    out["message"] = out["message"].replace(account, "<sa>")
+    out["causes"] = [(c.get("reason"), c.get("field")) for c in (body.get("details") or {}).get("causes") or []]
+    out["details"] = sorted(body.get("details") or {})
+    return out
+
+
+@row("tokenrequest-token-authenticates-until-account-deleted", {
+    "forbidden": {"code": 403, "kind": "Status", "reason": "Forbidden",
+                  "message": 'nodes is forbidden: User "system:serviceaccount:<ns>:<sa>" cannot list resource "nodes" '
+                             'in API group "" at the cluster scope'},
+    "after_delete": {"code": 401, "kind": "Status", "reason": "Unauthorized", "message": "Unauthorized"}})
+def _probe(t):
+    account = _service_account(t)
+    token = _token_request(t, account)[1]["status"]["token"]
+    code, body, _headers = t.req("GET", "/api/v1/nodes", token=token)
+    forbidden = answer(code, body)
+    forbidden["message"] = forbidden["message"].replace(account, "<sa>").replace(t.namespace, "<ns>")
+    t.ok("DELETE", "/api/v1/namespaces/%s/serviceaccounts/%s" % (t.namespace, account))
+    deadline = time.time() + 10
+    while True:   # a real apiserver caches a verified token for a few seconds
+        code, body, _headers = t.req("GET", "/api/v1/nodes", token=token)
+        if code == 401 or time.time() > deadline:
+            break
+        time.sleep(0.3)
+    return {"forbidden": forbidden, "after_delete": answer(code, body)}
+
+
+# -- Field validation
+
+def _configmap_with_unknown_fields(t, directive):
+    name = t.name("cm")
+    query = "?fieldValidation=" + directive if directive else ""
+    code, body, headers = t.req("POST", "/api/v1/namespaces/%s/configmaps%s" % (t.namespace, query), {
+        "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "colour": "red"}, "data": {"a": "b"},
+        "spec": {"foo": 1}})
+    if code == 201:
+        t.later("DELETE", "/api/v1/namespaces/%s/configmaps/%s" % (t.namespace, name))
+    warnings = headers.getlist("Warning") if hasattr(headers, "getlist") else [headers.get("Warning")]
+    return {"code": code, "reason": body.get("reason"), "message": body.get("message"),
+            "warnings": sorted(w for w in warnings if w),
+            "stored": sorted(body) if code == 201 else None}
+
+
+@row("field-validation-strict-400", {
+    "code": 400, "reason": "BadRequest", "warnings": [], "stored": None,
+    "message": 'ConfigMap in version "v1" cannot be handled as a ConfigMap: strict decoding error: '
+               'unknown field "metadata.colour", unknown field "spec"'})
+def _probe(t):
+    return _configmap_with_unknown_fields(t, "Strict")
+
+
+@row("field-validation-warn-by-default", {
+    "code": 201, "reason": None, "message": None, "stored": ["apiVersion", "data", "kind", "metadata"],
+    "warnings": ['299 - "unknown field \\"metadata.colour\\""', '299 - "unknown field \\"spec\\""']})
+def _probe(t):
+    return _configmap_with_unknown_fields(t, None)
+
+
+@row("field-validation-ignore-silent", {"code": 201, "reason": None, "message": None, "warnings": [],
+                                        "stored": ["apiVersion", "data", "kind", "metadata"]})
+def _probe(t):
+    return _configmap_with_unknown_fields(t, "Ignore")
+
+
+@row("openapi-v3-patch-operation-has-fieldValidation", {"listed": True, "gvk": {"group": "", "version": "v1",
+                                                                                "kind": "Pod"}, "fieldValidation": True})
+def _probe(t):
+    index = t.get("/openapi/v3")
+    url = index["paths"]["api/v1"]["serverRelativeURL"]
+    doc = t.get(url)
+    patch = doc["paths"]["/api/v1/namespaces/{namespace}/pods/{name}"]["patch"]
+    params = [p.get("name") for p in patch.get("parameters") or []]
+    params += [p.get("name") for p in doc["paths"]["/api/v1/namespaces/{namespace}/pods/{name}"].get("parameters") or []]
+    return {"listed": url.startswith("/openapi/v3/api/v1"), "gvk": patch.get("x-kubernetes-group-version-kind"),
+            "fieldValidation": "fieldValidation" in params}
 
 
 # ------------------------------------------------------------------------------------------------- the test

@@ -38,10 +38,11 @@ DEFAULT_AUDIENCES = ["https://kubernetes.default.svc.cluster.local"]
 def _invalid(name, field, value, detail):
     message = 'TokenRequest.authentication.k8s.io "%s" is invalid: %s: Invalid value: %s: %s' % (
         name, field, json.dumps(value), detail)
-    return StoreError(422, "Invalid", message, {
-        "name": name, "group": "authentication.k8s.io", "kind": "TokenRequest",
+    details = {"name": name} if name else {}   # omitted when empty, as in every Status
+    return StoreError(422, "Invalid", message, dict(details, **{
+        "group": "authentication.k8s.io", "kind": "TokenRequest",
         "causes": [{"reason": "FieldValueInvalid", "message": "Invalid value: %s: %s" % (json.dumps(value), detail),
-                    "field": field}]})
+                    "field": field}]}))
 
 
 def create_token(server, req, namespace, name):
@@ -56,6 +57,8 @@ def create_token(server, req, namespace, name):
     if not isinstance(body, dict):
         raise StoreError(400, "BadRequest", "the body of the request was in an unknown format", {})
     spec = dict(body.get("spec") or {})
+    # the errors name the TokenRequest as sent: "" when its metadata has no name (measured on v1.36.2)
+    request_name = ((body.get("metadata") if isinstance(body.get("metadata"), dict) else None) or {}).get("name") or ""
     expiration = spec.get("expirationSeconds")
     if expiration is None:
         expiration = DEFAULT_EXPIRATION
@@ -63,9 +66,9 @@ def create_token(server, req, namespace, name):
         raise StoreError(400, "BadRequest", "json: cannot unmarshal %s into Go struct field "
                          "TokenRequestSpec.spec.expirationSeconds of type int64" % type(expiration).__name__, {})
     if expiration < MIN_EXPIRATION:
-        raise _invalid(name, "spec.expirationSeconds", expiration, "may not specify a duration less than 10 minutes")
+        raise _invalid(request_name, "spec.expirationSeconds", expiration, "may not specify a duration less than 10 minutes")
     if expiration > MAX_EXPIRATION:
-        raise _invalid(name, "spec.expirationSeconds", expiration, "may not specify a duration larger than 2^32 seconds")
+        raise _invalid(request_name, "spec.expirationSeconds", expiration, "may not specify a duration larger than 2^32 seconds")
     spec["expirationSeconds"] = expiration
     spec["audiences"] = list(spec.get("audiences") or DEFAULT_AUDIENCES)
     spec.setdefault("boundObjectRef", None)
