@@ -344,7 +344,7 @@ def _make(*args, **kwargs):
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, check=False, **kwargs)
 
 
-def test_make_help_and_the_readme_name_the_same_targets():
+def test_make_help_and_the_development_docs_name_the_same_targets():
     proc = _make('help')
     assert proc.returncode == 0, proc.stdout
     helped = set(re.findall(r'^make ([a-z][a-z-]*)', proc.stdout, re.M))
@@ -352,11 +352,15 @@ def test_make_help_and_the_readme_name_the_same_targets():
         makefile = handle.read()
     phony = set(re.search(r'^\.PHONY:(.*)$', makefile, re.M).group(1).split())
     assert helped == phony, 'make help and .PHONY differ: %s' % sorted(helped ^ phony)
+    with open(os.path.join(ROOT, 'docs', 'development.md')) as handle:
+        development = handle.read()
+    named = set(re.findall(r'\bmake ([a-z][a-z-]*)\b', development))
+    assert named - helped == set(), 'docs/development.md names targets make help does not list'
+    assert helped - named == set(), 'make help lists targets docs/development.md does not name'
     with open(os.path.join(ROOT, 'README.md')) as handle:
         readme = handle.read()
-    named = set(re.findall(r'\bmake ([a-z][a-z-]*)\b', readme))
-    assert named - helped == set(), 'the README names targets make help does not list'
-    assert helped - named == set(), 'make help lists targets the README does not name'
+    assert set(re.findall(r'\bmake ([a-z][a-z-]*)\b', readme)) - helped == set(), \
+        'the README names targets make help does not list'
     # the first screen's description of `make test` names every stage make test runs
     first_screen = readme.split('\n## ', 1)[0]
     test_line = re.search(r'^make test .*$', first_screen, re.M).group(0)
