@@ -22,7 +22,7 @@ PYTEST_OPTS := -p no:cacheprovider --durations=10 --dist loadgroup
 # PYTEST_JOBS=0 runs in one process (easier to debug).
 PYTEST_JOBS ?= 2
 
-.PHONY: help setup sanity units integration min-versions lint roles test demo clean
+.PHONY: help setup sanity units integration real min-versions lint roles test demo clean
 
 # Colour only on a terminal. When a recipe's stdout is a file or a pipe (`make test > log`, CI) every
 # tool is told: NO_COLOR (molecule, ansible-lint and other rich/click tools), PY_COLORS (pytest),
@@ -62,6 +62,8 @@ help:
 	@echo "make units         pytest tests/unit, the build/install test and the CI tooling tests"
 	@echo "make integration   pytest tests/integration tests/simcluster (simulated cluster unless KUBECONFIG is set);"
 	@echo "                   the module suites' modules run as the least-privilege identity of rbac.yaml.j2"
+	@echo "make real          the integration suite again on a real control plane: ../shared/k8s started per pytest worker"
+	@echo "                   (state in .cache/real-control-plane), else the cluster of KUBECONFIG, else not run (and says why)"
 	@echo "make min-versions  plugin unit tests and module integration suites with the minimum kubernetes, urllib3 and"
 	@echo "                   jsonpatch of meta/ee-requirements.txt (venv in .cache/min-versions)"
 	@echo "make lint          ansible-lint --profile production"
@@ -91,6 +93,13 @@ units:
 
 integration:
 	$(call run_pytest,integration,tests/integration tests/simcluster)
+
+# The integration suite on a real control plane (scripts/real_stage.sh): each pytest worker starts its own from
+# ../shared/k8s (or $$KUBEHW_K8S_HOME), with a kubelet stand-in per test for the nodes it needs; without one, the
+# cluster of KUBECONFIG; without either, it says so and does not fail (nothing to test against).
+real:
+	@mkdir -p $(REPORTS)
+	@$(PLAIN) bash $(ROOT)/scripts/real_stage.sh $(REPORTS)
 
 # The declared floors, not the pinned tools: meta/ee-requirements.txt's minimum kubernetes, urllib3 and
 # jsonpatch installed exactly (==) in their own venv, with the other test tools from requirements-dev.txt.

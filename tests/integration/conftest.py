@@ -88,7 +88,39 @@ def least_privilege():
     return _RUNNING["least_privilege"]
 
 
+# `make real` (scripts/real_stage.sh) sets KUBEHW_CONTROL_PLANE to a folder with up.sh (../shared/k8s): each process
+# that runs tests (each xdist worker) starts a control plane of its own, so the stand-in nodes of its tests (named as
+# in the simulated cluster's configurations: gpu-1, ...) never meet another worker's.
+_OWN_CONTROL_PLANE = {}
+
+
+def _runs_tests(config):
+    """False in the xdist controller (its workers run the tests), True in a worker or a run without xdist."""
+    return hasattr(config, "workerinput") or not getattr(config.option, "numprocesses", None)
+
+
+def _start_own_control_plane(config):
+    home = os.environ.get("KUBEHW_CONTROL_PLANE")
+    if not home or not _runs_tests(config):
+        return
+    from tests.support.control_plane import ControlPlane
+
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    plane = ControlPlane(home, os.path.join(REPO_ROOT, ".cache", "real-control-plane", worker)).start()
+    _OWN_CONTROL_PLANE["plane"] = plane
+    os.environ["KUBECONFIG"] = plane.kubeconfig
+    os.environ["KUBEHW_AGENT_KUBECONFIG"] = plane.agent_kubeconfig
+
+
+def pytest_unconfigure(config):
+    del config
+    plane = _OWN_CONTROL_PLANE.pop("plane", None)
+    if plane is not None:
+        plane.stop()
+
+
 def pytest_configure(config):
+    _start_own_control_plane(config)
     config.addinivalue_line(
         "markers", "simcluster_config(config): configuration (dict or YAML path) for the simulated cluster")
     config.addinivalue_line(
@@ -109,6 +141,9 @@ def pytest_collection_modifyitems(config, items):
 
 
 def pytest_report_header(config):
+    if os.environ.get("KUBEHW_CONTROL_PLANE"):
+        return "kubehw integration: REAL control plane from %s, one per worker, kubelet stand-in for the test nodes" \
+            % os.environ["KUBEHW_CONTROL_PLANE"]
     if _use_real_cluster():
         return "kubehw integration: REAL cluster from KUBECONFIG=%s" % os.environ["KUBECONFIG"]
     return "kubehw integration: simulated cluster (set KUBECONFIG to use a real one)"
@@ -235,6 +270,7 @@ class Cluster:
         self._cleanups = []     # (description, fn), undone last first by close()
         self._workdir = None
         self.identity_names = None    # suite_identity_names()
+        self.standin = None           # the kubelet stand-in serving this test's nodes on a real control plane
         if least_privilege():
             names = suite_identity_names(self)
             _IDENTITY.update(kubehw_rbac_namespace=names["kubehw_rbac_namespace"],
@@ -406,6 +442,21 @@ class Cluster:
             raise RuntimeError("KUBECONFIG's cluster has no CA; the suite needs one to connect by token")
         return write_kubeconfig(path, url, ca, token)
 
+    def wait_nodes_schedulable(self, names, timeout=30):
+        """Wait until the node lifecycle controller has lifted the not-ready taint of these (stand-in) nodes, as it
+        does once their kubelet reports Ready; nodes configured with taints of their own keep those."""
+        def ready():
+            nodes = json.loads(self.core.list_node(_preload_content=False).data)["items"]
+            tainted = [n["metadata"]["name"] for n in nodes if n["metadata"]["name"] in names and any(
+                t.get("key") == "node.kubernetes.io/not-ready" for t in (n.get("spec") or {}).get("taints") or [])]
+            present = set(n["metadata"]["name"] for n in nodes)
+            return not tainted and set(names) <= present
+        deadline = time.monotonic() + timeout
+        while not ready():
+            if time.monotonic() > deadline:
+                raise RuntimeError("stand-in nodes %s still not schedulable after %ss" % (names, timeout))
+            time.sleep(0.2)
+
     def require_simulated(self, reason):
         if not self.simulated:
             pytest.skip("needs the simulated cluster: %s" % reason)
@@ -457,14 +508,49 @@ class Cluster:
 
 
 @contextlib.contextmanager
+def _real_control_plane(config):
+    """A real control plane of this worker's own (KUBEHW_AGENT_KUBECONFIG set): the nodes of the test's simulated
+    cluster configuration (the default one unless the test names another) registered and served by a kubelet
+    stand-in writing as the agent, and everything the test created removed after it."""
+    from tests.simcluster.config import DEFAULT_CONFIG_PATH
+    from tests.support.kubelet import KubeletStandIn
+    from tests.support.leftovers import Snapshot
+
+    from kubernetes import config as kube_config
+
+    cluster = Cluster(os.environ["KUBECONFIG"])
+    before = Snapshot(kube_config.new_client_from_config(config_file=os.environ["KUBECONFIG"]))
+    standin = KubeletStandIn(os.environ["KUBEHW_AGENT_KUBECONFIG"], DEFAULT_CONFIG_PATH if config is None else config)
+    try:
+        standin.start()
+        cluster.standin = standin
+        cluster.wait_nodes_schedulable(sorted(standin.node_configs))
+        yield cluster
+    finally:
+        try:
+            cluster.close()
+            left = before.remove_newer()
+            if left:
+                sys.stderr.write("kubehw integration: namespaces still terminating after the test: %s\n" % left)
+        finally:
+            standin.stop()
+            before.api_client.close()
+
+
+@contextlib.contextmanager
 def open_cluster(config=None):
     """Yield a Cluster: the real one from KUBECONFIG, or a freshly started SimCluster."""
     if _use_real_cluster():
-        cluster = Cluster(os.environ["KUBECONFIG"])
-        try:
+        agent = os.environ.get("KUBEHW_AGENT_KUBECONFIG")
+        if not agent:
+            cluster = Cluster(os.environ["KUBECONFIG"])
+            try:
+                yield cluster
+            finally:
+                cluster.close()
+            return
+        with _real_control_plane(config) as cluster:
             yield cluster
-        finally:
-            cluster.close()
         return
     from tests.simcluster import SimCluster
 

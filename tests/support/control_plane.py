@@ -1,0 +1,89 @@
+# Copyright (c) kubehw.devices contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""A real Kubernetes control plane for the tests, from the up.sh/down.sh of a folder such as ../shared/k8s.
+
+    plane = ControlPlane("/path/to/shared/k8s", state_dir)   # state (certificates, etcd data, logs) under state_dir
+    plane.start()            # free ports, FRESH etcd; plane.kubeconfig (admin), plane.agent_kubeconfig (the
+                             # identity a kubelet stand-in writes as), plane.audit_log
+    plane.stop()
+
+`locate()` finds the folder: $KUBEHW_K8S_HOME, else ../shared/k8s beside the checkout, else None.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import os
+import socket
+import subprocess
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def locate():
+    """The folder holding up.sh and the control-plane binaries, or None."""
+    for candidate in (os.environ.get("KUBEHW_K8S_HOME"), os.path.join(os.path.dirname(REPO_ROOT), "shared", "k8s")):
+        if candidate and os.path.isfile(os.path.join(candidate, "up.sh")):
+            return os.path.abspath(candidate)
+    return None
+
+
+def free_ports(count):
+    """count distinct TCP ports free on 127.0.0.1 now (each with its neighbour free too, for etcd's peer port)."""
+    found, held = [], []
+    try:
+        while len(found) < count:
+            sock = socket.socket()
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+            held.append(sock)
+            neighbour = socket.socket()
+            try:
+                neighbour.bind(("127.0.0.1", port + 1))
+            except OSError:
+                continue
+            finally:
+                neighbour.close()
+            if port not in found and port + 1 not in found:
+                found.append(port)
+    finally:
+        for sock in held:
+            sock.close()
+    return found
+
+
+class ControlPlaneError(RuntimeError):
+    pass
+
+
+class ControlPlane:
+    def __init__(self, home, state_dir):
+        self.home = home
+        self.state_dir = os.path.abspath(state_dir)
+        self.kubeconfig = os.path.join(self.state_dir, "admin.kubeconfig")
+        self.agent_kubeconfig = os.path.join(self.state_dir, "agent.kubeconfig")
+        self.audit_log = os.path.join(self.state_dir, "logs", "audit.log")
+        self.output = ""
+
+    def start(self, timeout=180):
+        api, etcd, kcm, sched = free_ports(4)
+        env = dict(os.environ, K8S_API_PORT=str(api), K8S_ETCD_PORT=str(etcd), K8S_KCM_PORT=str(kcm),
+                   K8S_SCHED_PORT=str(sched), FRESH="1")
+        # The node lifecycle controller looks at nodes every 5 s by default: a test's new node would wait up to that
+        # long for its not-ready taint to go. 1 s keeps every other behaviour and makes a node join within a second.
+        env["KCM_EXTRA_ARGS"] = (env.get("KCM_EXTRA_ARGS", "") + " --node-monitor-period=1s").strip()
+        os.makedirs(self.state_dir, exist_ok=True)
+        self.stop()     # a leftover of an interrupted run under the same folder
+        proc = subprocess.run(["bash", os.path.join(self.home, "up.sh"), self.state_dir], env=env, capture_output=True,
+                              text=True, timeout=timeout, check=False)
+        self.output = proc.stdout + proc.stderr
+        if proc.returncode != 0:
+            self.stop()
+            raise ControlPlaneError("%s/up.sh %s failed (exit %d):\n%s" % (self.home, self.state_dir, proc.returncode,
+                                                                          self.output))
+        return self
+
+    def stop(self):
+        subprocess.run(["bash", os.path.join(self.home, "down.sh"), self.state_dir], capture_output=True, timeout=60,
+                       check=False)

@@ -1,0 +1,99 @@
+# Copyright (c) kubehw.devices contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""What a test left on a real control plane, removed after it: each test then starts on the cluster as the one
+before it found it, as each test on the simulated cluster starts on a fresh one.
+
+    before = Snapshot(api_client)          # the uids of every object of the kinds below
+    ...                                    # the test
+    before.remove_newer(timeout=60)        # delete what was created since, wait until its namespaces are gone
+
+Only objects created after the snapshot are deleted (by uid), so a cluster's own objects are never touched.
+Namespaces are waited for: the namespace controller takes about 5 s to empty one, and a later test that
+creates a namespace of the same name (a module's default namespace) would otherwise find it terminating.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import time
+
+# (group, version, plural, namespaced); DaemonSets first, so that no controller makes new pods while the rest goes
+KINDS = (
+    ("apps", "v1", "daemonsets", True),
+    ("", "v1", "namespaces", False),
+    ("", "v1", "pods", True),
+    ("", "v1", "configmaps", True),
+    ("", "v1", "serviceaccounts", True),
+    ("", "v1", "resourcequotas", True),
+    ("rbac.authorization.k8s.io", "v1", "roles", True),
+    ("rbac.authorization.k8s.io", "v1", "rolebindings", True),
+    ("rbac.authorization.k8s.io", "v1", "clusterroles", False),
+    ("rbac.authorization.k8s.io", "v1", "clusterrolebindings", False),
+    ("node.k8s.io", "v1", "runtimeclasses", False),
+    ("resource.k8s.io", "v1", "deviceclasses", False),
+    ("resource.k8s.io", "v1", "resourceclaims", True),
+    ("resource.k8s.io", "v1", "resourceclaimtemplates", True),
+    ("scheduling.k8s.io", "v1", "priorityclasses", False),
+)
+
+
+def _path(group, version, plural, namespace=None, name=None):
+    base = "/api/%s" % version if not group else "/apis/%s/%s" % (group, version)
+    if namespace:
+        base += "/namespaces/%s" % namespace
+    base += "/" + plural
+    return base + ("/" + name if name else "")
+
+
+class Snapshot:
+    def __init__(self, api_client):
+        self.api_client = api_client
+        self.uids = set()
+        for kind in KINDS:
+            for obj in self._list(kind):
+                self.uids.add(obj["metadata"]["uid"])
+
+    def _request(self, method, path, query=None):
+        """The answer's JSON, or None on 404/409 (gone already, or being deleted)."""
+        method, url, headers, body, _post = self.api_client.param_serialize(
+            method, path, query_params=list((query or {}).items()), header_params={"Accept": "application/json"},
+            auth_settings=["BearerToken"])
+        answer = self.api_client.call_api(method, url, header_params=headers, body=body)
+        answer.read()
+        if answer.status in (404, 409):
+            return None
+        if answer.status >= 400:
+            raise RuntimeError("%s %s answered %s: %s" % (method, path, answer.status, answer.data[:300]))
+        return json.loads(answer.data) if answer.data else None
+
+    def _list(self, kind):
+        group, version, plural, _namespaced = kind
+        found = self._request("GET", _path(group, version, plural))
+        return (found or {}).get("items") or []
+
+    def newer(self):
+        """[(kind, object)] created since the snapshot, in KINDS order."""
+        return [(kind, obj) for kind in KINDS for obj in self._list(kind) if obj["metadata"]["uid"] not in self.uids]
+
+    def remove_newer(self, timeout=60):
+        """Delete what was created since the snapshot; wait (up to timeout) until its namespaces are gone.
+        Returns the names of namespaces still there when the time ran out."""
+        namespaces = []
+        for kind, obj in self.newer():
+            group, version, plural, namespaced = kind
+            meta = obj["metadata"]
+            if plural == "namespaces":
+                namespaces.append(meta["name"])
+            elif namespaced and meta.get("namespace") in namespaces:
+                continue    # goes with its namespace
+            query = {"gracePeriodSeconds": "0"} if plural == "pods" else None
+            self._request("DELETE", _path(group, version, plural, meta.get("namespace") if namespaced else None,
+                                          meta["name"]), query=query)
+        deadline = time.monotonic() + timeout
+        while namespaces and time.monotonic() < deadline:
+            namespaces = [ns for ns in namespaces if self._request("GET", _path("", "v1", "namespaces", None, ns))]
+            if namespaces:
+                time.sleep(0.25)
+        return namespaces
