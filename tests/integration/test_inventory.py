@@ -1,0 +1,308 @@
+# Copyright (c) kubehw.devices contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The k8s_nodes inventory plugin through `ansible-inventory --graph` and `--list`, against the cluster of the
+fixtures (simulated, or real with KUBECONFIG): nodes the test creates with NFD/GFD labels, capacity, addresses and
+annotations, found group by group; the inventory cache; refused credentials and a bad configuration as one line;
+the K8S_AUTH_* variables an AWX Kubernetes credential sets; and site.yml with only the plugin as inventory reaching
+the nodes the hand-written demo inventory reaches."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+DEMO_INVENTORY = os.path.join(REPO_ROOT, "playbooks", "inventory", "demo", "hosts.yml")
+DEMO_PLUGIN_INVENTORY = os.path.join(REPO_ROOT, "playbooks", "inventory", "demo_k8s_nodes", "demo.k8s_nodes.yml")
+STATIC_ANNOTATION = "kubehw.devices/static-resources"
+ALLOCATION_LABEL = "kubehw.devices/gpu-allocation"
+RECAP = re.compile(r"^(\S+)\s+: ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", re.M)
+PLUGIN_GROUPS = ("gpu_nodes", "nvidia_gpu_nodes", "amd_gpu_nodes", "intel_gpu_nodes", "dra_gpu_nodes",
+                 "static_resource_nodes")
+
+
+def tool(name):
+    path = os.path.join(os.path.dirname(sys.executable), name)
+    return path if os.path.exists(path) else name
+
+
+def clean_env(collections_path, tmp_path, extra=None):
+    env = dict((k, v) for k, v in os.environ.items()
+               if not (k.startswith("K8S_AUTH_") or k.startswith("ANSIBLE_") or k == "KUBECONFIG"))
+    env.update(ANSIBLE_COLLECTIONS_PATH=collections_path, ANSIBLE_NOCOLOR="1",
+               ANSIBLE_LOCAL_TEMP=str(tmp_path / "ansible-tmp"),
+               # a source the plugin cannot read fails the command instead of leaving an empty inventory
+               ANSIBLE_INVENTORY_UNPARSED_FAILED="1")
+    env.update(extra or {})
+    return env
+
+
+def write_config(tmp_path, name="nodes", **options):
+    path = tmp_path / ("%s.k8s_nodes.yml" % name)
+    path.write_text(yaml.safe_dump(dict({"plugin": "kubehw.devices.k8s_nodes"}, **options)))
+    return str(path)
+
+
+def inventory(collections_path, tmp_path, config, *args, env=None):
+    return subprocess.run([tool("ansible-inventory"), "-i", config] + list(args), cwd=str(tmp_path),
+                          env=clean_env(collections_path, tmp_path, env), capture_output=True, text=True,
+                          timeout=180, check=False)
+
+
+def plain(value):
+    """--list marks strings that came from outside (the API) as {"__ansible_unsafe": "..."}: their values."""
+    if isinstance(value, dict):
+        if set(value) == {"__ansible_unsafe"}:
+            return value["__ansible_unsafe"]
+        return dict((plain(k), plain(v)) for k, v in value.items())
+    if isinstance(value, list):
+        return [plain(v) for v in value]
+    return value
+
+
+def listing(collections_path, tmp_path, config, *args, env=None):
+    proc = inventory(collections_path, tmp_path, config, "--list", *args, env=env)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    data = plain(json.loads(proc.stdout))
+    return data, proc.stderr
+
+
+def hosts_of(data, group):
+    """Hosts of a group of `ansible-inventory --list`, its child groups' hosts included."""
+    entry = data.get(group) or {}
+    found = set(entry.get("hosts") or [])
+    for child in entry.get("children") or []:
+        found |= hosts_of(data, child)
+    return found
+
+
+def hostvars(data, host):
+    return data["_meta"]["hostvars"][host]
+
+
+def set_addresses(cluster, name, addresses):
+    cluster.core.patch_node_status(name, [{"op": "add", "path": "/status/addresses", "value": addresses}],
+                                   _preload_content=False)
+
+
+def annotate(cluster, name, annotations):
+    cluster.core.patch_node(name, {"metadata": {"annotations": annotations}}, _preload_content=False)
+
+
+def label(cluster, name, labels):
+    cluster.core.patch_node(name, {"metadata": {"labels": labels}}, _preload_content=False)
+
+
+@pytest.fixture
+def fleet(cluster):
+    """Nodes of this test only, all carrying one label of their own (the plugin's label selector), so nodes of other
+    tests on a shared cluster never show up: NFD and GFD labels, extended resources in capacity, addresses, the
+    allocation label and the static-resources annotation."""
+    mark = cluster.unique_name("inv")
+    own = {"kubehw-it/inventory": mark}
+    specs = {
+        "nvnfd": {"labels": dict(own, **{"feature.node.kubernetes.io/pci-0302_10de.present": "true"}),
+                  "capacity": {"cpu": "8", "pods": "110", "nvidia.com/gpu": "4"}},
+        "nvgfd": {"labels": dict(own, **{"nvidia.com/gpu.present": "true", ALLOCATION_LABEL: "dra"}),
+                  "capacity": {"cpu": "8", "pods": "110"}},
+        "amd": {"labels": dict(own, **{"feature.node.kubernetes.io/pci-1002.present": "true",
+                                       "kubernetes.io/arch": "amd64"}),
+                "capacity": {"cpu": "8", "pods": "110", "amd.com/gpu": "1"}},
+        "intel": {"labels": dict(own), "capacity": {"cpu": "8", "pods": "110", "gpu.intel.com/i915": "2"}},
+        "dongle": {"labels": dict(own), "capacity": {"cpu": "4", "pods": "110"}},
+        "cpu": {"labels": dict(own, **{"topology.kubernetes.io/zone": "zone-b"}),
+                "capacity": {"cpu": "4", "pods": "110", "nvidia.com/gpu": "0"}},
+    }
+    names = dict((what, cluster.create_nodes([dict(spec, what=what)])[0]) for what, spec in specs.items())
+    set_addresses(cluster, names["nvnfd"], [{"type": "Hostname", "address": names["nvnfd"]},
+                                            {"type": "ExternalIP", "address": "203.0.113.10"},
+                                            {"type": "InternalIP", "address": "10.20.0.10"}])
+    set_addresses(cluster, names["nvgfd"], [{"type": "InternalIP", "address": "10.20.0.11"}])
+    set_addresses(cluster, names["amd"], [{"type": "ExternalIP", "address": "203.0.113.12"}])
+    set_addresses(cluster, names["intel"], [{"type": "InternalIP", "address": "10.20.0.13"}])
+    set_addresses(cluster, names["cpu"], [{"type": "Hostname", "address": names["cpu"]}])
+    # the dongle node reports no address at all
+    annotate(cluster, names["dongle"], {STATIC_ANNOTATION: json.dumps({"example.com/dongle": 2})})
+    return {"selector": "kubehw-it/inventory=%s" % mark, "names": names}
+
+
+def fleet_config(cluster, tmp_path, fleet, name="nodes", **options):
+    return write_config(tmp_path, name, kubeconfig=cluster.kubeconfig.split(os.pathsep)[0],
+                        label_selectors=[fleet["selector"]], **options)
+
+
+def test_graph_and_list_group_by_group(cluster, collections_path, tmp_path, fleet):
+    n = fleet["names"]
+    config = fleet_config(cluster, tmp_path, fleet, compose={"ansible_user": "'ansible'"},
+                          keyed_groups=[{"key": "kubehw_node.labels['topology.kubernetes.io/zone'] | default('none')",
+                                         "prefix": "zone"}])
+    data, stderr = listing(collections_path, tmp_path, config)
+    assert set(data["_meta"]["hostvars"]) == set(n.values())   # its own nodes, every one of them
+    assert hosts_of(data, "gpu_nodes") == {n["nvnfd"], n["nvgfd"], n["amd"], n["intel"]}
+    assert hosts_of(data, "nvidia_gpu_nodes") == {n["nvnfd"], n["nvgfd"]}
+    assert hosts_of(data, "amd_gpu_nodes") == {n["amd"]}
+    assert hosts_of(data, "intel_gpu_nodes") == {n["intel"]}
+    assert hosts_of(data, "dra_gpu_nodes") == {n["nvgfd"]}
+    assert hosts_of(data, "static_resource_nodes") == {n["dongle"]}
+    assert hosts_of(data, "zone_zone_b") == {n["cpu"]}
+    assert set(data["gpu_nodes"]["children"]) >= {"nvidia_gpu_nodes", "amd_gpu_nodes", "intel_gpu_nodes",
+                                                  "dra_gpu_nodes"}
+    # ansible_host: InternalIP first, else the next type in order; the roles' node-name variable on every host
+    assert hostvars(data, n["nvnfd"])["ansible_host"] == "10.20.0.10"
+    assert hostvars(data, n["amd"])["ansible_host"] == "203.0.113.12"
+    assert hostvars(data, n["cpu"])["ansible_host"] == n["cpu"]
+    assert "ansible_host" not in hostvars(data, n["dongle"])
+    for name in n.values():
+        assert hostvars(data, name)["kubehw_node_name"] == name
+        assert hostvars(data, name)["ansible_user"] == "ansible"
+    assert hostvars(data, n["nvgfd"])["accelerator_node_allocation"] == "dra"
+    assert hostvars(data, n["dongle"])["extended_resources_static"] == {"example.com/dongle": 2}
+    assert hostvars(data, n["nvnfd"])["kubehw_node"]["capacity"]["nvidia.com/gpu"] == "4"
+    assert hostvars(data, n["amd"])["kubehw_gpu_vendors"] == ["amd"]
+    # the node without an address is listed, and named in a warning
+    warning = " ".join(stderr.split())
+    assert "1 node without an address" in warning and n["dongle"] in warning, stderr
+
+    proc = inventory(collections_path, tmp_path, config, "--graph")
+    assert proc.returncode == 0, proc.stderr
+    graph = proc.stdout
+    for group in PLUGIN_GROUPS:
+        assert "@%s:" % group in graph
+    nvidia = graph[graph.index("@nvidia_gpu_nodes:"):graph.index("@amd_gpu_nodes:")]
+    assert n["nvnfd"] in nvidia and n["nvgfd"] in nvidia and n["amd"] not in nvidia
+    # dra_gpu_nodes drawn as a child of gpu_nodes, with the DRA node in it
+    dra = re.search(r"^  \|--@gpu_nodes:\n(?:  \|  \|.*\n)*?  \|  \|--@dra_gpu_nodes:\n((?:  \|  \|  \|--.*\n)*)",
+                    graph, re.M)
+    assert dra and re.findall(r"\|--(\S+)", dra.group(1)) == [n["nvgfd"]], graph
+
+
+def test_name_pattern_field_selector_and_address_order(cluster, collections_path, tmp_path, fleet):
+    n = fleet["names"]
+    config = fleet_config(cluster, tmp_path, fleet, name_pattern=r".*-(nvnfd|amd)-\d+",
+                          address_types=["ExternalIP", "InternalIP"])
+    data, _stderr = listing(collections_path, tmp_path, config)
+    assert set(data["_meta"]["hostvars"]) == {n["nvnfd"], n["amd"]}
+    assert hostvars(data, n["nvnfd"])["ansible_host"] == "203.0.113.10"
+    config = fleet_config(cluster, tmp_path, fleet, "byfield", field_selectors=["metadata.name=%s" % n["intel"]])
+    data, _stderr = listing(collections_path, tmp_path, config)
+    assert set(data["_meta"]["hostvars"]) == {n["intel"]}
+    assert hosts_of(data, "intel_gpu_nodes") == {n["intel"]}
+
+
+def test_one_paged_list(cluster, collections_path, tmp_path, fleet):
+    """page_size 2 over six nodes: three pages of one list, every node once."""
+    cluster.require_simulated("counts the list requests in the request log")
+    mark = cluster.mark()
+    data, _stderr = listing(collections_path, tmp_path, fleet_config(cluster, tmp_path, fleet, page_size=2))
+    assert len(data["_meta"]["hostvars"]) == 6
+    lists = [r for r in cluster.requests(mark) if r["method"] == "GET" and r["path"].rstrip("/") == "/api/v1/nodes"]
+    assert len(lists) == 3, lists
+    assert not cluster.writes(mark)
+
+
+def test_inventory_cache(cluster, collections_path, tmp_path, fleet):
+    n = fleet["names"]
+    config = fleet_config(cluster, tmp_path, fleet, cache=True, cache_plugin="ansible.builtin.jsonfile",
+                          cache_connection=str(tmp_path / "cache"), cache_timeout=3600)
+    data, _stderr = listing(collections_path, tmp_path, config)
+    assert hosts_of(data, "amd_gpu_nodes") == {n["amd"]}
+    label(cluster, n["intel"], {"feature.node.kubernetes.io/pci-1002.present": "true"})
+    data, _stderr = listing(collections_path, tmp_path, config)
+    assert hosts_of(data, "amd_gpu_nodes") == {n["amd"]}          # from the cache
+    data, _stderr = listing(collections_path, tmp_path, config, "--flush-cache")
+    assert hosts_of(data, "amd_gpu_nodes") == {n["amd"], n["intel"]}
+
+
+def one_line_failure(proc, words):
+    assert proc.returncode != 0
+    assert "Traceback" not in proc.stdout + proc.stderr
+    text = " ".join(proc.stderr.split())
+    assert words in text, proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if words.split(":")[0] in line]
+    assert lines, proc.stderr
+
+
+def test_refused_credentials_and_a_bad_key_are_one_line_each(cluster, collections_path, tmp_path):
+    url, ca = cluster.server()
+    config = write_config(tmp_path, "badtoken", host=url, ca_cert=ca, api_key="not-a-token-of-this-cluster")
+    proc = inventory(collections_path, tmp_path, config, "--list")
+    one_line_failure(proc, "answered 401 Unauthorized: its credentials were not accepted; fix api_key")
+    assert "not-a-token-of-this-cluster" not in proc.stdout + proc.stderr
+
+    _user, token = cluster.service_account(cluster.unique_name("sa"))
+    config = write_config(tmp_path, "forbidden", host=url, ca_cert=ca, api_key=token)
+    proc = inventory(collections_path, tmp_path, config, "--list")
+    one_line_failure(proc, "answered 403 Forbidden: this identity may not list nodes; grant it get and list on nodes")
+    assert token not in proc.stdout + proc.stderr
+
+    config = write_config(tmp_path, "badkey", kubeconfig=cluster.kubeconfig, lable_selectors=["a=b"])
+    one_line_failure(inventory(collections_path, tmp_path, config, "--list"), "unknown option 'lable_selectors'")
+    config = write_config(tmp_path, "badvalue", kubeconfig=cluster.kubeconfig, address_types=["InternalIp"])
+    one_line_failure(inventory(collections_path, tmp_path, config, "--list"),
+                     "address_types entry 'InternalIp' is not a node address type")
+
+
+def test_k8s_auth_variables_of_an_awx_kubernetes_credential(cluster, collections_path, tmp_path, fleet):
+    """A configuration with no connection option, and what AWX's bearer-token credential injects."""
+    url, ca = cluster.server()
+    user, token = cluster.service_account(cluster.unique_name("sa"))
+    namespace = user.split(":")[2]
+    cluster.bind([{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list"]}],
+                 [{"kind": "ServiceAccount", "name": user.split(":")[3], "namespace": namespace}])
+    config = write_config(tmp_path, "awx", label_selectors=[fleet["selector"]])
+    env = {"K8S_AUTH_HOST": url, "K8S_AUTH_API_KEY": token, "K8S_AUTH_SSL_CA_CERT": ca, "K8S_AUTH_VERIFY_SSL": "True"}
+    data, stderr = listing(collections_path, tmp_path, config, env=env)
+    assert hosts_of(data, "gpu_nodes") == set(fleet["names"][k] for k in ("nvnfd", "nvgfd", "amd", "intel"))
+    assert token not in json.dumps(data) + stderr
+
+
+# -- site.yml with only the plugin as inventory ------------------------------------------------------------------------
+
+with open(os.path.join(REPO_ROOT, "tests", "simcluster", "examples", "demo.yaml")) as _f:
+    DEMO_CLUSTER = yaml.safe_load(_f)
+for _node in DEMO_CLUSTER["nodes"]:
+    if _node["name"] == "dongle-node-1":
+        # what the hand-written demo inventory says of this host (extended_resources_static), said on the node
+        _node["annotations"] = {STATIC_ANNOTATION: json.dumps({"example.com/dongle": 2})}
+
+
+def site(collections_path, tmp_path, inventory_path, kubeconfig):
+    cmd = [tool("ansible-playbook"), "-i", inventory_path, "kubehw.devices.site", "-e", "kubehw_kubeconfig=%s" % kubeconfig]
+    env = clean_env(collections_path, tmp_path, {"K8S_AUTH_KUBECONFIG": kubeconfig})
+    proc = subprocess.run(cmd, cwd=str(tmp_path), env=env, capture_output=True, text=True, timeout=600, check=False)
+    assert proc.returncode == 0, proc.stdout[-5000:] + proc.stderr[-3000:]
+    plays = {}
+    for block in proc.stdout.split("\nPLAY [")[1:]:
+        title = block.split("]", 1)[0]
+        plays[title] = set(re.findall(r"^(?:ok|changed): \[([^\]]+)\]", block, re.M))
+    recap = dict((m.group(1), int(m.group(3))) for m in RECAP.finditer(proc.stdout))
+    return plays, recap, proc
+
+
+@pytest.mark.simcluster_config(DEMO_CLUSTER)
+@pytest.mark.timeout(900)
+def test_site_with_only_the_plugin_reaches_the_hand_written_inventorys_nodes(cluster, collections_path, tmp_path):
+    cluster.require_simulated("the demo inventory names the simulated demo nodes and their simulated GPUs")
+    for name in ("kubehw-device-plugins", "kubehw-dra-drivers"):
+        cluster.core.create_namespace({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}},
+                                      _preload_content=False)
+    # the plugin first, on the fresh cluster: it must do the work (roll out, advertise), not find it done
+    by_plugin, recap_plugin, proc = site(collections_path, tmp_path, DEMO_PLUGIN_INVENTORY, cluster.kubeconfig)
+    assert set(recap_plugin) == {"gpu-node-1", "gpu-node-2", "dongle-node-1"}, proc.stdout[-3000:]
+    assert recap_plugin["dongle-node-1"] >= 1 and recap_plugin["gpu-node-1"] >= 1, proc.stdout[-3000:]
+    capacity = dict((n["metadata"]["name"], n["status"].get("capacity") or {}) for n in json.loads(
+        cluster.core.list_node(_preload_content=False).data)["items"])
+    assert capacity["dongle-node-1"].get("example.com/dongle") == "2"
+    by_hand, recap_hand, proc = site(collections_path, tmp_path, DEMO_INVENTORY, cluster.kubeconfig)
+    assert set(recap_hand) == set(recap_plugin)
+    assert by_plugin == by_hand, (by_plugin, by_hand)
+    # what the plugin did the hand-written inventory finds done
+    assert recap_hand == dict((host, 0) for host in recap_hand), proc.stdout[-3000:]
