@@ -251,7 +251,7 @@ def test_molecule_layout_is_the_collection_one_with_a_default_that_imports_every
                 assert 'import_playbook: ../%s/%s.yml\n' % (name, playbook) in imported, (name, playbook)
 
 
-# ------------------------------------------------------------------ first impressions (issue 13)
+# ------------------------------------------------------------------ first impressions
 
 def _markdown_files():
     """Every Markdown file of the repository (tracked or new), not the tool caches."""
