@@ -55,6 +55,11 @@ def budget_status(budget, pods):
     """(currentHealthy, desiredHealthy, disruptionsAllowed) the disruption controller would write."""
     spec = budget.get("spec") or {}
     expected = len(pods)
+    if spec.get("maxUnavailable") is not None or isinstance(spec.get("minAvailable"), str):
+        # getExpectedScale: only pods with a controller count (simplified: one each, not the controller's scale);
+        # a pod without one is unmanaged and ignored (measured on v1.36.2: expectedPods 0, disruptionsAllowed 0)
+        expected = sum(1 for p in pods if any(ref.get("controller") for ref in
+                                              (p.get("metadata") or {}).get("ownerReferences") or []))
     healthy = sum(1 for p in pods if _ready(p) and not (p.get("metadata") or {}).get("deletionTimestamp"))
     if spec.get("maxUnavailable") is not None:
         desired = max(0, expected - _scaled(spec["maxUnavailable"], expected))
@@ -62,7 +67,8 @@ def budget_status(budget, pods):
         desired = _scaled(spec["minAvailable"], expected)
     else:
         desired = 0
-    return healthy, desired, max(0, healthy - desired)
+    # updatePdbStatus: no disruption is allowed while no pod is expected
+    return healthy, desired, max(0, healthy - desired) if expected > 0 else 0
 
 
 def evict(api, req, namespace, name, selector_matches):
@@ -103,6 +109,8 @@ def evict(api, req, namespace, name, selector_matches):
             if allowed == 0 and not unready_may_go:
                 cause = "The disruption budget %s needs %d healthy pods and has %d currently" % (
                     pdb["metadata"]["name"], desired, healthy)
+                if healthy > desired:   # measured on v1.36.2 (no pod expected: 1 healthy, 0 desired)
+                    cause = "The disruption budget %s does not allow evicting pods currently" % pdb["metadata"]["name"]
                 status = StoreError(429, "TooManyRequests", TOO_MANY_MESSAGE,
                                     {"causes": [{"reason": "DisruptionBudget", "message": cause}]})
                 raise status

@@ -84,3 +84,41 @@ def test_container_resource_names(raw, name, details):
     expected = [("spec.containers[0].resources.%s[%s]" % (kind, name), 'Invalid value: "%s": %s' % (name, detail))
                 for kind in ("limits", "requests") for detail in details]
     assert [(c["field"], c["message"]) for c in body["details"]["causes"]] == expected
+
+
+def bound_pod(raw, name, owner=None):
+    body = pod(name, nodeName="n1")
+    body["metadata"]["labels"] = {"app": "a"}
+    if owner:
+        body["metadata"]["ownerReferences"] = [owner]
+    assert raw.request("POST", "/api/v1/namespaces/ns1/pods", body)[0] == 201
+    code, _body, _headers = raw.request("PATCH", "/api/v1/namespaces/ns1/pods/%s/status" % name, {"status": {
+        "phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}},
+        content_type="application/merge-patch+json")
+    assert code == 200
+
+
+def test_bound_pod_stays_terminating_without_a_kubelet(raw):
+    bound_pod(raw, "p1")
+    code, body, _headers = raw.request("DELETE", "/api/v1/namespaces/ns1/pods/p1")
+    assert code == 200 and body["metadata"]["deletionGracePeriodSeconds"] == 30
+    code, body, _headers = raw.request("GET", "/api/v1/namespaces/ns1/pods/p1")
+    assert code == 200 and body["metadata"]["deletionTimestamp"]
+
+
+def evict(raw, name):
+    return raw.request("POST", "/api/v1/namespaces/ns1/pods/%s/eviction" % name, {
+        "apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name}})
+
+
+def test_max_unavailable_budget_counts_only_pods_with_a_controller(raw):
+    assert raw.request("POST", "/apis/policy/v1/namespaces/ns1/poddisruptionbudgets", {
+        "metadata": {"name": "b"}, "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"app": "a"}}}})[0] == 201
+    bound_pod(raw, "p1")
+    code, body, _headers = evict(raw, "p1")
+    assert code == 429
+    assert body["details"]["causes"] == [{"reason": "DisruptionBudget",
+                                          "message": "The disruption budget b does not allow evicting pods currently"}]
+    bound_pod(raw, "p2", owner={"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "r", "uid": "u", "controller": True})
+    code, body, _headers = evict(raw, "p2")
+    assert code == 201, body
