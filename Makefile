@@ -89,7 +89,7 @@ define run_pytest
 endef
 
 units:
-	$(call run_pytest,units,tests/unit tests/test_build.py tests/test_ci_tooling.py)
+	$(call run_pytest,units,tests/unit tests/test_build.py tests/test_ci_tooling.py tests/test_docs.py)
 
 integration:
 	$(call run_pytest,integration,tests/integration tests/simcluster)
