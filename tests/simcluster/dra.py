@@ -219,6 +219,30 @@ def _dry_run_create(resource, req, result):
     return result
 
 
+# ---------------------------------------------------------------- defaulting
+
+def _default_exact(exact):
+    """SetDefaults_ExactDeviceRequest / DeviceSubRequest: allocationMode ExactCount, then count 1 (v1.36.2)."""
+    if isinstance(exact, dict):
+        exact.setdefault("allocationMode", "ExactCount")
+        if exact["allocationMode"] == "ExactCount" and not exact.get("count"):
+            exact["count"] = 1
+
+
+def default(resource, obj):
+    """Defaults of a stored (v1) ResourceClaim or ResourceClaimTemplate, in place."""
+    spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else None
+    if resource == "resourceclaimtemplates" and spec is not None:
+        spec = spec.get("spec") if isinstance(spec.get("spec"), dict) else None
+    if resource not in ("resourceclaims", "resourceclaimtemplates") or spec is None:
+        return
+    for request in ((spec.get("devices") if isinstance(spec.get("devices"), dict) else {}).get("requests") or []):
+        if isinstance(request, dict):
+            _default_exact(request.get("exactly"))
+            for sub in request.get("firstAvailable") or []:
+                _default_exact(sub)
+
+
 # ---------------------------------------------------------------- validation
 
 def _is_extended_resource_name(name):
@@ -250,7 +274,7 @@ def validate(resource, obj, old=None):
     old_spec = (old or {}).get("spec") or {}
     selectors = spec.get("selectors") or []
     if len(selectors) > DEVICE_SELECTORS_MAX:
-        errors.append(("spec.selectors", "Too many", "must have at most %d items" % DEVICE_SELECTORS_MAX))
+        errors.append(("spec.selectors", "Too many", "%d: must have at most %d items" % (len(selectors), DEVICE_SELECTORS_MAX)))
     # unchanged selectors count as stored: the apiserver does not compile them again on update
     stored = old is not None and selectors == (old_spec.get("selectors") or [])
     for index, selector in enumerate(selectors):
@@ -271,7 +295,7 @@ def validate(resource, obj, old=None):
             errors.append((field + ".expression", "Invalid", problem, expression))
     config = spec.get("config") or []
     if len(config) > DEVICE_CONFIG_MAX:
-        errors.append(("spec.config", "Too many", "must have at most %d items" % DEVICE_CONFIG_MAX))
+        errors.append(("spec.config", "Too many", "%d: must have at most %d items" % (len(config), DEVICE_CONFIG_MAX)))
     for index, entry in enumerate(config):
         field = "spec.config[%d].opaque" % index
         opaque = entry.get("opaque") if isinstance(entry, dict) else None

@@ -187,7 +187,8 @@ def is_integer_resource(name):
 
 class FieldError:
     REASONS = {"Invalid": "FieldValueInvalid", "Required": "FieldValueRequired",
-               "Forbidden": "FieldValueForbidden", "NotSupported": "FieldValueNotSupported"}
+               "Forbidden": "FieldValueForbidden", "NotSupported": "FieldValueNotSupported",
+               "Too long": "FieldValueTooLong", "Too many": "FieldValueTooMany"}
 
     def __init__(self, field, kind, detail, value=None):
         self.field = field
@@ -429,6 +430,8 @@ def default_object(resource, obj, create):
         tmeta = template.setdefault("metadata", {})
         tmeta.setdefault("creationTimestamp", None)
         default_pod_spec(template.setdefault("spec", {}), False)
+    elif resource in ("resourceclaims", "resourceclaimtemplates"):
+        dra.default(resource, obj)
     elif resource == "namespaces":
         obj.setdefault("spec", {}).setdefault("finalizers", ["kubernetes"])
         obj.setdefault("status", {}).setdefault("phase", "Active")

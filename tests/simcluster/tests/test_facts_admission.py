@@ -122,3 +122,29 @@ def test_max_unavailable_budget_counts_only_pods_with_a_controller(raw):
     bound_pod(raw, "p2", owner={"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "r", "uid": "u", "controller": True})
     code, body, _headers = evict(raw, "p2")
     assert code == 201, body
+
+
+def test_claim_requests_are_defaulted_exact_count(raw):
+    requests = [{"name": "a", "exactly": {"deviceClassName": "c"}},
+                {"name": "b", "exactly": {"deviceClassName": "c", "allocationMode": "All"}},
+                {"name": "f", "firstAvailable": [{"name": "s", "deviceClassName": "c", "count": 2}]}]
+    code, body, _headers = raw.request("POST", "/apis/resource.k8s.io/v1/namespaces/ns1/resourceclaims", {
+        "metadata": {"name": "c1"}, "spec": {"devices": {"requests": requests}}})
+    assert code == 201, body
+    stored = body["spec"]["devices"]["requests"]
+    assert stored[0]["exactly"] == {"deviceClassName": "c", "allocationMode": "ExactCount", "count": 1}
+    assert stored[1]["exactly"] == {"deviceClassName": "c", "allocationMode": "All"}
+    assert stored[2]["firstAvailable"] == [{"name": "s", "deviceClassName": "c", "count": 2, "allocationMode": "ExactCount"}]
+    code, body, _headers = raw.request("POST", "/apis/resource.k8s.io/v1/namespaces/ns1/resourceclaimtemplates", {
+        "metadata": {"name": "t1"}, "spec": {"spec": {"devices": {"requests": requests[:1]}}}})
+    assert code == 201 and body["spec"]["spec"]["devices"]["requests"][0]["exactly"]["allocationMode"] == "ExactCount"
+
+
+def test_device_class_too_many_and_too_long_causes(raw):
+    code, body, _headers = raw.request("POST", "/apis/resource.k8s.io/v1/deviceclasses", {
+        "metadata": {"name": "c"}, "spec": {"selectors": [{"cel": {"expression": "true"}}] * 33}})
+    assert code == 422 and body["details"]["causes"] == [{"reason": "FieldValueTooMany", "field": "spec.selectors",
+                                                           "message": "Too many: 33: must have at most 32 items"}]
+    code, body, _headers = raw.request("POST", "/apis/resource.k8s.io/v1/deviceclasses", {
+        "metadata": {"name": "c"}, "spec": {"selectors": [{"cel": {"expression": "x" * 10241}}]}})
+    assert code == 422 and body["details"]["causes"][0]["reason"] == "FieldValueTooLong"
