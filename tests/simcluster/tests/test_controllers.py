@@ -20,7 +20,8 @@ from tests.simcluster.controllers import Controllers, is_extended_resource, pars
 from tests.simcluster.store import Store
 
 FAST = {"sync_interval": 0.05, "pod_start_delay": 0.05, "heartbeat_interval": 10.0}
-DONGLE_MSG = ("0/1 nodes are available: 1 Insufficient example.com/dongle. preemption: 0/1 nodes are "
+DONGLE_MSG = ("0/1 nodes are available: 1 Insufficient example.com/dongle. no new claims to deallocate, "
+              "preemption: 0/1 nodes are "
               "available: 1 No preemption victims found for incoming pod.")
 
 
@@ -540,7 +541,7 @@ def test_scheduler_node_without_pods_fits_nothing(cluster):
     store.create("pods", pod("any"))
     wait_for(lambda: events_for(store, "any"), what="event")
     assert events_for(store, "any")[0]["message"] == (
-        "0/1 nodes are available: 1 Too many pods. preemption: 0/1 nodes are available: "
+        "0/1 nodes are available: 1 Too many pods. no new claims to deallocate, preemption: 0/1 nodes are available: "
         "1 No preemption victims found for incoming pod.")
 
 
@@ -559,7 +560,7 @@ def test_scheduler_mixed_reasons_message(cluster):
         "0/5 nodes are available: 1 Insufficient cpu, 1 node(s) didn't match Pod's node affinity/selector, "
         "1 node(s) had untolerated taint {dedicated: ml}, 1 node(s) had untolerated taint "
         "{node.kubernetes.io/unreachable: }, 2 Insufficient example.com/dongle. "
-        "preemption: 0/5 nodes are available: 2 No preemption victims found for incoming pod, "
+        "no new claims to deallocate, preemption: 0/5 nodes are available: 2 No preemption victims found for incoming pod, "
         "3 Preemption is not helpful for scheduling.")
     # a node that gains the resource takes the pod
     set_extended(store, "c", "example.com/dongle", "1")
@@ -574,7 +575,7 @@ def test_scheduler_respects_other_schedulers_and_requests(cluster):
     store.create("pods", pod("more", {"cpu": "600m", "memory": "600Mi"}))
     wait_for(lambda: events_for(store, "more"), what="event")
     assert events_for(store, "more")[0]["message"].startswith(
-        "0/1 nodes are available: 1 Insufficient cpu, 1 Insufficient memory. preemption:")
+        "0/1 nodes are available: 1 Insufficient cpu, 1 Insufficient memory. no new claims to deallocate, preemption:")
     time.sleep(0.1)
     assert store.get("pods", "default", "mine")["spec"].get("nodeName") is None
     assert not events_for(store, "mine")

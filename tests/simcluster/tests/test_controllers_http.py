@@ -111,7 +111,7 @@ def test_scheduler_over_http(sim, api):
     make("three", 3)
     wait_for(lambda: raw(core.read_namespaced_pod, "three", "default")["status"].get("phase") == "Running",
              what="three running")
-    expected = ("0/1 nodes are available: 1 Insufficient example.com/dongle. preemption: 0/1 nodes are "
+    expected = ("0/1 nodes are available: 1 Insufficient example.com/dongle. no new claims to deallocate, preemption: 0/1 nodes are "
                 "available: 1 No preemption victims found for incoming pod.")
     for name, count in (("five", 5), ("two", 2)):
         make(name, count)
@@ -127,7 +127,7 @@ def test_scheduler_over_http(sim, api):
     make("one", 1)
     wait_for(lambda: [e for e in events("one") if e["reason"] == "FailedScheduling"], what="one")
     assert events("one")[0]["message"] == (
-        "0/1 nodes are available: 1 Too many pods. preemption: 0/1 nodes are available: "
+        "0/1 nodes are available: 1 Too many pods. no new claims to deallocate, preemption: 0/1 nodes are available: "
         "1 No preemption victims found for incoming pod.")
 
 
