@@ -181,6 +181,6 @@ def test_pages_name_files_that_exist(page):
     named = [path for path in re.findall(r'`((?:[\w.-]+/)+[\w.-]+\.(?:py|yml|yaml|md|j2|txt|sh))`', text)
              if not path.startswith('.cache/')]
     assert named, page
-    missing = [path for path in named if not any(os.path.exists(os.path.join(base, path)) for base in
-                                                   (ROOT, os.path.join(ROOT, 'playbooks'), os.path.join(ROOT, 'plugins')))]
+    bases = (ROOT, os.path.join(ROOT, 'playbooks'), os.path.join(ROOT, 'plugins'))
+    missing = [path for path in named if not any(os.path.exists(os.path.join(base, path)) for base in bases)]
     assert missing == []

@@ -20,6 +20,7 @@ from ansible_collections.kubehw.devices.plugins.filter import runtime_dropins as
 
 from tests.unit.plugins.filter.dropin_cases import MAIN_V2, MAIN_V3, V2_DUMP, V3_DUMP
 
+
 def build(dump, **options):
     result = dropin.containerd_nvidia_dropin(dump, **options)
     return result, tomllib.loads(result["content"])
