@@ -25,7 +25,10 @@ import time
 import uuid
 
 import pytest
+import yaml
 
+from tests.simcluster.auth import make_client_cert, make_tls
+from tests.simcluster.kubeconfig import write_kubeconfig as sim_write_kubeconfig
 from tests.simcluster.server import COMMIT_TIMEOUT_MESSAGE, CONTINUE_EXPIRED_MESSAGE
 from tests.support.fault_proxy import FaultProxy, request_info
 
@@ -35,6 +38,8 @@ urllib3 = pytest.importorskip("urllib3")
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 K8S_HOME = os.environ.get("KUBEHW_K8S_HOME") or os.path.normpath(os.path.join(REPO_ROOT, "..", "shared", "k8s"))
 STATE_ROOT = os.path.join(REPO_ROOT, ".cache", "fault-proxy-k8s")
+# on the ConfigMaps the tests make; watches select it, since the controller manager adds ConfigMaps of its own
+OWN_LABEL = "fault-proxy-test"
 
 
 def _free_port(pair=False):
@@ -118,7 +123,8 @@ def _name(prefix="cm"):
 
 
 def _config_map(name, **data):
-    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": data or {"a": "1"}}
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "labels": {OWN_LABEL: "yes"}},
+            "data": data or {"a": "1"}}
 
 
 def _exists(direct, namespace, name):
@@ -151,7 +157,7 @@ def _raw(proxy, method, target, headers=None, body=None):
 
 def _watch_lines(core, namespace, since, timeout_seconds=20):
     """Start a watch of the namespace's ConfigMaps through the proxy; returns (events list, thread, response)."""
-    resp = core.list_namespaced_config_map(namespace, watch=True, resource_version=since,
+    resp = core.list_namespaced_config_map(namespace, watch=True, resource_version=since, label_selector=OWN_LABEL,
                                            timeout_seconds=timeout_seconds, _preload_content=False)
     events = []
 
@@ -175,6 +181,10 @@ def _hang_up(resp):
     if hasattr(resp, "shutdown"):    # urllib3 2.3 and later
         resp.shutdown()
     resp.close()
+
+
+def _token_user_of(token):
+    return "token:" + hashlib.sha256(token.encode()).hexdigest()[:8]
 
 
 def _wait_for(predicate, timeout=10.0):
@@ -249,7 +259,7 @@ def test_a_service_account_token_is_forwarded_and_authenticates_as_itself(proxy,
     assert 'User "system:serviceaccount:%s:%s" cannot list' % (namespace, account) in body["message"]
     entry = proxy.requests[-1]
     assert entry["status"] == 403
-    assert entry["user"] == "token:" + hashlib.sha256(token.encode()).hexdigest()[:8]
+    assert entry["user"] == _token_user_of(token)
     assert token not in repr(proxy.requests)
 
 
@@ -306,8 +316,8 @@ def test_a_watch_whose_client_goes_away_is_ended_upstream(proxy, core, namespace
     assert _wait_for(lambda: not proxy.open_watches, timeout=3), proxy.open_watches
 
 
-def test_the_apiservers_own_410_passes_through(proxy, core, direct, namespace):
-    """A continue token of a list whose resourceVersion etcd no longer holds: answered by the apiserver."""
+def test_the_apiservers_own_errors_pass_through(proxy, core, direct, namespace):
+    """A continue token the apiserver cannot read: its own 400, not one of the proxy's answers."""
     for _i in range(2):
         direct.create_namespaced_config_map(namespace, _config_map(_name()))
     first = direct.list_namespaced_config_map(namespace, limit=1)
@@ -449,7 +459,8 @@ def test_a_watch_fault_answers_200_and_one_error_event(proxy, core, direct, name
     since = direct.list_namespaced_config_map(namespace).metadata.resource_version
     direct.create_namespaced_config_map(namespace, _config_map(_name()))   # the apiserver would send it as ADDED
     proxy.inject_fault("GET", r"^/api/v1/namespaces/%s/configmaps$" % namespace, status=kind)
-    resp = core.list_namespaced_config_map(namespace, watch=True, resource_version=since, timeout_seconds=10,
+    resp = core.list_namespaced_config_map(namespace, watch=True, resource_version=since, label_selector=OWN_LABEL,
+                                           timeout_seconds=10,
                                            _preload_content=False)
     started = time.monotonic()
     lines = [json.loads(line) for line in resp.read().splitlines() if line.strip()]
@@ -493,13 +504,54 @@ def test_after_compact_old_resource_versions_and_continue_tokens_expire(proxy, c
     proxy.compact()
     error, body = _api_error(core.list_namespaced_config_map, namespace, limit=1, _continue=first.metadata._continue)
     assert error.status == 410 and body["reason"] == "Expired"
-    resp = core.list_namespaced_config_map(namespace, watch=True, resource_version=old, timeout_seconds=10,
-                                           _preload_content=False)
+    resp = core.list_namespaced_config_map(namespace, watch=True, resource_version=old, label_selector=OWN_LABEL,
+                                           timeout_seconds=10, _preload_content=False)
     lines = [json.loads(line) for line in resp.read().splitlines() if line.strip()]
     assert [(e["type"], e["object"]["code"]) for e in lines] == [("ERROR", 410)]
     # a watch from after the compaction is the apiserver's
     fresh = core.list_namespaced_config_map(namespace).metadata.resource_version
-    resp = core.list_namespaced_config_map(namespace, watch=True, resource_version=fresh, timeout_seconds=1,
-                                           _preload_content=False)
+    resp = core.list_namespaced_config_map(namespace, watch=True, resource_version=fresh, label_selector=OWN_LABEL,
+                                           timeout_seconds=1, _preload_content=False)
     assert resp.read().strip() == b""
     assert [r["status"] for r in proxy.requests] == [200, 410, 200, 200, 200]
+
+
+# ---------------------------------------------------------------- upstream credentials (on the simulated cluster,
+# whose request log names the identity each forwarded request authenticated as)
+
+def test_a_client_certificate_upstream_is_used_only_for_requests_without_a_token(simcluster_factory, tmp_path):
+    sim = simcluster_factory(controllers=False)
+    cert, key = make_client_cert(os.path.dirname(sim.ca_cert_path), "cert-admin", ["system:masters"])
+    upstream = sim_write_kubeconfig(str(tmp_path / "upstream"), sim.url, sim.ca_cert_path, None,
+                                    client_cert=cert, client_key=key)
+    sim.add_token("someone-token", "someone")
+    with FaultProxy(upstream) as via:
+        as_cert = kubernetes.client.CoreV1Api(_client(via.write_kubeconfig(str(tmp_path / "cert"))))
+        as_cert.list_namespace()
+        as_token = kubernetes.client.CoreV1Api(_client(via.write_kubeconfig(str(tmp_path / "tok"), token="someone-token")))
+        error, _body = _api_error(as_token.list_namespace)
+        assert error.status == 403
+        assert [r["user"] for r in via.requests] == ["upstream", _token_user_of("someone-token")]
+    # what the apiserver saw: the kubeconfig's certificate, then the token alone (a certificate would have won)
+    assert [(r["user"], r["status"]) for r in sim.requests] == [("cert-admin", 200), ("someone", 403)]
+
+
+def test_a_kubeconfig_that_turns_tls_verification_off_is_refused(simcluster_factory, tmp_path):
+    sim = simcluster_factory(controllers=False)
+    with open(sim.kubeconfig_path) as f:
+        config = yaml.safe_load(f)
+    config["clusters"][0]["cluster"]["insecure-skip-tls-verify"] = True
+    path = tmp_path / "insecure"
+    path.write_text(yaml.safe_dump(config))
+    with pytest.raises(ValueError, match="insecure-skip-tls-verify"):
+        FaultProxy(str(path)).start()
+
+
+def test_the_upstream_certificate_is_verified(simcluster_factory, tmp_path):
+    sim = simcluster_factory(controllers=False)
+    other_ca = make_tls(str(tmp_path / "other"))[0]
+    upstream = sim_write_kubeconfig(str(tmp_path / "upstream"), sim.url, other_ca, sim.admin_token)
+    with FaultProxy(upstream) as via:
+        status, _headers, body = _raw(via, "GET", "/api/v1/namespaces")
+    assert status == 502 and "CERTIFICATE_VERIFY_FAILED" in body["message"]
+    assert sim.requests == []
