@@ -1,0 +1,179 @@
+#!/usr/bin/env python
+# Copyright (c) kubehw.devices contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Build an inventory of N simulated nodes two ways, side by side in one run, and reach its GPU hosts.
+
+  plugin    ansible-playbook -i bench.k8s_nodes.yml: the kubehw.devices.k8s_nodes inventory plugin lists the
+            nodes in pages (limit 500, continue) and groups them; one play on gpu_nodes
+  k8s_info  what kubernetes.core tells its users to write since it removed its inventory plugin:
+            kubernetes.core.k8s_info kind Node, then ansible.builtin.add_host in a loop over the nodes (groups
+            gpu_nodes or cpu_nodes from the NFD label, ansible_host from the first address), then the same play
+
+Both ways end with the same play: `hosts: gpu_nodes`, one debug task run once that prints how many hosts the
+group has, which the script checks against the cluster (a quarter of the nodes carry the NVIDIA NFD label).
+`ansible-inventory --graph` with the plugin alone is timed too. Wall time is the whole process's, end to end;
+request counts come from the simulated cluster's request log (API only, no controllers writing).
+
+  .venv/bin/python benchmarks/inventory/run.py --nodes 5000 --out benchmarks/results/inventory.json
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import argparse
+import json
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+import yaml
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, ROOT)
+
+from tests.simcluster import SimCluster  # noqa: E402  (test equipment, found from the checkout)
+
+NVIDIA_LABEL = "feature.node.kubernetes.io/pci-10de.present"
+CACHED_COLLECTIONS = os.path.join(ROOT, ".cache", "collections")
+WAYS = ("plugin", "graph", "k8s_info")
+COUNTED = re.compile(r'"msg": "gpu_nodes has (\d+) hosts"')
+
+
+def node_config(count):
+    nodes = []
+    for i in range(count):
+        labels = {NVIDIA_LABEL: "true"} if i % 4 == 0 else {}
+        nodes.append({"name": "bench-%04d" % i, "labels": labels})
+    return {"nodes": nodes}
+
+
+REACH_GPU_NODES = {"name": "Reach the GPU nodes", "hosts": "gpu_nodes", "gather_facts": False,
+                   "tasks": [{"name": "Count them", "ansible.builtin.debug": {
+                       "msg": "gpu_nodes has {{ groups['gpu_nodes'] | length }} hosts"}, "run_once": True}]}
+
+
+def k8s_info_plays(kubeconfig):
+    build = {"name": "Build the inventory with k8s_info and add_host", "hosts": "localhost", "connection": "local",
+             "gather_facts": False,
+             "vars": {"ansible_python_interpreter": sys.executable},
+             "tasks": [
+                 {"name": "List the nodes", "kubernetes.core.k8s_info": {"kind": "Node", "kubeconfig": kubeconfig},
+                  "register": "bench_nodes"},
+                 {"name": "Add a host per node", "ansible.builtin.add_host": {
+                     "name": "{{ item.metadata.name }}",
+                     "groups": "{{ 'gpu_nodes' if (item.metadata.labels | default({})).get('%s') == 'true' "
+                               "else 'cpu_nodes' }}" % NVIDIA_LABEL,
+                     "ansible_host": "{{ (item.status.addresses | default([{}]))[0].address | default(omit) }}",
+                     "kubehw_node_name": "{{ item.metadata.name }}"},
+                  "loop": "{{ bench_nodes.resources }}",
+                  "loop_control": {"label": "{{ item.metadata.name }}"}},
+             ]}
+    return [build, REACH_GPU_NODES]
+
+
+def run(cmd, workdir, env):
+    started = time.monotonic()
+    proc = subprocess.run(cmd, env=env, cwd=workdir, capture_output=True, text=True, check=False)
+    elapsed = time.monotonic() - started
+    if proc.returncode != 0:
+        raise RuntimeError("%s failed:\n%s\n%s" % (cmd[0], proc.stdout[-4000:], proc.stderr[-4000:]))
+    return elapsed, proc.stdout
+
+
+def tool(name):
+    path = os.path.join(os.path.dirname(sys.executable), name)
+    return path if os.path.exists(path) else (shutil.which(name) or name)
+
+
+def bench(nodes, ways, collections):
+    sim = SimCluster(node_config(nodes), controllers=False)
+    sim.start()
+    workdir = tempfile.mkdtemp(prefix="kubehw-bench-inventory-")
+    env = dict((k, v) for k, v in os.environ.items() if not k.startswith(("K8S_AUTH_", "ANSIBLE_")))
+    env.update(ANSIBLE_COLLECTIONS_PATH=collections, ANSIBLE_NOCOLOR="1", ANSIBLE_LOCALHOST_WARNING="0",
+               ANSIBLE_INVENTORY_UNPARSED_WARNING="0", ANSIBLE_RETRY_FILES_ENABLED="0",
+               ANSIBLE_INVENTORY_UNPARSED_FAILED="1", ANSIBLE_LOCAL_TEMP=os.path.join(workdir, "tmp"),
+               ANSIBLE_PYTHON_INTERPRETER=sys.executable, HOME=workdir)
+    config = os.path.join(workdir, "bench.k8s_nodes.yml")
+    with open(config, "w") as f:
+        yaml.safe_dump({"plugin": "kubehw.devices.k8s_nodes", "kubeconfig": sim.kubeconfig_path}, f)
+    gpu = len([i for i in range(nodes) if i % 4 == 0])
+    rows = []
+    try:
+        for way in ways:
+            sim.clear_requests()
+            if way == "graph":
+                elapsed, out = run([tool("ansible-inventory"), "-i", config, "--graph", "gpu_nodes"], workdir, env)
+                counted = len(set(re.findall(r"\|--(bench-\d+)", out)))
+            else:
+                playbook = os.path.join(workdir, "%s.yml" % way)
+                with open(playbook, "w") as f:
+                    yaml.safe_dump([REACH_GPU_NODES] if way == "plugin" else k8s_info_plays(sim.kubeconfig_path),
+                                   f, sort_keys=False)
+                inventory = config if way == "plugin" else "localhost,"
+                elapsed, out = run([tool("ansible-playbook"), "-i", inventory, playbook], workdir, env)
+                found = COUNTED.search(out)
+                counted = int(found.group(1)) if found else None
+            if counted != gpu:
+                raise RuntimeError("%s found %s GPU hosts, the cluster has %d" % (way, counted, gpu))
+            log = [r for r in sim.requests if not r["path"].startswith("/simcluster")]
+            lists = [r for r in log if r["method"].upper() == "GET" and r["path"] == "/api/v1/nodes"]
+            rows.append({"way": way, "nodes": nodes, "gpu_hosts": gpu, "seconds": round(elapsed, 2),
+                         "requests": len(log), "node_lists": len(lists)})
+            sys.stderr.write("done: %s on %d nodes in %.1f s\n" % (way, nodes, elapsed))
+    finally:
+        sim.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+    return rows
+
+
+def collections_path():
+    root = tempfile.mkdtemp(prefix="kubehw-bench-collections-")
+    ns = os.path.join(root, "ansible_collections", "kubehw")
+    os.makedirs(ns)
+    os.symlink(ROOT, os.path.join(ns, "devices"))
+    return root
+
+
+def table(rows):
+    lines = ["| nodes | way | wall time (s) | requests | node list pages |", "|---:|---|---:|---:|---:|"]
+    for r in rows:
+        lines.append("| %d | %s | %.1f | %d | %d |" % (r["nodes"], r["way"], r["seconds"], r["requests"],
+                                                       r["node_lists"]))
+    return "\n".join(lines)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--nodes", type=int, nargs="+", default=[5000])
+    parser.add_argument("--ways", nargs="+", default=list(WAYS), choices=WAYS)
+    parser.add_argument("--out", help="also write the rows as JSON here")
+    args = parser.parse_args()
+    collections = collections_path()
+    paths = collections + (os.pathsep + CACHED_COLLECTIONS if os.path.isdir(CACHED_COLLECTIONS) else "")
+    rows = []
+    started = time.time()
+    load = os.getloadavg()[0]
+    try:
+        for nodes in args.nodes:
+            rows.extend(bench(nodes, args.ways, paths))
+    finally:
+        shutil.rmtree(collections, ignore_errors=True)
+    print(table(rows))
+    if args.out:
+        os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+        data = {"rows": rows, "machine": "%s, %d CPUs, Python %s, load average %.1f at the start" % (
+            platform.platform(), os.cpu_count() or 0, platform.python_version(), load),
+            "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started))}
+        with open(args.out, "w") as f:
+            json.dump(data, f, indent=1)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
