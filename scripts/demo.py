@@ -1,14 +1,15 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """`make demo`: site.yml against the bundled SIMULATED cluster, then a readable summary.
 
-Starts tests/simcluster with tests/simcluster/examples/demo.yaml, runs
-`ansible-playbook kubehw.devices.site` with playbooks/inventory/demo, says per node what the run
-did there (from the modules' results), shows per node what is advertised and allocatable and how
+Starts tests/simcluster with tests/simcluster/examples/demo.yaml, declares the dongle node's static resources in
+its kubehw.devices/static-resources annotation, reads the inventory from the cluster with the kubehw.devices.k8s_nodes
+plugin (playbooks/inventory/demo_k8s_nodes; the hand-written playbooks/inventory/demo/hosts.yml is not used), runs
+`ansible-playbook kubehw.devices.site` with it, says per node what the run did there (from the modules' results), shows per node what is advertised and allocatable and how
 the device-plugin rollout went, then proves scheduling with
 two pods: one asking for 2 dongles (bound to the dongle node) and one asking for more than any
 node has (Pending, with the scheduler's reason). Then the same GPU nodes are served through Dynamic Resource
-Allocation: they are labelled for DRA, site.yml runs again with accelerator_node_allocation=dra (the device plugin
-is removed, NVIDIA's DRA driver preset rolled out), the devices each node published are listed, and a pod whose
+Allocation: they are labelled for DRA, site.yml runs again and the plugin reads the label into accelerator_node_allocation=dra
+(the device plugin is removed, NVIDIA's DRA driver preset rolled out), the devices each node published are listed, and a pod whose
 ResourceClaimTemplate asks for one GPU is scheduled with its claim allocated. Stops everything it started.
 """
 
@@ -26,7 +27,11 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONFIG = os.path.join(ROOT, "tests", "simcluster", "examples", "demo.yaml")
-INVENTORY = os.path.join(ROOT, "playbooks", "inventory", "demo", "hosts.yml")
+# The inventory is read from the simulated cluster by the kubehw.devices.k8s_nodes inventory plugin.
+INVENTORY_REL = "playbooks/inventory/demo_k8s_nodes/demo.k8s_nodes.yml"
+INVENTORY = os.path.join(ROOT, *INVENTORY_REL.split("/"))
+STATIC_ANNOTATION = "kubehw.devices/static-resources"
+DONGLE_NODE = "dongle-node-1"
 # Writes each task's result as a JSON line (the integration tests read results the same way).
 CALLBACKS = os.path.join(ROOT, "tests", "integration", "callback_plugins")
 DONGLE = "example.com/dongle"
@@ -68,24 +73,76 @@ def start_cluster(workdir):
     raise SystemExit("the simulated cluster did not start")
 
 
-def run_site(kubeconfig, workdir, extra=(), shown=""):
+def ansible_env(kubeconfig, workdir):
     env = dict(os.environ)
     for key in list(env):
         if key.startswith("K8S_AUTH_") or key == "KUBECONFIG":
             del env[key]
     env.setdefault("ANSIBLE_COLLECTIONS_PATH", os.path.join(ROOT, ".cache", "collections"))
     env["ANSIBLE_NOCOLOR"] = "1"
-    env["ANSIBLE_DISPLAY_SKIPPED_HOSTS"] = "0"
+    # the inventory plugin reaches the cluster as the modules do: here through K8S_AUTH_KUBECONFIG
+    env["K8S_AUTH_KUBECONFIG"] = kubeconfig
+    # an inventory source the plugin cannot read stops the run instead of leaving an empty inventory
+    env["ANSIBLE_INVENTORY_UNPARSED_FAILED"] = "1"
     env["ANSIBLE_LOCAL_TEMP"] = os.path.join(workdir, "tmp")
+    return env
+
+
+def tool(name):
+    path = os.path.join(os.path.dirname(sys.executable), name)
+    return path if os.path.exists(path) else name
+
+
+def show_inventory(kubeconfig, workdir):
+    """The inventory the plugin reads from the cluster: its graph, and the hosts of the groups site.yml uses."""
+    rule("Inventory, read from the cluster")
+    say("No hand-written inventory: the kubehw.devices.k8s_nodes inventory plugin lists the cluster's nodes and")
+    say("groups them (gpu_nodes from the NFD PCI labels, static_resource_nodes from the annotation).")
+    say("$ ansible-inventory -i %s --graph" % INVENTORY_REL)
+    env = ansible_env(kubeconfig, workdir)
+    graph = subprocess.run([tool("ansible-inventory"), "-i", INVENTORY, "--graph"], cwd=workdir, env=env,
+                           capture_output=True, text=True, timeout=300, check=False)
+    if graph.returncode != 0:
+        say(graph.stderr[-3000:])
+        raise SystemExit("the inventory plugin failed (exit %d)" % graph.returncode)
+    say(graph.stdout.rstrip())
+    listed = subprocess.run([tool("ansible-inventory"), "-i", INVENTORY, "--list"], cwd=workdir, env=env,
+                            capture_output=True, text=True, timeout=300, check=True)
+    data = json.loads(listed.stdout)
+    hosts = []
+    for group in ("gpu_nodes", "static_resource_nodes"):
+        for host in _group_hosts(data, group):
+            if host not in hosts:
+                hosts.append(host)
+    return hosts
+
+
+def _group_hosts(data, group):
+    entry = data.get(group) or {}
+    found = list(entry.get("hosts") or [])
+    for child in entry.get("children") or []:
+        found.extend(h for h in _group_hosts(data, child) if h not in found)
+    return sorted(set(found))
+
+
+def declare_static_resources(core):
+    say("$ kubectl annotate node %s %s='{\"%s\": 2}'" % (DONGLE_NODE, STATIC_ANNOTATION, DONGLE))
+    core.patch_node(DONGLE_NODE, {"metadata": {"annotations": {STATIC_ANNOTATION: json.dumps({DONGLE: 2})}}},
+                    _preload_content=False)
+    say("(the static resources of the dongle node, declared on the node: the plugin makes them its")
+    say(" extended_resources_static, what the hand-written inventory said of it)")
+
+
+def run_site(kubeconfig, workdir, extra=(), shown=""):
+    env = ansible_env(kubeconfig, workdir)
+    env["ANSIBLE_DISPLAY_SKIPPED_HOSTS"] = "0"
     env["ANSIBLE_CALLBACK_PLUGINS"] = CALLBACKS
     env["ANSIBLE_CALLBACKS_ENABLED"] = "kubehw_results"
     results_file = os.path.join(workdir, "results-%d.jsonl" % len(os.listdir(workdir)))
     env["KUBEHW_RESULTS_FILE"] = results_file
-    playbook = os.path.join(os.path.dirname(sys.executable), "ansible-playbook")
-    if not os.path.exists(playbook):
-        playbook = "ansible-playbook"
-    cmd = [playbook, "-i", INVENTORY, "kubehw.devices.site", "-e", "kubehw_kubeconfig=%s" % kubeconfig] + list(extra)
-    say("$ ansible-playbook -i playbooks/inventory/demo/hosts.yml kubehw.devices.site%s" % shown)
+    cmd = [tool("ansible-playbook"), "-i", INVENTORY, "kubehw.devices.site", "-e",
+           "kubehw_kubeconfig=%s" % kubeconfig] + list(extra)
+    say("$ ansible-playbook -i %s kubehw.devices.site%s" % (INVENTORY_REL, shown))
     proc = subprocess.run(cmd, cwd=workdir, env=env, capture_output=True, text=True, timeout=900, check=False)
     recap = proc.stdout[proc.stdout.rfind("PLAY RECAP"):] if "PLAY RECAP" in proc.stdout else proc.stdout[-3000:]
     say(recap.rstrip())
@@ -109,24 +166,6 @@ def _module_results(results):
         for item in items:
             if isinstance(item, dict):
                 yield res, item
-
-
-def _hosts(path):
-    import yaml
-
-    with open(path) as handle:
-        inventory = yaml.safe_load(handle)
-
-    found = []
-
-    def walk(group):
-        for name in (group.get("hosts") or {}):
-            if name not in found:
-                found.append(name)
-        for child in (group.get("children") or {}).values():
-            walk(child or {})
-    walk(inventory.get("all", inventory))
-    return found
 
 
 def node_report(results, hosts):
@@ -203,9 +242,8 @@ def node_report(results, hosts):
     return lines, sorted(once)
 
 
-def show_node_report(results):
+def show_node_report(results, hosts):
     rule("What site.yml did, per node")
-    hosts = _hosts(INVENTORY)
     lines, once = node_report(results, hosts)
     for line in lines:
         say(line)
@@ -297,7 +335,9 @@ def move_to_dra(core, kubeconfig, workdir):
     say("$ kubectl label node --overwrite %s %s=dra" % (" ".join(GPU_NODES), ALLOCATION_LABEL))
     for node in GPU_NODES:
         core.patch_node(node, {"metadata": {"labels": {ALLOCATION_LABEL: "dra"}}}, _preload_content=False)
-    extra = ["-e", "accelerator_node_allocation=dra", "-e", "accelerator_node_device_plugin_conflict=remove",
+    say("(the inventory plugin reads the label: these hosts are now in dra_gpu_nodes with")
+    say(" accelerator_node_allocation=dra, so site.yml needs no inventory change for the move)")
+    extra = ["-e", "accelerator_node_device_plugin_conflict=remove",
              "-e", "accelerator_node_dra_extended_resource_name=%s" % GPU]
     started = time.monotonic()
     results = run_site(kubeconfig, workdir, ["--limit", "gpu_nodes"] + extra, " --limit gpu_nodes " + " ".join(extra))
@@ -381,7 +421,8 @@ def main():
     say("127.0.0.1 for the length of the demo: two GPU nodes with 4 and 8 simulated GPUs and one")
     say("node with 2 USB dongles. Its kubelets, DaemonSet controller, DRA kubelet plugins and scheduler")
     say("are simulations; no container runs and no host is prepared (accelerator_node_host_setup is off).")
-    say("First the GPUs are served by the device plugin, then the same nodes through DRA.")
+    say("The inventory is not written by hand: the kubehw.devices.k8s_nodes inventory plugin reads it from")
+    say("the cluster. First the GPUs are served by the device plugin, then the same nodes through DRA.")
     workdir = tempfile.mkdtemp(prefix="kubehw-demo-")
     os.makedirs(os.path.join(workdir, "tmp"))
     sim, url, kubeconfig = start_cluster(workdir)
@@ -389,12 +430,14 @@ def main():
         say("Simulated API server: %s" % url)
         api = config.new_client_from_config(config_file=kubeconfig)
         core, apps, custom = client.CoreV1Api(api), client.AppsV1Api(api), client.CustomObjectsApi(api)
+        declare_static_resources(core)
+        hosts = show_inventory(kubeconfig, workdir)
         rule("site.yml")
         ensure_namespaces(core)
         started = time.monotonic()
         results = run_site(kubeconfig, workdir)
         say("site.yml took %.0fs" % (time.monotonic() - started))
-        show_node_report(results)
+        show_node_report(results, hosts)
         show_nodes(core, apps)
         show_scheduling(core)
         driver = move_to_dra(core, kubeconfig, workdir)
@@ -408,9 +451,10 @@ def main():
         except subprocess.TimeoutExpired:
             sim.kill()
     rule("Against a real cluster")
-    say("Write an inventory like playbooks/inventory/example/hosts.yml (groups gpu_nodes and")
-    say("static_resource_nodes), then run the same playbook:")
-    say("  ansible-playbook -i my-inventory.yml kubehw.devices.site -e kubehw_kubeconfig=~/.kube/config")
+    say("Let the plugin read the inventory from your cluster (playbooks/inventory/k8s_nodes.yml, docs/inventory.md),")
+    say("or write one like playbooks/inventory/example/hosts.yml (groups gpu_nodes and static_resource_nodes):")
+    say("  ansible-inventory -i my.k8s_nodes.yml --graph")
+    say("  ansible-playbook -i my.k8s_nodes.yml kubehw.devices.site")
     say("Moving node pools from the device plugin to DRA one at a time: docs/dra.md (migration).")
     say("The simulated cluster has been stopped.")
     return 0

@@ -26,6 +26,14 @@ def test_demo_runs_site_and_shows_scheduling(collections_path):
     out = proc.stdout
     assert proc.returncode == 0, out[-5000:] + proc.stderr[-3000:]
     assert "SIMULATED Kubernetes cluster" in out
+    # the inventory comes from the cluster through the k8s_nodes inventory plugin, not from a hand-written file
+    assert "the kubehw.devices.k8s_nodes inventory plugin reads it from" in out
+    assert "playbooks/inventory/demo/hosts.yml" not in out
+    graph = out[out.index("$ ansible-inventory -i playbooks/inventory/demo_k8s_nodes/demo.k8s_nodes.yml --graph"):
+                out.index("$ ansible-playbook")]
+    assert re.search(r"\|--@nvidia_gpu_nodes:\n\s+\|  \|  \|--gpu-node-1\n\s+\|  \|  \|--gpu-node-2\n", graph), graph
+    assert re.search(r"\|--@static_resource_nodes:\n\s+\|  \|--dongle-node-1\n", graph), graph
+    assert "$ ansible-playbook -i playbooks/inventory/demo_k8s_nodes/demo.k8s_nodes.yml kubehw.devices.site" in out
     # after the recap, one line per node saying what the run did there, then the tables
     report = out[out.index("What site.yml did, per node"):out.index("Nodes: advertised (capacity)")]
     assert out.index("PLAY RECAP") < out.index("What site.yml did, per node")
@@ -48,6 +56,8 @@ def test_demo_runs_site_and_shows_scheduling(collections_path):
     # plugin, rolls out NVIDIA's DRA driver preset, and each node publishes its GPUs; a pod's claim is allocated
     dra = out[out.index("The same GPU nodes, served through DRA"):]
     assert "$ kubectl label node --overwrite gpu-node-1 gpu-node-2 kubehw.devices/gpu-allocation=dra" in dra
+    # the plugin reads the label into accelerator_node_allocation: no extra variable says dra
+    assert "accelerator_node_allocation=dra" not in dra.split("$ ansible-playbook", 1)[1].split("\n", 1)[0]
     assert re.search(r"^DRA driver gpu.nvidia.com: DaemonSet kubehw-dra-drivers/\S+ rolled out; DeviceClasses gpu.nvidia.com, mig.nvidia.com;"
                      r" site.yml waited until gpu-node-1 published 4, gpu-node-2 published 8$", dra, re.M), dra
     assert re.search(r"^smoke-test pod's claim \(ResourceClaimTemplate, 1 device of DeviceClass gpu.nvidia.com\) was "
