@@ -305,3 +305,166 @@ def node_selection_report(pod_spec, nodes):
         parts.append("no node selector or affinity (%d nodes; taints the pods do not tolerate exclude them)"
                      % len(nodes))
     return ", ".join(parts)
+
+
+# -- which nodes a DaemonSet selects, and why not -------------------------------------------------
+# The DaemonSet controller's predicates (pkg/controller/daemon/daemon_controller.go, nodeShouldRunDaemonPod and
+# predicates): the pod template's required node affinity and nodeSelector match the node, and no NoSchedule or
+# NoExecute taint of the node is left untolerated, the controller's own tolerations counted
+# (pkg/controller/daemon/util/daemonset_util.go, AddOrUpdateDaemonPodTolerations).
+
+DAEMON_TOLERATIONS = (
+    {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute"},
+    {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute"},
+    {"key": "node.kubernetes.io/disk-pressure", "operator": "Exists", "effect": "NoSchedule"},
+    {"key": "node.kubernetes.io/memory-pressure", "operator": "Exists", "effect": "NoSchedule"},
+    {"key": "node.kubernetes.io/pid-pressure", "operator": "Exists", "effect": "NoSchedule"},
+    {"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoSchedule"},
+)
+HOST_NETWORK_TOLERATION = {"key": "node.kubernetes.io/network-unavailable", "operator": "Exists", "effect": "NoSchedule"}
+# Taints a joining node carries until the node lifecycle controller sees it Ready (added at registration by the
+# apiserver's TaintNodesByCondition admission, removed by the node lifecycle controller).
+JOINING_TAINTS = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable",
+                  "node.kubernetes.io/network-unavailable")
+
+
+def _expression_matches(req, labels):
+    key, op, values = req.get("key"), req.get("operator"), req.get("values") or []
+    if op in ("Gt", "Lt"):
+        if key not in labels or len(values) != 1:
+            return False
+        try:
+            have, want = int(labels[key]), int(values[0])
+        except (TypeError, ValueError):
+            return False
+        return have > want if op == "Gt" else have < want
+    return _requirement_matches(req, labels)
+
+
+def _term_matches(term, labels, name):
+    exprs = term.get("matchExpressions") or []
+    fields = term.get("matchFields") or []
+    if not exprs and not fields:
+        return False   # an empty term matches no node (k8s.io/component-helpers nodeaffinity)
+    if not all(_expression_matches(e, labels) for e in exprs):
+        return False
+    return all(_expression_matches(f, {"metadata.name": name}) for f in fields)
+
+
+def node_matches(pod_spec, node):
+    """True when the node's labels (and name) satisfy the pod spec's nodeSelector and required node affinity."""
+    spec = pod_spec or {}
+    meta = node.get("metadata") or {}
+    labels = meta.get("labels") or {}
+    for key, value in (spec.get("nodeSelector") or {}).items():
+        if labels.get(key) != value:
+            return False
+    required = (((spec.get("affinity") or {}).get("nodeAffinity") or {})
+                .get("requiredDuringSchedulingIgnoredDuringExecution"))
+    if required is not None:
+        return any(_term_matches(t, labels, meta.get("name")) for t in required.get("nodeSelectorTerms") or [])
+    return True
+
+
+def _tolerates(toleration, taint):
+    if toleration.get("effect") and toleration["effect"] != taint.get("effect"):
+        return False
+    key = toleration.get("key")
+    if toleration.get("operator") == "Exists":
+        return not key or key == taint.get("key")
+    return key == taint.get("key") and (toleration.get("value") or "") == (taint.get("value") or "")
+
+
+def untolerated_taints(pod_spec, node):
+    """The node's NoSchedule and NoExecute taints that the DaemonSet's pods do not tolerate (the controller's own
+    tolerations counted)."""
+    spec = pod_spec or {}
+    tolerations = list(spec.get("tolerations") or []) + list(DAEMON_TOLERATIONS)
+    if spec.get("hostNetwork"):
+        tolerations.append(HOST_NETWORK_TOLERATION)
+    return [t for t in (node.get("spec") or {}).get("taints") or []
+            if t.get("effect") in ("NoSchedule", "NoExecute") and not any(_tolerates(tol, t) for tol in tolerations)]
+
+
+def taint_text(taint):
+    value = taint.get("value")
+    return "%s%s:%s" % (taint.get("key"), "=%s" % value if value else "", taint.get("effect"))
+
+
+def node_ready(node):
+    for cond in (node.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == "Ready":
+            return cond.get("status") == "True"
+    return False
+
+
+def selected_nodes(pod_spec, nodes):
+    """Names of the nodes the DaemonSet controller runs a pod of this template on."""
+    return sorted(n["metadata"]["name"] for n in nodes
+                  if node_matches(pod_spec, n) and not untolerated_taints(pod_spec, n))
+
+
+def joining_nodes(pod_spec, nodes):
+    """{node: why} for nodes that match the template's selection but are held back only by a joining node's
+    taints (not-ready, unreachable, network-unavailable) or have not reported Ready yet: a rollout right after the
+    nodes were provisioned waits for these."""
+    out = {}
+    for node in nodes:
+        if not node_matches(pod_spec, node):
+            continue
+        blocking = untolerated_taints(pod_spec, node)
+        if any(t.get("key") not in JOINING_TAINTS for t in blocking):
+            continue
+        if blocking or not node_ready(node):
+            reasons = [taint_text(t) for t in blocking] or ["not Ready"]
+            out[node["metadata"]["name"]] = ", ".join(reasons)
+    return out
+
+
+def excluded_by_taints(pod_spec, nodes):
+    """{node: untolerated taints} for nodes whose labels match but whose other taints keep the pods away."""
+    out = {}
+    for node in nodes:
+        if node_matches(pod_spec, node):
+            blocking = [t for t in untolerated_taints(pod_spec, node) if t.get("key") not in JOINING_TAINTS]
+            if blocking:
+                out[node["metadata"]["name"]] = ", ".join(taint_text(t) for t in blocking)
+    return out
+
+
+# -- pods the DaemonSet controller could not create -------------------------------------------------------
+
+def _event_key(event):
+    return (event.get("metadata") or {}).get("name")
+
+
+def creation_failures(events, daemonset, baseline=None, since=None):
+    """The DaemonSet controller's FailedCreate events for this DaemonSet that are new: not in ``baseline``
+    ({event name: count} read when the wait began), counted up since, or last seen at or after ``since``
+    (an RFC 3339 time of the apiserver's clock, the DaemonSet write's managedFields time). Newest first."""
+    uid = (daemonset.get("metadata") or {}).get("uid")
+    name = (daemonset.get("metadata") or {}).get("name")
+    found = []
+    for event in events or []:
+        involved = event.get("involvedObject") or {}
+        if event.get("reason") != "FailedCreate" or involved.get("kind") != "DaemonSet":
+            continue
+        if involved.get("name") != name or (uid and involved.get("uid") and involved["uid"] != uid):
+            continue
+        count = event.get("count") or 1
+        last = event.get("lastTimestamp") or event.get("eventTime") or ""
+        fresh = baseline is not None and (_event_key(event) not in baseline or count > baseline[_event_key(event)])
+        if fresh or (since and last[:19] >= since[:19]):
+            found.append(event)
+    found.sort(key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or "", reverse=True)
+    return found
+
+
+def event_counts(events):
+    return dict((_event_key(e), e.get("count") or 1) for e in events or [])
+
+
+def latest_write_time(obj):
+    """The newest managedFields time of an object as the apiserver returned it (its clock), or None."""
+    times = [m.get("time") for m in ((obj or {}).get("metadata") or {}).get("managedFields") or [] if m.get("time")]
+    return max(times) if times else None

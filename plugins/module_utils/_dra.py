@@ -405,39 +405,108 @@ def _attribute_value(attribute):
     return attribute
 
 
-def _current_slices(slices):
-    """Only the slices of each pool's newest generation: older ones are leftovers the scheduler ignores."""
-    newest = {}
+def current_pools(slices, version="v1"):
+    """The one definition of what a driver has published: (driver, pool name) -> the pool's newest generation.
+
+    Per pool only the slices of the newest ``spec.pool.generation`` count (older ones are leftovers the scheduler
+    ignores), and the pool is complete once as many slices of that generation exist as its
+    ``resourceSliceCount`` says; the scheduler uses no device of an incomplete pool, so neither does anything
+    that counts devices here. Each value: {"driver", "pool", "generation", "expected", "slices": [v1 slices],
+    "complete"}."""
+    pools = {}
     for item in slices:
+        item = slice_to_v1(item, version)
         spec = item.get("spec") or {}
-        key = (spec.get("driver"), (spec.get("pool") or {}).get("name"))
-        newest[key] = max(newest.get(key, 0), (spec.get("pool") or {}).get("generation") or 0)
-    return [item for item in slices
-            if ((item.get("spec") or {}).get("pool") or {}).get("generation", 0) ==
-            newest[((item.get("spec") or {}).get("driver"), ((item.get("spec") or {}).get("pool") or {}).get("name"))]]
+        pool = spec.get("pool") or {}
+        key = (spec.get("driver"), pool.get("name"))
+        generation = pool.get("generation") or 0
+        entry = pools.get(key)
+        if entry is None or generation > entry["generation"]:
+            entry = pools[key] = {"driver": key[0], "pool": key[1], "generation": generation,
+                                  "expected": pool.get("resourceSliceCount") or 1, "slices": []}
+        elif generation < entry["generation"]:
+            continue
+        entry["slices"].append(item)
+    for entry in pools.values():
+        entry["complete"] = len(entry["slices"]) >= entry["expected"]
+    return pools
 
 
 def published_devices(slices, version="v1"):
-    """Node name -> the devices drivers published for it in ResourceSlices, sorted by driver, pool and name.
+    """Node name -> the devices drivers published for it in complete pools (current_pools), sorted by driver, pool
+    and name.
 
     Slices that are not tied to one node (nodeSelector, allNodes) are reported under the key None.
     """
     nodes = {}
-    for item in _current_slices([slice_to_v1(s, version) for s in slices]):
-        spec = item.get("spec") or {}
-        node = spec.get("nodeName") or None
-        for device in spec.get("devices") or []:
-            nodes.setdefault(node, []).append({
-                "driver": spec.get("driver"),
-                "pool": (spec.get("pool") or {}).get("name"),
-                "device": device.get("name"),
-                "attributes": dict((k, _attribute_value(v)) for k, v in (device.get("attributes") or {}).items()),
-                "capacity": dict((k, (v or {}).get("value") if isinstance(v, dict) else v)
-                                 for k, v in (device.get("capacity") or {}).items()),
-            })
+    for entry in current_pools(slices, version).values():
+        if not entry["complete"]:
+            continue
+        for item in entry["slices"]:
+            spec = item.get("spec") or {}
+            node = spec.get("nodeName") or None
+            for device in spec.get("devices") or []:
+                nodes.setdefault(node, []).append({
+                    "driver": spec.get("driver"),
+                    "pool": (spec.get("pool") or {}).get("name"),
+                    "device": device.get("name"),
+                    "attributes": dict((k, _attribute_value(v)) for k, v in (device.get("attributes") or {}).items()),
+                    "capacity": dict((k, (v or {}).get("value") if isinstance(v, dict) else v)
+                                     for k, v in (device.get("capacity") or {}).items()),
+                })
     for devices in nodes.values():
         devices.sort(key=lambda d: (d["driver"] or "", d["pool"] or "", d["device"] or ""))
     return nodes
+
+
+def published_by_node(slices, driver, version="v1"):
+    """node -> {"pools": {pool: state}, "devices": [names]} for one driver, from current_pools: the devices of
+    complete pools only, and each pool's state (generation, slices, expected, complete) so that a wait can say
+    what is missing. Slices not tied to one node are skipped."""
+    nodes = {}
+    for (pool_driver, pool_name), entry in sorted(current_pools(slices, version).items(),
+                                                  key=lambda kv: (kv[0][0] or "", kv[0][1] or "")):
+        if pool_driver != driver:
+            continue
+        by_node = {}
+        for item in entry["slices"]:
+            node = (item.get("spec") or {}).get("nodeName")
+            if node:
+                by_node.setdefault(node, []).append(item)
+        for node, items in by_node.items():
+            out = nodes.setdefault(node, {"pools": {}, "devices": []})
+            out["pools"][pool_name] = {"generation": entry["generation"], "slices": len(entry["slices"]),
+                                       "expected": entry["expected"], "complete": entry["complete"]}
+            if entry["complete"]:
+                out["devices"].extend(d.get("name") for i in items for d in (i.get("spec") or {}).get("devices") or [])
+    for out in nodes.values():
+        out["devices"].sort()
+    return nodes
+
+
+def nodes_missing_devices(published, node_names, min_count):
+    """{node: what is missing} for the nodes that have not published min_count devices in complete pools."""
+    missing = {}
+    for node in node_names:
+        entry = published.get(node)
+        if entry is None:
+            missing[node] = "no ResourceSlice"
+            continue
+        incomplete = ["pool %s has %d of %d slices of generation %d" % (p, s["slices"], s["expected"], s["generation"])
+                      for p, s in sorted(entry["pools"].items()) if not s["complete"]]
+        if len(entry["devices"]) < min_count:
+            text = "%d of %d devices" % (len(entry["devices"]), min_count)
+            if incomplete:
+                text += " (%s)" % "; ".join(incomplete)
+            missing[node] = text
+    return missing
+
+
+def node_results(published, node_names, driver):
+    return [{"name": node, "driver": driver, "pools": sorted((published.get(node) or {}).get("pools") or {}),
+             "devices": list((published.get(node) or {}).get("devices") or []),
+             "device_count": len((published.get(node) or {}).get("devices") or [])}
+            for node in sorted(node_names)]
 
 
 def _allocated_node(claim, device_nodes):
@@ -656,6 +725,13 @@ class DeviceClassTask(ObjectTask):
         # A DraApi that has discovered (dra_driver_deploy's, before its classes) keeps that version: one GET /apis a run
         self.version = self.api.version or self.api.discover()
         self.wants = desired is not None
+        extended = ((desired or {}).get("spec") or {}).get("extendedResourceName")
+        if extended is not None and self.version != "v1":
+            # The field came with KEP-5004 in Kubernetes 1.34, which serves resource.k8s.io/v1; a cluster that
+            # serves only an older version cannot keep it.
+            raise TaskFailed("extended_resource_name %r needs %s/v1 (Kubernetes 1.34 or later, with the "
+                             "DRAExtendedResource feature gate); this cluster serves %s/%s. Nothing was written."
+                             % (extended, GROUP, GROUP, self.version))
         super(DeviceClassTask, self).run(desired)
 
     def read(self):

@@ -8,13 +8,17 @@ ClusterRole and its binding, and the DeviceClasses from these tables. Read from 
 
 - the DRA example driver: kubernetes-sigs/dra-example-driver, tag v0.4.0, deployments/helm/dra-example-driver/
   (values.yaml, templates/kubeletplugin.yaml, clusterrole.yaml, deviceclass.yaml, _helpers.tpl);
-- NVIDIA's GPU DRA driver: NVIDIA/k8s-dra-driver-gpu, tag v25.12.0, deployments/helm/nvidia-dra-driver-gpu/
-  (values.yaml, templates/kubeletplugin.yaml, rbac-kubeletplugin.yaml, deviceclass-gpu.yaml, deviceclass-mig.yaml).
+- NVIDIA's GPU DRA driver: kubernetes-sigs/dra-driver-nvidia-gpu, tag v0.4.1, deployments/helm/dra-driver-nvidia-gpu/
+  (values.yaml, templates/kubeletplugin.yaml, rbac-kubeletplugin.yaml, validation.yaml, deviceclass-gpu.yaml,
+  deviceclass-mig.yaml), the project's current home; its predecessor NVIDIA/k8s-dra-driver-gpu v25.12.0
+  (deployments/helm/nvidia-dra-driver-gpu/, the same templates) differs in the image, the affinity terms, the
+  toleration and the startup probe, and runs from this preset with image: nvcr.io/nvidia/k8s-dra-driver-gpu:v25.12.0.
   Only the GPU part (resources.gpus): ComputeDomains need the chart's CRDs and its controller Deployment
   (templates/controller.yaml is rendered only with resources.computeDomains.enabled), which this collection
   does not install;
 - Intel's GPU resource driver: intel/intel-resource-drivers-for-kubernetes, tag gpu-v0.11.0,
-  deployments/gpu/base/ (resource-driver.yaml, device-class.yaml).
+  deployments/gpu/base/ (resource-driver.yaml, device-class.yaml) with the node selection of
+  deployments/gpu/overlays/nfd_labeled_nodes/add-nodeselector-intel-gpu.yaml.
 
 What differs from upstream, on purpose: the DaemonSet, ServiceAccount, ClusterRole and ClusterRoleBinding
 are all named after the DaemonSet (one rule, so the rbac playbook can create them for rbac=existing), the
@@ -98,55 +102,85 @@ EXAMPLE = {
     # values.yaml kubeletPlugin.updateStrategy (a new plugin pod starts before the old one stops)
     "update_strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
     "node_terms": [],                                       # values.yaml kubeletPlugin.affinity: {} (every node)
+    "node_selector": None,                                  # values.yaml kubeletPlugin.nodeSelector: {}
     "tolerations": [],                                      # values.yaml kubeletPlugin.tolerations: []
     "rules": [                                              # templates/clusterrole.yaml
         {"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaims"], "verbs": ["get", "list", "watch"]},
         {"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaims/status"], "verbs": ["update"]},
+        # Kubernetes 1.36 authorizes ResourceClaim status writes per driver (DRAResourceClaimGranularStatusAuthorization):
+        # a node-local driver needs the associated-node verbs on resourceclaims/driver for its own driver name,
+        # granted only for claims on the node its service account token is bound to. Inert before 1.36.
+        {"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaims/driver"],
+         "verbs": ["associated-node:update", "associated-node:patch"], "resourceNames": ["gpu.example.com"]},
         {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]},
         {"apiGroups": ["resource.k8s.io"], "resources": ["resourceslices"],
          "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]},
     ],
+    "namespace_rules": [],
     "device_classes": [                                     # templates/deviceclass.yaml
         {"name": "gpu.example.com", "selectors": ["device.driver == 'gpu.example.com'"]},
     ],
+    "min_kubernetes": (1, 33),                              # Chart.yaml kubeVersion ">=1.33.0-0"
+    "api_versions": ("v1", "v1beta2"),                      # served from 1.33 on (v1beta2) and 1.34 (v1)
+    "device_plugin": None,                                  # simulated devices: no device plugin hands them out
 }
 
-# -- NVIDIA's GPU DRA driver (NVIDIA/k8s-dra-driver-gpu v25.12.0), GPUs only -------------------------------------
-_NVIDIA_IMAGE = "nvcr.io/nvidia/k8s-dra-driver-gpu:v25.12.0"   # values.yaml image.repository; tag v + appVersion
+# -- NVIDIA's GPU DRA driver (kubernetes-sigs/dra-driver-nvidia-gpu v0.4.1), GPUs only -----------------------------
+# The chart moved from NVIDIA/k8s-dra-driver-gpu (last release v25.12.0) to kubernetes-sigs; the preset follows
+# the new home. Comments name the file under deployments/helm/dra-driver-nvidia-gpu/ at v0.4.1; "v25.12.0:" notes
+# where the predecessor's chart (deployments/helm/nvidia-dra-driver-gpu/) differs.
+_NVIDIA_IMAGE = "registry.k8s.io/dra-driver-nvidia/dra-driver-nvidia-gpu:v0.4.1"   # values.yaml image.repository;
+#                                                   _helpers.tpl fullimage: tag v + Chart.yaml appVersion 0.4.1
+# v25.12.0: nvcr.io/nvidia/k8s-dra-driver-gpu:v25.12.0 (selectable with image:)
+NVIDIA_PREVIOUS_IMAGE = "nvcr.io/nvidia/k8s-dra-driver-gpu:v25.12.0"
+NVIDIA_DEFAULT_DRIVER_ROOT = "/"                            # values.yaml nvidiaDriverRoot
+# Where the NVIDIA GPU Operator's driver container mounts the driver on the host.
+NVIDIA_OPERATOR_DRIVER_ROOT = "/run/nvidia/driver"
 NVIDIA = {
     "driver": "gpu.nvidia.com",                             # templates/deviceclass-gpu.yaml selector
-    "name": "nvidia-dra-driver-gpu-kubelet-plugin",         # templates/kubeletplugin.yaml: <chart name>-kubelet-plugin
+    # templates/kubeletplugin.yaml: <chart name>-kubelet-plugin. The chart is now dra-driver-nvidia-gpu; the preset
+    # keeps v25.12.0's name so an existing deployment is updated in place, not run twice.
+    "name": "nvidia-dra-driver-gpu-kubelet-plugin",
     "image": _NVIDIA_IMAGE,
+    # The containers that read NVIDIA_DRIVER_ROOT, and the volumes that mount it, get driver_root (build_daemonset).
+    "driver_root": NVIDIA_DEFAULT_DRIVER_ROOT,
     "init_containers": [{
         "name": "init-container",                           # templates/kubeletplugin.yaml initContainers
         "command": ["bash", "/usr/bin/kubelet-plugin-prestart.sh"],    # waits for the driver root to be ready
         "env": [
-            _env("NVIDIA_DRIVER_ROOT", "/"),                # values.yaml nvidiaDriverRoot
+            _env("NVIDIA_DRIVER_ROOT", NVIDIA_DEFAULT_DRIVER_ROOT),    # values.yaml nvidiaDriverRoot
             _env("NVIDIA_VISIBLE_DEVICES", "void"),
             _env("KUBELET_REGISTRAR_DIRECTORY_PATH", REGISTRY_DIR),     # values.yaml kubeletPlugin
             _env("KUBELET_PLUGINS_DIRECTORY_PATH", PLUGINS_DIR),
         ],
         "security_context": {"privileged": True},
-        "mounts": [_mount("driver-root-parent", "/driver-root-parent", read_only=True)],   # nvidiaDriverRoot "/"
+        # readOnly for the root "/", mountPropagation HostToContainer for any other root (build_daemonset)
+        "mounts": [_mount("driver-root-parent", "/driver-root-parent", read_only=True)],
     }],
     "containers": [{
         "name": "gpus",                                     # templates/kubeletplugin.yaml (resources.gpus.enabled)
+        # The chart runs `bash -c` with a script that masks /proc/driver/nvidia/params when
+        # MASK_NVIDIA_DRIVER_PARAMS=true (for nvkind, off by default) and then execs this command.
         "command": ["gpu-kubelet-plugin"],
         "args": ["-v", "$(LOG_VERBOSITY)"],                 # the chart's start command passes -v $(LOG_VERBOSITY)
         "env": [
             _env("LOG_VERBOSITY", "4"),                     # values.yaml logVerbosity
-            _env("NVIDIA_DRIVER_ROOT", "/"),                # values.yaml nvidiaDriverRoot
+            _env("NVIDIA_DRIVER_ROOT", NVIDIA_DEFAULT_DRIVER_ROOT),    # values.yaml nvidiaDriverRoot
             _env("NVIDIA_VISIBLE_DEVICES", "void"),
             _env("CDI_ROOT", "/var/run/cdi"),
             _env("NVIDIA_MIG_CONFIG_DEVICES", "all"),
+            _env("HTTP_ENDPOINT", ":8080"),                 # values.yaml kubeletPlugin.metrics (v0.4.1; not in v25.12.0)
+            _env("METRICS_PATH", "/metrics"),
             _field_env("NODE_NAME", "spec.nodeName"),
             _field_env("NAMESPACE", "metadata.namespace"),
+            _field_env("SERVICE_ACCOUNT_NAME", "spec.serviceAccountName"),     # v0.4.1 (not in v25.12.0)
             _env("IMAGE_NAME", _NVIDIA_IMAGE),              # replaced with the image actually deployed
             _env("KUBELET_REGISTRAR_DIRECTORY_PATH", REGISTRY_DIR),
             _env("KUBELET_PLUGINS_DIRECTORY_PATH", PLUGINS_DIR),
             _env("HEALTHCHECK_PORT", "51516"),              # values.yaml kubeletPlugin.containers.gpus.healthcheckPort
         ],
-        "startup_probe": _grpc_probe(51516, period=10, failure=60, timeout=10),     # templates/kubeletplugin.yaml
+        # templates/kubeletplugin.yaml (v25.12.0: periodSeconds 10, failureThreshold 60)
+        "startup_probe": _grpc_probe(51516, period=1, failure=600, timeout=10),
         "liveness_probe": _grpc_probe(51516, period=30, failure=3, timeout=10),     # templates/kubeletplugin.yaml
         "security_context": {"privileged": True},           # values.yaml kubeletPlugin.containers.gpus
         "mounts": [_mount("plugins-registry", REGISTRY_DIR),
@@ -156,23 +190,37 @@ NVIDIA = {
     }],
     "volumes": [_volume("plugins-registry", REGISTRY_DIR), _volume("plugins", PLUGINS_DIR),
                 _volume("cdi", "/var/run/cdi"),
-                _volume("driver-root-parent", "/", "DirectoryOrCreate"),    # nvidiaDriverRoot "/": its parent is "/"
+                # nvidiaDriverRoot's parent ("/" for "/"), and the root itself (build_daemonset sets both)
+                _volume("driver-root-parent", "/", "DirectoryOrCreate"),
                 _volume("driver-root", "/", "DirectoryOrCreate")],
     "priority_class": "system-node-critical",               # values.yaml kubeletPlugin.priorityClassName
     "update_strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "100%"}},   # values.yaml
-    # values.yaml kubeletPlugin.affinity: any of NFD's NVIDIA PCI label, NFD's CPU vendor (Grace), GFD's label
+    # values.yaml kubeletPlugin.affinity: any of NFD's NVIDIA PCI labels (any class, then display controllers 0302
+    # and VGA controllers 0300), NFD's CPU vendor (Grace), GFD's label. v25.12.0 has only pci-10de.present of the
+    # NFD PCI forms.
     "node_terms": [
         [("feature.node.kubernetes.io/pci-10de.present", "true")],
+        [("feature.node.kubernetes.io/pci-0302_10de.present", "true")],
+        [("feature.node.kubernetes.io/pci-0300_10de.present", "true")],
         [("feature.node.kubernetes.io/cpu-model.vendor_id", "NVIDIA")],
         [("nvidia.com/gpu.present", "true")],
     ],
-    "tolerations": [],                                      # values.yaml kubeletPlugin.tolerations: []
+    "node_selector": None,
+    # values.yaml kubeletPlugin.tolerations: GPU nodes are commonly tainted nvidia.com/gpu:NoSchedule (v25.12.0: [])
+    "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
     "rules": [                                              # templates/rbac-kubeletplugin.yaml, without computedomains
         {"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaims"], "verbs": ["get", "list", "watch"]},
         {"apiGroups": ["resource.k8s.io"], "resources": ["resourceslices"],
          "verbs": ["get", "list", "watch", "create", "update", "delete"]},
         {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch", "update"]},
         {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]},
+    ],
+    # templates/rbac-kubeletplugin.yaml Role <name>-role-kubeletplugin in the driver's namespace: MPS control daemons
+    # are Deployments the plugin creates there (featureGates.MPSSupport, set with env FEATURE_GATES); the
+    # computedomaincliques rule belongs to the ComputeDomain part, left out.
+    "namespace_rules": [
+        {"apiGroups": ["apps"], "resources": ["deployments"],
+         "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]},
     ],
     "device_classes": [
         # templates/deviceclass-gpu.yaml (the chart also sets extendedResourceName nvidia.com/gpu on v1: see above)
@@ -182,6 +230,20 @@ NVIDIA = {
         {"name": "mig.nvidia.com",
          "selectors": ["device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'mig'"]},
     ],
+    # Chart.yaml kubeVersion ">=1.32.0-0" (both releases)
+    "min_kubernetes": (1, 32),
+    "api_versions": ("v1", "v1beta2", "v1beta1"),
+    # templates/validation.yaml: resources.gpus.enabled fails unless gpuResourcesEnabledOverride, because the
+    # driver "cannot be deployed alongside the standard GPU device plugin on the same node". The preset refuses
+    # when a device plugin DaemonSet of these labels (or the collection's, serving these resources) selects a
+    # node the driver would run on.
+    "device_plugin": {
+        "resources": ["nvidia.com/gpu"],
+        # NVIDIA/k8s-device-plugin: the Helm chart (app.kubernetes.io/name), the static manifest
+        # (deployments/static/nvidia-device-plugin.yml: name), the GPU Operator's DaemonSet (app)
+        "labels": [("app.kubernetes.io/name", "nvidia-device-plugin"), ("name", "nvidia-device-plugin-ds"),
+                   ("app", "nvidia-device-plugin-daemonset")],
+    },
 }
 
 # -- Intel's GPU resource driver (intel/intel-resource-drivers-for-kubernetes gpu-v0.11.0) ----------------------
@@ -213,9 +275,12 @@ INTEL = {
                 _volume("sysfs", "/sys"), _volume("xpumd-socket", "/run/xpumd")],
     "priority_class": None,                                 # resource-driver.yaml sets none
     "update_strategy": None,                                # resource-driver.yaml sets none (the API's default)
-    # deployments/gpu/overlays/nfd_labeled_nodes: nodeSelector intel.feature.node.kubernetes.io/gpu=true; the base
-    # runs everywhere. The preset keeps the base (node_selector restricts it).
+    # deployments/gpu/overlays/nfd_labeled_nodes/add-nodeselector-intel-gpu.yaml: the label NFD's rule
+    # nfd-intel-gpu-device-rule.yaml sets on nodes with an Intel (vendor 8086) display controller of class 0300 or
+    # 0380. The base runs on every node, where a node without an Intel GPU publishes nothing; node_selector
+    # replaces it.
     "node_terms": [],
+    "node_selector": {"intel.feature.node.kubernetes.io/gpu": "true"},
     "tolerations": [],
     "rules": [                                              # resource-driver.yaml ClusterRole
         {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]},
@@ -223,9 +288,18 @@ INTEL = {
          "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]},
         {"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaims"], "verbs": ["get"]},
     ],
+    "namespace_rules": [],
     "device_classes": [                                     # device-class.yaml (gpu-vfio.intel.com is for VMs: left out)
         {"name": "gpu.intel.com", "selectors": ['device.driver == "gpu.intel.com"']},
     ],
+    # doc/gpu/README.md: v0.11.0 supports Kubernetes v1.34+; device-class.yaml and the driver (k8s.io/api v0.36)
+    # speak resource.k8s.io/v1 only
+    "min_kubernetes": (1, 34),
+    "api_versions": ("v1",),
+    # intel/intel-device-plugins-for-kubernetes' GPU plugin (deployments/gpu_plugin: app=intel-gpu-plugin) hands out
+    # the same GPUs as gpu.intel.com/i915 or gpu.intel.com/xe
+    "device_plugin": {"resources": ["gpu.intel.com/i915", "gpu.intel.com/xe"],
+                      "labels": [("app", "intel-gpu-plugin")]},
 }
 
 PRESETS = {"example": EXAMPLE, "nvidia": NVIDIA, "intel": INTEL}

@@ -491,6 +491,7 @@ from ansible_collections.kubehw.devices.plugins.module_utils._client import (
 from ansible_collections.kubehw.devices.plugins.module_utils import _daemonset_compare as compare
 from ansible_collections.kubehw.devices.plugins.module_utils import _daemonset_manifest as manifest
 from ansible_collections.kubehw.devices.plugins.module_utils import _daemonset_rollout as ds_rollout
+from ansible_collections.kubehw.devices.plugins.module_utils import _daemonset_task as ds_task
 from ansible_collections.kubehw.devices.plugins.module_utils import _device_plugin_presets as presets
 from ansible_collections.kubehw.devices.plugins.module_utils import _k8s_objects as objects
 from ansible_collections.kubehw.devices.plugins.module_utils._daemonset_manifest import DaemonSetSpecError
@@ -573,6 +574,9 @@ class DevicePluginDeploy(object):
         self.warnings = []
         self.deadline = None
         self.old_pods = None
+        self.waiter = None
+        self.joining = {}
+        self.since = None   # apiserver time of this run's DaemonSet write (its managedFields), for the events
         # a node serving any one of the resources is enough (the Intel GPU plugin: i915 or xe)
         self.any_of = self.params.get("state") == "present" and self.params.get("preset") in presets.PRESETS \
             and manifest.serves_any(self.params)
@@ -620,9 +624,10 @@ class DevicePluginDeploy(object):
         if conflict:
             raise TaskFailed(conflict)
         self._refuse_foreign_daemonset(live, "replace its pod template")
-        if live is not None and not self._managed_here(live):
-            self.warnings.append("DaemonSet %s/%s was not created by this module; it is now managed by it "
-                                 "(adopt_daemonset)" % (self.namespace, self.name))
+        adopted = ds_task.adoption_warning(live, self.namespace, self.name)
+        if adopted:
+            self.warnings.append(adopted)
+        self._check_runtime_class(desired)
         live_cm = self.read_configmap()
         stale_cm = None
         if configmap is None:
@@ -678,6 +683,7 @@ class DevicePluginDeploy(object):
         current = live
         if ds_diffs:
             current = self._write_daemonset(desired, live)
+            self.since = ds_rollout.latest_write_time(current)
         if configmap is not None and not self._owned_by_ds(cm_obj, current):
             cm_obj = self._write_configmap(configmap, cm_obj, current)
         self.result["configmap"] = cm_obj
@@ -819,13 +825,11 @@ class DevicePluginDeploy(object):
         raise KubeHwError("Failed to write DaemonSet %s/%s: it kept changing under us (409 Conflict three times)"
                           % (self.namespace, self.name), status=409, reason="Conflict")
 
-    def _watch_daemonset(self, predicate, what):
-        key = "%s/%s" % (self.namespace, self.name)
-        objects = self.client.watch(
-            self.client.apps.list_namespaced_daemon_set, lambda objs: key in objs and predicate(objs[key]),
-            timeout=self.remaining(), what=what, namespace=self.namespace,
-            field_selector="metadata.name=%s" % self.name)
-        return objects[key]
+    def _watch_daemonset(self, predicate, what, on_slice=None):
+        """The shared rollout wait (_daemonset_task.RolloutWait): fails fast on the controller's FailedCreate."""
+        if self.waiter is None:
+            self.waiter = ds_task.RolloutWait(self.client, self.namespace, self.name, self.remaining, self.since)
+        return self.waiter.wait(predicate, what, self.result.get("daemonset"), on_slice=on_slice)
 
     def _wait_rollout(self, current, resources):
         on_delete = ds_rollout.rollout_status(current)["strategy"] == "OnDelete"
@@ -840,9 +844,11 @@ class DevicePluginDeploy(object):
                 lambda ds: ds_rollout.rollout_done(ds) or (
                     on_delete and not self.params["delete_old_pods"] and ds_rollout.rollout_status(ds)["old_pods_pending"]),
                 "finish the rollout of DaemonSet %s/%s" % (self.namespace, self.name))
+            current = self._wait_joining(current)
         except KubeHwError as err:
             if err.reason != "Timeout":
                 raise
+            self._fail_joining()
             self._fail_timeout("the rollout", resources, check_resources=False)
         self._check_selects_nodes(current)
         state = self._report(current, resources)
@@ -856,13 +862,48 @@ class DevicePluginDeploy(object):
                 % (self.namespace, self.name, len(old), ", ".join(sorted(old)) or "none listed"))
         return current
 
+    def _wait_joining(self, current):
+        """A finished rollout over zero nodes while matching nodes are still joining (not Ready yet, or tainted
+        not-ready, as every node is at registration): wait for pods there within wait_timeout."""
+        state = ds_rollout.rollout_status(current)
+        if not state["done"] or state["desired"] > 0:
+            return current
+        joining, _selection = ds_task.zero_nodes_outcome(current, list(self.list_nodes().values()))
+        if not joining:
+            return current
+        self.joining = joining
+
+        def settled(daemonset):
+            nodes = list(self.list_nodes().values())
+            self.joining, _ = ds_task.zero_nodes_outcome(daemonset, nodes)
+            return not self.joining and not ds_rollout.selected_nodes(daemonset["spec"]["template"].get("spec"), nodes)
+
+        return self._watch_daemonset(
+            lambda ds: ds_rollout.rollout_done(ds) and ds_rollout.rollout_status(ds)["desired"] > 0,
+            "see DaemonSet %s/%s roll out on the joining node(s) %s" % (self.namespace, self.name,
+                                                                       ds_task.joining_text(joining)),
+            on_slice=settled)
+
+    def _fail_joining(self):
+        if not getattr(self, "joining", None):
+            return
+        current = self.read_daemonset() or self.result["daemonset"]
+        if ds_rollout.rollout_status(current)["desired"] > 0:
+            return
+        joining, selection = ds_task.zero_nodes_outcome(current, list(self.list_nodes().values()))
+        if joining:
+            raise TaskFailed(
+                "Timed out after %ss waiting for DaemonSet %s/%s: the nodes it selects are still joining and never "
+                "became schedulable: %s (the node lifecycle controller removes node.kubernetes.io/not-ready once the "
+                "kubelet reports Ready); %s" % (self.params["wait_timeout"], self.namespace, self.name,
+                                                ds_task.joining_text(joining), selection))
+
     def _check_selects_nodes(self, current):
         """A rollout over zero nodes is no success: the plugin runs nowhere (wrong label, NFD not deployed)."""
         state = ds_rollout.rollout_status(current)
         if not state["done"] or state["desired"] > 0:
             return
-        selection = ds_rollout.node_selection_report(current["spec"]["template"].get("spec"),
-                                                     list(self.list_nodes().values()))
+        _joining, selection = ds_task.zero_nodes_outcome(current, list(self.list_nodes().values()))
         if self.params["allow_empty_rollout"]:
             self.warnings.append("DaemonSet %s/%s selects no node (allow_empty_rollout): %s"
                                  % (self.namespace, self.name, selection))
@@ -974,18 +1015,34 @@ class DevicePluginDeploy(object):
     # -- absent --------------------------------------------------------------------------------
     @staticmethod
     def _managed_here(daemonset):
-        return (daemonset["metadata"].get("labels") or {}).get(objects.MANAGED_BY_LABEL) == objects.MANAGED_BY
+        return ds_task.managed_here(daemonset)
 
     def _refuse_foreign_daemonset(self, live, action):
         """A DaemonSet of that name someone else made (Helm, an operator, by hand) is theirs: refused before any
-        write unless adopt_daemonset, as a foreign ConfigMap is unless adopt_configmap (issue 10)."""
-        if live is None or self._managed_here(live) or self.params["adopt_daemonset"]:
+        write unless adopt_daemonset, as a foreign ConfigMap is unless adopt_configmap (issue 10); the rule
+        dra_driver_deploy shares (_daemonset_task)."""
+        refusal = ds_task.foreign_daemonset_refusal(live, self.namespace, self.name, self.params["adopt_daemonset"],
+                                                    action)
+        if refusal:
+            raise TaskFailed(refusal)
+
+    def _check_runtime_class(self, desired):
+        """Every pod naming a RuntimeClass that does not exist is refused by the apiserver, so a rollout would only
+        wait out wait_timeout: refused before any write (in check mode a warning, since the play may create it
+        first)."""
+        if self.params["wait"] == "none":
             return
-        raise TaskFailed(
-            "DaemonSet %s/%s exists and was not created by this module (%s, no label %s=%s); this task would %s. "
-            "Choose another name, remove that DaemonSet, or set adopt_daemonset: true to let this module take it over."
-            % (self.namespace, self.name, objects.owner_description(live), objects.MANAGED_BY_LABEL,
-               objects.MANAGED_BY, action))
+        missing = ds_task.missing_runtime_class(self.client, desired["spec"]["template"]["spec"])
+        if not missing:
+            return
+        text = ("RuntimeClass %s, which the %s preset's pods name (runtime_class_name), does not exist, so the "
+                "apiserver would refuse every plugin pod. Create it first (the nvidia_container_toolkit role, or "
+                "kubehw.devices.k8s_runtime_class), or set runtime_class_name: \"\" for none."
+                % (missing, self.params["preset"]))
+        if self.check_mode:
+            self.warnings.append(text)
+            return
+        raise TaskFailed(text + " Nothing was written.")
 
     def absent(self):
         live = self.read_daemonset()

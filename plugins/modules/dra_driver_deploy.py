@@ -135,7 +135,38 @@ options:
     type: int
     default: 300
   allow_empty_rollout:
-    description: Succeed with a warning when the DaemonSet selects no node, instead of failing.
+    description:
+      - Succeed with a warning when the DaemonSet selects no node, instead of failing.
+      - Nodes that match the selection but are still joining (not Ready yet, or tainted
+        C(node.kubernetes.io/not-ready) as every node is at registration) are waited for within O(wait_timeout), and
+        named if they never become schedulable; the task fails at once only when no node matches at all.
+    type: bool
+    default: false
+  nvidia_driver_root:
+    description:
+      - With O(preset=nvidia), where the NVIDIA driver is installed on the nodes (the chart's C(nvidiaDriverRoot)):
+        V(/) when the driver is installed on the host (the C(kubehw.devices.nvidia_driver) role), V(/run/nvidia/driver)
+        when the NVIDIA GPU Operator's driver container installs it. An absolute path in normal form.
+      - It is mounted as upstream does (the root as C(/driver-root), its parent as C(/driver-root-parent) for the
+        init container, read-only for V(/), with C(HostToContainer) propagation otherwise) and set as
+        C(NVIDIA_DRIVER_ROOT) in the init container and the plugin container.
+    type: str
+    default: /
+  adopt_daemonset:
+    description:
+      - A DaemonSet of O(name) that this module did not create (no label C(app.kubernetes.io/managed-by=kubehw.devices):
+        a Helm release, an operator, made by hand) fails the task before any write, with O(state=present) and
+        O(state=absent) alike, unless this is true; then the module takes it over (present) or deletes it (absent).
+        The same rule as M(kubehw.devices.device_plugin_deploy)'s.
+    type: bool
+    default: false
+  allow_device_plugin_overlap:
+    description:
+      - The V(nvidia) and V(intel) drivers hand out the same GPUs as the vendor's device plugin. The task fails before
+        any write, naming the DaemonSets and the nodes, when a device plugin DaemonSet serving them (one of
+        M(kubehw.devices.device_plugin_deploy)'s, or one with the vendor's upstream labels in any namespace) selects a
+        node the driver would run on. Set this to true only when both are meant to run there (upstream's
+        C(gpuResourcesEnabledOverride)); the migration in C(docs/dra.md) keeps them on different nodes instead.
     type: bool
     default: false
 notes:
@@ -144,7 +175,14 @@ notes:
     C(watch) on C(nodes) and on C(resourceslices), C(get), C(create), C(update), C(delete) on C(deviceclasses), and
     with O(rbac=create) the same on C(clusterroles) and C(clusterrolebindings) plus the rights the ClusterRole grants
     (or C(escalate)/C(bind)). See C(docs/dra.md).
-  - The kubelet plugin needs Kubernetes 1.32 or later with DRA enabled on the kubelets.
+  - The identity also needs C(list) on C(daemonsets) in all namespaces for the device-plugin check (V(nvidia),
+    V(intel)), C(list) on C(events) in O(namespace) for the rollout wait, and with O(preset=nvidia) and O(rbac=create)
+    C(get), C(create), C(update), C(delete) on C(roles) and C(rolebindings) in O(namespace).
+  - Each preset's Kubernetes floor is checked before any write (the server version and the served
+    C(resource.k8s.io) version) - V(example) 1.33, V(nvidia) 1.32, V(intel) 1.34 with C(resource.k8s.io/v1) - and
+    the task refuses naming it.
+  - The rollout wait fails within seconds, with the controller's message, when the DaemonSet controller reports
+    that it cannot create the pods (C(FailedCreate) events: a quota, PodSecurity, an admission webhook).
 seealso:
   - module: kubehw.devices.dra_device_class
   - module: kubehw.devices.device_plugin_deploy
@@ -274,33 +312,43 @@ from ansible_collections.kubehw.devices.plugins.module_utils._client import (
     protect_kubeconfig_secrets,
 )
 from ansible_collections.kubehw.devices.plugins.module_utils import _daemonset_compare as compare
-from ansible_collections.kubehw.devices.plugins.module_utils import _daemonset_manifest as manifest
 from ansible_collections.kubehw.devices.plugins.module_utils import _daemonset_rollout as ds_rollout
+from ansible_collections.kubehw.devices.plugins.module_utils import _daemonset_task as ds_task
 from ansible_collections.kubehw.devices.plugins.module_utils import _dra as dra
+from ansible_collections.kubehw.devices.plugins.module_utils import _dra_driver_manifest as dra_manifest
 from ansible_collections.kubehw.devices.plugins.module_utils import _dra_driver_presets as presets
 from ansible_collections.kubehw.devices.plugins.module_utils import _k8s_objects as objects
 from ansible_collections.kubehw.devices.plugins.module_utils._daemonset_manifest import (
-    COMPONENT_LABEL,
     NAME_LABEL,
     DaemonSetSpecError,
     check_dns_label,
     check_env_names,
-    content_hash,
-    default_affinity,
-    env_list,
 )
 from ansible_collections.kubehw.devices.plugins.module_utils._daemonset_manifest import positive_int as whole_number
+from ansible_collections.kubehw.devices.plugins.module_utils._dra import (  # noqa: F401 (the module's API)
+    node_results,
+    nodes_missing_devices,
+    published_by_node,
+)
+from ansible_collections.kubehw.devices.plugins.module_utils._dra_driver_manifest import (  # noqa: F401
+    COMPONENT,
+    DEFAULT_NAMESPACE,
+    DRIVER_ANNOTATION,
+    RBAC_GROUP,
+    build_daemonset,
+    build_device_classes,
+    build_namespace_rbac,
+    build_rbac,
+    device_class_params,
+    object_names,
+)
 from ansible_collections.kubehw.devices.plugins.module_utils._k8s_objects import TaskFailed
 
-DEFAULT_NAMESPACE = "kubehw-dra-drivers"
 WAIT_MODES = ("none", "rollout", "devices")
-COMPONENT = "dra-kubelet-plugin"
-# On the pod template: which DRA driver the pods run (read by people and by the simulated kubelet).
-DRIVER_ANNOTATION = "devices.kubehw.io/dra-driver"
-RBAC_GROUP = "rbac.authorization.k8s.io"
+OVERLAP_OPTION = "allow_device_plugin_overlap"
 
 
-# -- validation and building (pure functions) ------------------------------------------------------
+# -- validation and building (pure functions; the builders are _dra_driver_manifest's) --------------------
 
 def validate(params):
     """Everything that can be checked without a cluster; raises DaemonSetSpecError naming the value and the rule."""
@@ -314,6 +362,10 @@ def validate(params):
     objects.label_map(params.get("node_selector"), "node_selector", DaemonSetSpecError)
     objects.check_tolerations(params.get("tolerations"), DaemonSetSpecError)
     check_env_names(params.get("env"))
+    if params.get("nvidia_driver_root") is not None:
+        if "driver_root" not in presets.PRESETS[preset]:
+            raise DaemonSetSpecError("nvidia_driver_root is an option of the nvidia preset, not of %s" % preset)
+        dra_manifest.check_driver_root(params["nvidia_driver_root"])
     if params.get("min_count") is not None:
         params["min_count"] = whole_number(params["min_count"], "min_count", minimum=0)
     if params.get("wait_timeout") is not None:
@@ -331,108 +383,6 @@ def validate(params):
             dra.build_device_class(class_params)
         except dra.DeviceClassSpecError as err:
             raise DaemonSetSpecError("DeviceClass %s: %s" % (class_params["name"], err))
-
-
-def object_names(params):
-    preset = presets.PRESETS[params["preset"]]
-    name = params.get("name") or preset["name"]
-    return name, params.get("namespace") or DEFAULT_NAMESPACE
-
-
-def _labels(name):
-    return {NAME_LABEL: name, COMPONENT_LABEL: COMPONENT, objects.MANAGED_BY_LABEL: objects.MANAGED_BY}
-
-
-def _container(spec, image, user_env=None):
-    container = {"name": spec["name"], "image": image}
-    for key, field in (("command", "command"), ("args", "args"), ("ports", "ports")):
-        if spec.get(key):
-            container[field] = copy.deepcopy(spec[key])
-    preset_env = [dict(e, value=image) if e.get("name") == "IMAGE_NAME" else e for e in spec.get("env") or []]
-    env = env_list(preset_env, user_env)
-    if env:
-        container["env"] = env
-    if spec.get("startup_probe"):
-        container["startupProbe"] = copy.deepcopy(spec["startup_probe"])
-    if spec.get("liveness_probe"):
-        container["livenessProbe"] = copy.deepcopy(spec["liveness_probe"])
-    container["securityContext"] = copy.deepcopy(spec["security_context"])
-    container["volumeMounts"] = copy.deepcopy(spec["mounts"])
-    return container
-
-
-def build_daemonset(params):
-    """The kubelet-plugin DaemonSet for params that passed validate()."""
-    preset = presets.PRESETS[params["preset"]]
-    name, namespace = object_names(params)
-    image = params.get("image") or preset["image"]
-    containers = [_container(c, image, params.get("env") if index == 0 else None)
-                  for index, c in enumerate(preset["containers"])]
-    pod_spec = {"serviceAccountName": name, "containers": containers, "volumes": copy.deepcopy(preset["volumes"])}
-    if preset["init_containers"]:
-        pod_spec["initContainers"] = [_container(c, image) for c in preset["init_containers"]]
-    if preset["priority_class"]:
-        pod_spec["priorityClassName"] = preset["priority_class"]
-    tolerations = params["tolerations"] if params.get("tolerations") is not None else preset["tolerations"]
-    if tolerations:
-        pod_spec["tolerations"] = copy.deepcopy(tolerations)
-    if params.get("node_selector"):
-        pod_spec["nodeSelector"] = dict((k, objects.to_text(v)) for k, v in params["node_selector"].items())
-    elif preset["node_terms"]:
-        pod_spec["affinity"] = default_affinity(preset["node_terms"])
-    labels = _labels(name)
-    spec = {
-        "selector": {"matchLabels": {NAME_LABEL: name}},
-        "template": {"metadata": {"labels": dict(labels), "annotations": {DRIVER_ANNOTATION: preset["driver"]}},
-                     "spec": pod_spec},
-    }
-    if preset["update_strategy"]:
-        spec["updateStrategy"] = copy.deepcopy(preset["update_strategy"])
-    annotations = {DRIVER_ANNOTATION: preset["driver"]}
-    daemonset = {"apiVersion": "apps/v1", "kind": "DaemonSet",
-                 "metadata": {"name": name, "namespace": namespace, "labels": labels, "annotations": annotations},
-                 "spec": spec}
-    # The same bookkeeping as device_plugin_deploy: which keys are ours, and a fingerprint of what was applied.
-    annotations[objects.MANAGED_KEYS_ANNOTATION] = json.dumps(
-        {"labels": sorted(labels), "annotations": sorted(annotations) + [objects.MANAGED_KEYS_ANNOTATION]},
-        sort_keys=True, separators=(",", ":"))
-    annotations[manifest.APPLIED_HASH_ANNOTATION] = content_hash(
-        {"spec": spec, "labels": labels, "annotations": annotations})
-    return daemonset
-
-
-def build_rbac(params):
-    """(ServiceAccount, ClusterRole, ClusterRoleBinding), all named after the DaemonSet."""
-    preset = presets.PRESETS[params["preset"]]
-    name, namespace = object_names(params)
-    labels = _labels(name)
-    account = {"apiVersion": "v1", "kind": "ServiceAccount",
-               "metadata": {"name": name, "namespace": namespace, "labels": dict(labels)}}
-    role = {"apiVersion": "%s/v1" % RBAC_GROUP, "kind": "ClusterRole",
-            "metadata": {"name": name, "labels": dict(labels)}, "rules": copy.deepcopy(preset["rules"])}
-    binding = {"apiVersion": "%s/v1" % RBAC_GROUP, "kind": "ClusterRoleBinding",
-               "metadata": {"name": name, "labels": dict(labels)},
-               "roleRef": {"apiGroup": RBAC_GROUP, "kind": "ClusterRole", "name": name},
-               "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": namespace}]}
-    return account, role, binding
-
-
-def device_class_params(params, state="present"):
-    """dra_device_class's options for each of the preset's DeviceClasses (none with device_classes: false); the
-    first is the main one, which carries extended_resource_name. They go to _dra.manage_device_class, the code
-    dra_device_class runs."""
-    if not params.get("device_classes", True):
-        return []
-    preset = presets.PRESETS[params["preset"]]
-    return [{"name": entry["name"], "state": state, "selectors": list(entry["selectors"]), "config": None,
-             "extended_resource_name": params.get("extended_resource_name") if index == 0 else None,
-             "labels": None, "adopt": False}
-            for index, entry in enumerate(preset["device_classes"])]
-
-
-def build_device_classes(params):
-    """The preset's DeviceClasses (v1 shape) as dra_device_class builds them."""
-    return [dra.build_device_class(p) for p in device_class_params(params)]
 
 
 def _labels_differ(desired, live):
@@ -477,69 +427,6 @@ def managed_here(obj, name=None):
     labels = ((obj or {}).get("metadata") or {}).get("labels") or {}
     return labels.get(objects.MANAGED_BY_LABEL) == objects.MANAGED_BY and (
         name is None or labels.get(NAME_LABEL) == name)
-
-
-# -- ResourceSlices: what a node published ----------------------------------------------------------
-
-def published_by_node(slices, driver, version="v1"):
-    """node -> {"pools": {pool: state}, "devices": [names]} from the driver's slices.
-
-    Per pool (driver, pool name) only the slices of the newest generation count, and the pool is complete once
-    as many slices of that generation exist as its ``resourceSliceCount`` says; the devices of incomplete
-    pools are not counted (the scheduler does not use them either). Slices not tied to one node are skipped.
-    """
-    pools = {}
-    for item in slices:
-        spec = (dra.slice_to_v1(item, version).get("spec") or {})
-        if spec.get("driver") != driver or not spec.get("nodeName"):
-            continue
-        pool = spec.get("pool") or {}
-        key = (spec["nodeName"], pool.get("name"))
-        generation = pool.get("generation") or 0
-        entry = pools.get(key)
-        if entry is None or generation > entry["generation"]:
-            entry = pools[key] = {"generation": generation, "expected": pool.get("resourceSliceCount") or 1,
-                                  "slices": 0, "devices": []}
-        elif generation < entry["generation"]:
-            continue
-        entry["slices"] += 1
-        entry["devices"].extend(d.get("name") for d in spec.get("devices") or [])
-    nodes = {}
-    for (node, pool_name), entry in sorted(pools.items()):
-        out = nodes.setdefault(node, {"pools": {}, "devices": []})
-        complete = entry["slices"] >= entry["expected"]
-        out["pools"][pool_name] = {"generation": entry["generation"], "slices": entry["slices"],
-                                   "expected": entry["expected"], "complete": complete}
-        if complete:
-            out["devices"].extend(entry["devices"])
-    for out in nodes.values():
-        out["devices"].sort()
-    return nodes
-
-
-def nodes_missing_devices(published, node_names, min_count):
-    """{node: what is missing} for the nodes that have not published min_count devices in complete pools."""
-    missing = {}
-    for node in node_names:
-        entry = published.get(node)
-        if entry is None:
-            missing[node] = "no ResourceSlice"
-            continue
-        incomplete = ["pool %s has %d of %d slices of generation %d" % (p, s["slices"], s["expected"], s["generation"])
-                      for p, s in sorted(entry["pools"].items()) if not s["complete"]]
-        if len(entry["devices"]) < min_count:
-            text = "%d of %d devices" % (len(entry["devices"]), min_count)
-            if incomplete:
-                text += " (%s)" % "; ".join(incomplete)
-            missing[node] = text
-    return missing
-
-
-def node_results(published, node_names, driver):
-    return [{"name": node, "driver": driver, "pools": sorted((published.get(node) or {}).get("pools") or {}),
-             "devices": list((published.get(node) or {}).get("devices") or []),
-             "device_count": len((published.get(node) or {}).get("devices") or [])}
-            for node in sorted(node_names)]
 
 
 # -- the task --------------------------------------------------------------------------------------
@@ -591,6 +478,30 @@ class DraDriverDeploy(object):
                              what='read ClusterRoleBinding "%s"' % self.name)
         return account, role, binding
 
+    def read_namespace_rbac(self):
+        role = self._read(self.client.rbac.read_namespaced_role, self.name, self.namespace,
+                          what='read Role "%s/%s"' % (self.namespace, self.name))
+        binding = self._read(self.client.rbac.read_namespaced_role_binding, self.name, self.namespace,
+                             what='read RoleBinding "%s/%s"' % (self.namespace, self.name))
+        return role, binding
+
+    def _check_device_plugin_overlap(self, desired_ds):
+        """Refuse before any write when a device plugin serving the preset's devices (the collection's, or one with
+        the vendor's upstream labels) runs on nodes the driver would run on (upstream: gpuResourcesEnabledOverride)."""
+        plugin = self.preset.get("device_plugin")
+        if not plugin or self.params.get(OVERLAP_OPTION):
+            return
+        listing = self.client.list_all(self.client.apps.list_daemon_set_for_all_namespaces,
+                                       what="list DaemonSets in all namespaces (device plugins serving %s)"
+                                       % " or ".join(plugin["resources"]))
+        plugins = ds_task.device_plugin_daemonsets(listing.get("items") or [], plugin)
+        if not plugins:
+            return
+        nodes = list(self.list_nodes().values())
+        overlap = ds_task.overlapping_nodes(desired_ds["spec"]["template"]["spec"], plugins, nodes)
+        if overlap:
+            raise TaskFailed(ds_task.overlap_message(self.driver, overlap, plugin["resources"], OVERLAP_OPTION))
+
     def list_pods(self, daemonset):
         selector = ",".join("%s=%s" % kv for kv in sorted(daemonset["spec"]["selector"]["matchLabels"].items()))
         listing = self.client.list_all(self.client.core.list_namespaced_pod, self.namespace, label_selector=selector,
@@ -614,8 +525,13 @@ class DraDriverDeploy(object):
     def present(self):
         version = self.api.discover()
         self.result["api_version"] = "%s/%s" % (dra.GROUP, version)
+        # The preset's floor before anything else: a driver the cluster cannot run would only hang a rollout.
+        problem = dra_manifest.version_problem(self.params["preset"], self.api.server_version(), version)
+        if problem:
+            raise TaskFailed("Refusing to deploy: %s. Nothing was written." % problem)
         desired_ds = build_daemonset(self.params)
         account, role, binding = build_rbac(self.params)
+        namespace_rbac = build_namespace_rbac(self.params) if self.params["rbac"] == "create" else None
         classes = device_class_params(self.params)
         self.result["device_classes"] = [c["name"] for c in classes]
 
@@ -624,9 +540,14 @@ class DraDriverDeploy(object):
         conflict = compare.selector_conflict(desired_ds, live_ds)
         if conflict:
             raise TaskFailed(conflict)
-        if live_ds is not None and not managed_here(live_ds):
-            self.warnings.append("DaemonSet %s/%s was not created by this module; it is now managed by it"
-                                 % (self.namespace, self.name))
+        refusal = ds_task.foreign_daemonset_refusal(live_ds, self.namespace, self.name,
+                                                    self.params.get("adopt_daemonset"), "replace its pod template")
+        if refusal:
+            raise TaskFailed(refusal + " Nothing was written.")
+        adopted = ds_task.adoption_warning(live_ds, self.namespace, self.name)
+        if adopted:
+            self.warnings.append(adopted)
+        self._check_device_plugin_overlap(desired_ds)
         live_account, live_role, live_binding = self.read_rbac()
         rbac_plan = []
         if self.params["rbac"] == "existing":
@@ -643,8 +564,12 @@ class DraDriverDeploy(object):
                     "and binding are cluster-wide and named after the driver, so a driver of the same name in "
                     "namespace %s would take them over. Give this driver another name. Nothing was written."
                     % (self.name, self.name, ", ".join(elsewhere), self.namespace))
-            for kind, desired, live in (("ServiceAccount", account, live_account), ("ClusterRole", role, live_role),
-                                        ("ClusterRoleBinding", binding, live_binding)):
+            wanted = [("ServiceAccount", account, live_account), ("ClusterRole", role, live_role),
+                      ("ClusterRoleBinding", binding, live_binding)]
+            if namespace_rbac is not None:
+                live_ns_role, live_ns_binding = self.read_namespace_rbac()
+                wanted += [("Role", namespace_rbac[0], live_ns_role), ("RoleBinding", namespace_rbac[1], live_ns_binding)]
+            for kind, desired, live in wanted:
                 if live is not None and not managed_here(live, self.name):
                     raise TaskFailed(
                         "%s %s exists and was not created by this module (%s): it would be replaced and deleted with "
@@ -683,8 +608,10 @@ class DraDriverDeploy(object):
         for kind, desired, live in rbac_plan:
             self._write_rbac(kind, desired, live)
         current = live_ds
+        since = None
         if ds_diffs:
             current = self._write_daemonset(desired_ds, live_ds)
+            since = ds_rollout.latest_write_time(current)
         self.result["daemonset"] = current
 
         wait = self.params["wait"]
@@ -692,7 +619,7 @@ class DraDriverDeploy(object):
             self.result["rollout"] = ds_rollout.rollout_status(current)
             return
         self.result["waited_for"] = wait
-        current = self._wait_rollout(current)
+        current = self._wait_rollout(current, since)
         self.result["daemonset"] = current
         if wait == "devices":
             self._wait_devices(current, version)
@@ -728,14 +655,20 @@ class DraDriverDeploy(object):
             "ClusterRole": (rbac.create_cluster_role, rbac.replace_cluster_role, rbac.read_cluster_role, ()),
             "ClusterRoleBinding": (rbac.create_cluster_role_binding, rbac.replace_cluster_role_binding,
                                    rbac.read_cluster_role_binding, ()),
+            "Role": (rbac.create_namespaced_role, rbac.replace_namespaced_role, rbac.read_namespaced_role,
+                     (self.namespace,)),
+            "RoleBinding": (rbac.create_namespaced_role_binding, rbac.replace_namespaced_role_binding,
+                            rbac.read_namespaced_role_binding, (self.namespace,)),
         }
         create_fn, replace_fn, read_fn, scope = calls[kind]
         find = self.client.finder(read_fn, name, *scope, what="read %s %s again" % (kind, self._display(desired)))
         if live is None:
             self._create(create_fn, scope, desired, "create %s %s" % (kind, self._display(desired)), find)
-        elif kind == "ClusterRoleBinding" and live.get("roleRef") != desired["roleRef"]:
+        elif kind in ("ClusterRoleBinding", "RoleBinding") and live.get("roleRef") != desired["roleRef"]:
             # roleRef is immutable: a binding of ours pointing elsewhere is replaced by delete and create.
-            self.client.call_json(rbac.delete_cluster_role_binding, name, what='delete ClusterRoleBinding "%s"' % name)
+            delete_fn = rbac.delete_cluster_role_binding if kind == "ClusterRoleBinding" else \
+                rbac.delete_namespaced_role_binding
+            self.client.call_json(delete_fn, name, *scope, what="delete %s %s" % (kind, self._display(desired)))
             self._create(create_fn, scope, desired, "create %s %s" % (kind, self._display(desired)), find)
         else:
             self.client.replace_json(replace_fn, name, *(scope + (self._update(desired, live),)),
@@ -776,21 +709,29 @@ class DraDriverDeploy(object):
                           status=409, reason="Conflict")
 
     # -- waiting -----------------------------------------------------------------------------------
-    def _wait_rollout(self, current):
+    def _wait_rollout(self, current, since=None):
         key = "%s/%s" % (self.namespace, self.name)
+        waiter = ds_task.RolloutWait(self.client, self.namespace, self.name, self.remaining, since)
+        joining = {}
         try:
-            found = self.client.watch(
-                self.client.apps.list_namespaced_daemon_set,
-                lambda objs: key in objs and ds_rollout.rollout_done(objs[key]),
-                timeout=self.remaining(), what="finish the rollout of DaemonSet %s" % key,
-                namespace=self.namespace, field_selector="metadata.name=%s" % self.name)
-            current = found[key]
+            current = waiter.wait(ds_rollout.rollout_done, "finish the rollout of DaemonSet %s" % key, current)
+            if ds_rollout.rollout_status(current)["desired"] == 0:
+                current, joining = self._wait_joining(waiter, current)
         except KubeHwError as err:
             if err.reason != "Timeout":
                 raise
             current = self.read_daemonset() or current
             state = ds_rollout.rollout_status(current)
             self.result.update(daemonset=current, rollout=state)
+            if joining or state["desired"] == 0:
+                nodes = list(self.list_nodes().values())
+                joining, selection = ds_task.zero_nodes_outcome(current, nodes)
+                if joining:
+                    raise TaskFailed(
+                        "Timed out after %ss waiting for DaemonSet %s: the nodes it selects are still joining and "
+                        "never became schedulable: %s (the node lifecycle controller removes "
+                        "node.kubernetes.io/not-ready once the kubelet reports Ready); %s"
+                        % (self.params["wait_timeout"], key, ds_task.joining_text(joining), selection))
             report = ds_rollout.node_report(self.list_pods(current), self.list_nodes(), [], 0,
                                             current["metadata"].get("generation"))
             raise TaskFailed(ds_rollout.timeout_message("the rollout", self.params["wait_timeout"], current, state,
@@ -798,14 +739,34 @@ class DraDriverDeploy(object):
         state = ds_rollout.rollout_status(current)
         self.result["rollout"] = state
         if state["desired"] == 0:
-            selection = ds_rollout.node_selection_report(current["spec"]["template"].get("spec"),
-                                                         list(self.list_nodes().values()))
+            _joining, selection = ds_task.zero_nodes_outcome(current, list(self.list_nodes().values()))
             if not self.params["allow_empty_rollout"]:
                 raise TaskFailed("DaemonSet %s selects no node (desiredNumberScheduled is 0), so the DRA driver runs "
                                  "nowhere: %s. Label the nodes, set node_selector, or set allow_empty_rollout: true if "
                                  "no such node exists yet." % (key, selection))
             self.warnings.append("DaemonSet %s selects no node (allow_empty_rollout): %s" % (key, selection))
         return current
+
+    def _wait_joining(self, waiter, current):
+        """A finished rollout over zero nodes while matching nodes are still joining (not Ready yet, or tainted
+        not-ready): wait for the controller to schedule pods there, within wait_timeout. Returns the DaemonSet and
+        the nodes still joining (none when there were none to wait for)."""
+        joining, _selection = ds_task.zero_nodes_outcome(current, list(self.list_nodes().values()))
+        if not joining:
+            return current, {}
+        state = {"joining": joining}
+
+        def settled(daemonset):
+            # nothing left to wait for: no node joining, and none the controller would still schedule on
+            nodes = list(self.list_nodes().values())
+            state["joining"], _ = ds_task.zero_nodes_outcome(daemonset, nodes)
+            pod_spec = daemonset["spec"]["template"].get("spec")
+            return not state["joining"] and not ds_rollout.selected_nodes(pod_spec, nodes)
+
+        current = waiter.wait(lambda ds: ds_rollout.rollout_done(ds) and ds_rollout.rollout_status(ds)["desired"] > 0,
+                              "see DaemonSet %s/%s roll out on the joining node(s) %s"
+                              % (self.namespace, self.name, ds_task.joining_text(joining)), current, on_slice=settled)
+        return current, state["joining"]
 
     def _slices_fn(self, version):
         return functools.partial(self.api.custom.list_cluster_custom_object, dra.GROUP, version, "resourceslices")
@@ -861,12 +822,12 @@ class DraDriverDeploy(object):
             self.result["api_version"] = "%s/%s" % (dra.GROUP, served)
         plan = []
         live_ds = self.read_daemonset()
+        refusal = ds_task.foreign_daemonset_refusal(live_ds, self.namespace, self.name,
+                                                    self.params.get("adopt_daemonset"), "delete it")
+        if refusal:
+            raise TaskFailed(refusal + " Nothing was deleted.")
         if live_ds is not None:
-            if managed_here(live_ds):
-                plan.append(("DaemonSet", live_ds))
-            else:
-                self.warnings.append("DaemonSet %s/%s was not created by this module: left alone"
-                                     % (self.namespace, self.name))
+            plan.append(("DaemonSet", live_ds))
         if self.params["rbac"] == "create":
             live_rbac = self.read_rbac()
             elsewhere = bound_elsewhere(live_rbac[2], self.name, self.namespace)
@@ -879,11 +840,18 @@ class DraDriverDeploy(object):
                 elif live is not None:
                     self.warnings.append("%s %s was not created by this module: left alone"
                                          % (kind, self._display(live)))
+            if "namespace_rules" in self.preset and self.preset["namespace_rules"]:
+                for kind, live in zip(("Role", "RoleBinding"), self.read_namespace_rbac()):
+                    if live is not None and managed_here(live, self.name):
+                        plan.append((kind, live))
+                    elif live is not None:
+                        self.warnings.append("%s %s was not created by this module: left alone"
+                                             % (kind, self._display(live)))
         classes = device_class_params(self.params, state="absent") if served else []
         self.result["device_classes"] = [c["name"] for c in classes]
         # The DaemonSet first (its pods stop publishing), then the DeviceClasses, the binding before the role,
         # the account last.
-        order = ("DaemonSet", "ClusterRoleBinding", "ClusterRole", "ServiceAccount")
+        order = ("DaemonSet", "RoleBinding", "Role", "ClusterRoleBinding", "ClusterRole", "ServiceAccount")
         plan.sort(key=lambda item: order.index(item[0]))
         for kind, live in [item for item in plan if item[0] == "DaemonSet"]:
             self._remove(kind, live)
@@ -904,6 +872,8 @@ class DraDriverDeploy(object):
             "ServiceAccount": (self.client.core.delete_namespaced_service_account, (name, self.namespace)),
             "ClusterRole": (self.client.rbac.delete_cluster_role, (name,)),
             "ClusterRoleBinding": (self.client.rbac.delete_cluster_role_binding, (name,)),
+            "Role": (self.client.rbac.delete_namespaced_role, (name, self.namespace)),
+            "RoleBinding": (self.client.rbac.delete_namespaced_role_binding, (name, self.namespace)),
         }
         fn, args = calls[kind]
         try:
@@ -932,6 +902,9 @@ def argument_spec():
         min_count=dict(type="int", default=1),
         wait_timeout=dict(type="int", default=300),
         allow_empty_rollout=dict(type="bool", default=False),
+        nvidia_driver_root=dict(type="str"),
+        adopt_daemonset=dict(type="bool", default=False),
+        allow_device_plugin_overlap=dict(type="bool", default=False),
     )
     spec.update(AUTH_ARG_SPEC)
     return spec

@@ -386,6 +386,20 @@ def test_v1beta1_only_cluster_gets_v1beta1_objects(dra, capsys):
     assert dra.calls[-1][2]["apiVersion"] == "resource.k8s.io/v1beta1"
 
 
+@pytest.mark.parametrize("served", [["v1beta2", "v1beta1"], ["v1beta1"]])
+def test_extended_resource_name_below_v1_is_refused_before_any_request_that_writes(dra, capsys, served):
+    """Issue 21, defect 5: spec.extendedResourceName came with Kubernetes 1.34 (resource.k8s.io/v1); a cluster
+    serving only v1beta2 or v1beta1 is refused naming the version it needs, not even a dry run sent."""
+    dra.served = served
+    result = run(capsys, dict(CLASS, extended_resource_name="example.com/gpu"))
+    assert result["failed"] is True and not result.get("changed")
+    assert ("extended_resource_name 'example.com/gpu' needs resource.k8s.io/v1 (Kubernetes 1.34 or later"
+            in result["msg"]) and "this cluster serves resource.k8s.io/%s" % served[0] in result["msg"]
+    assert dra.writes() == []
+    # without the field the class is written in the served version
+    assert run(capsys, CLASS)["action"] == "created"
+
+
 def test_not_served_fails_naming_the_group_before_any_write(dra, capsys):
     dra.served = ["v1alpha3"]
     result = run(capsys, CLASS)

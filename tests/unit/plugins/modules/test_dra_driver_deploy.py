@@ -15,6 +15,7 @@ import json
 import pytest
 
 from ansible_collections.kubehw.devices.plugins.module_utils import _daemonset_compare as compare
+from ansible_collections.kubehw.devices.plugins.module_utils import _daemonset_rollout as ds_rollout
 from ansible_collections.kubehw.devices.plugins.module_utils import _dra_driver_presets as presets
 from ansible_collections.kubehw.devices.plugins.module_utils._client import KubeHwError
 from ansible_collections.kubehw.devices.plugins.module_utils._daemonset_manifest import DaemonSetSpecError
@@ -89,28 +90,31 @@ def test_example_preset_is_the_dra_example_driver_chart_v0_4_0():
         "spec": {"selectors": [{"cel": {"expression": "device.driver == 'gpu.example.com'"}}]}}]
 
 
-def test_nvidia_preset_is_the_gpu_part_of_k8s_dra_driver_gpu_v25_12_0():
+def test_nvidia_preset_is_the_gpu_part_of_dra_driver_nvidia_gpu_v0_4_1():
+    """kubernetes-sigs/dra-driver-nvidia-gpu v0.4.1, deployments/helm/dra-driver-nvidia-gpu/ (issue 21, defect 10:
+    the project's current home; NVIDIA/k8s-dra-driver-gpu v25.12.0 stays selectable by image)."""
     ds = mod.build_daemonset(params(preset="nvidia"))
     pod = ds["spec"]["template"]["spec"]
-    assert ds["metadata"]["name"] == "nvidia-dra-driver-gpu-kubelet-plugin"   # templates/kubeletplugin.yaml
+    assert ds["metadata"]["name"] == "nvidia-dra-driver-gpu-kubelet-plugin"   # kept from v25.12.0 (updated in place)
     assert [c["name"] for c in pod["containers"]] == ["gpus"]                 # resources.gpus only
     assert [c["name"] for c in pod["initContainers"]] == ["init-container"]
     gpus = container(ds, "gpus")
-    assert gpus["image"] == "nvcr.io/nvidia/k8s-dra-driver-gpu:v25.12.0"     # values.yaml, Chart.yaml appVersion
+    # values.yaml image.repository, _helpers.tpl fullimage (v + Chart.yaml appVersion 0.4.1)
+    assert gpus["image"] == "registry.k8s.io/dra-driver-nvidia/dra-driver-nvidia-gpu:v0.4.1"
     assert gpus["command"] == ["gpu-kubelet-plugin"] and gpus["args"] == ["-v", "$(LOG_VERBOSITY)"]
     env = env_of(gpus)
     assert env["LOG_VERBOSITY"] == "4" and env["NVIDIA_DRIVER_ROOT"] == "/" and env["HEALTHCHECK_PORT"] == "51516"
     assert env["IMAGE_NAME"] == gpus["image"]
+    assert env["SERVICE_ACCOUNT_NAME"] == {"fieldRef": {"fieldPath": "spec.serviceAccountName"}}     # v0.4.1
+    assert env["HTTP_ENDPOINT"] == ":8080" and env["METRICS_PATH"] == "/metrics"    # kubeletPlugin.metrics
     assert mounts_of(gpus)["/var/lib/kubelet/plugins"]["mountPropagation"] == "Bidirectional"
     assert mounts_of(gpus)["/driver-root"]["mountPropagation"] == "HostToContainer"
-    assert gpus["startupProbe"]["failureThreshold"] == 60 and gpus["livenessProbe"]["periodSeconds"] == 30
+    # templates/kubeletplugin.yaml v0.4.1 (v25.12.0: periodSeconds 10, failureThreshold 60)
+    assert gpus["startupProbe"]["failureThreshold"] == 600 and gpus["startupProbe"]["periodSeconds"] == 1
+    assert gpus["livenessProbe"]["periodSeconds"] == 30
     assert container(ds, "init-container")["command"] == ["bash", "/usr/bin/kubelet-plugin-prestart.sh"]
     assert host_paths(ds)["driver-root"] == {"path": "/", "type": "DirectoryOrCreate"}
     assert ds["spec"]["updateStrategy"] == {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "100%"}}
-    terms = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
-    assert [t["matchExpressions"][0]["key"] for t in terms] == [      # values.yaml kubeletPlugin.affinity, ORed
-        "feature.node.kubernetes.io/pci-10de.present", "feature.node.kubernetes.io/cpu-model.vendor_id",
-        "nvidia.com/gpu.present"]
     # templates/rbac-kubeletplugin.yaml (computedomains left out with the ComputeDomain part)
     assert {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch", "update"]} in presets.NVIDIA["rules"]
     assert not any("computedomains" in r["resources"] for r in presets.NVIDIA["rules"])
@@ -118,6 +122,117 @@ def test_nvidia_preset_is_the_gpu_part_of_k8s_dra_driver_gpu_v25_12_0():
     assert [c["metadata"]["name"] for c in classes] == ["gpu.nvidia.com", "mig.nvidia.com"]
     assert "device.attributes['gpu.nvidia.com'].type == 'gpu'" in classes[0]["spec"]["selectors"][0]["cel"]["expression"]
     assert "extendedResourceName" not in classes[0]["spec"]     # only when asked (the chart maps nvidia.com/gpu)
+
+
+def test_the_previous_nvidia_release_runs_from_the_preset_by_image():
+    """Defect 10: NVIDIA/k8s-dra-driver-gpu v25.12.0 is selectable by image, keeping the preset's options."""
+    ds = mod.build_daemonset(params(preset="nvidia", image=presets.NVIDIA_PREVIOUS_IMAGE,
+                                    nvidia_driver_root="/run/nvidia/driver"))
+    pod = ds["spec"]["template"]["spec"]
+    assert presets.NVIDIA_PREVIOUS_IMAGE == "nvcr.io/nvidia/k8s-dra-driver-gpu:v25.12.0"
+    assert all(c["image"] == presets.NVIDIA_PREVIOUS_IMAGE for c in pod["containers"] + pod["initContainers"])
+    assert env_of(container(ds, "gpus"))["IMAGE_NAME"] == presets.NVIDIA_PREVIOUS_IMAGE
+    assert env_of(container(ds, "gpus"))["NVIDIA_DRIVER_ROOT"] == "/run/nvidia/driver"
+    assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in pod["tolerations"]
+
+
+# -- issue 21: the defects of the presets, each against the upstream file -------------------------------------
+
+def test_nvidia_driver_root_is_mounted_as_upstream_and_set_in_every_container_that_reads_it():
+    """Defect 1: values.yaml nvidiaDriverRoot; templates/kubeletplugin.yaml mounts the root as /driver-root and its
+    parent (sprig dir) as /driver-root-parent, read-only for "/" and HostToContainer otherwise; NVIDIA_DRIVER_ROOT in
+    the init container and in the gpus container."""
+    ds = mod.build_daemonset(params(preset="nvidia", nvidia_driver_root="/run/nvidia/driver/"))
+    init, gpus = container(ds, "init-container"), container(ds, "gpus")
+    assert env_of(init)["NVIDIA_DRIVER_ROOT"] == env_of(gpus)["NVIDIA_DRIVER_ROOT"] == "/run/nvidia/driver"
+    assert host_paths(ds)["driver-root"] == {"path": "/run/nvidia/driver", "type": "DirectoryOrCreate"}
+    assert host_paths(ds)["driver-root-parent"] == {"path": "/run/nvidia", "type": "DirectoryOrCreate"}
+    assert mounts_of(init)["/driver-root-parent"] == {"name": "driver-root-parent", "mountPath": "/driver-root-parent",
+                                                      "mountPropagation": "HostToContainer"}
+    # the default: the host's own driver
+    ds = mod.build_daemonset(params(preset="nvidia"))
+    init = container(ds, "init-container")
+    assert env_of(init)["NVIDIA_DRIVER_ROOT"] == "/" and host_paths(ds)["driver-root-parent"]["path"] == "/"
+    assert mounts_of(init)["/driver-root-parent"]["readOnly"] is True
+
+
+@pytest.mark.parametrize("root, message", [
+    ("run/nvidia/driver", "must be an absolute path"),
+    ("/run/../driver", "must be a normal path"),
+    ("/run//nvidia", "must be a normal path"),
+    ("/run/nvidia driver", "must not contain spaces"),
+])
+def test_nvidia_driver_root_must_be_an_absolute_normal_path(root, message):
+    with pytest.raises(DaemonSetSpecError) as err:
+        mod.validate(params(preset="nvidia", nvidia_driver_root=root))
+    assert "nvidia_driver_root %r" % root in str(err.value) and message in str(err.value)
+    with pytest.raises(DaemonSetSpecError) as err:
+        mod.validate(params(preset="intel", nvidia_driver_root="/"))
+    assert "nvidia_driver_root is an option of the nvidia preset" in str(err.value)
+
+
+def test_nvidia_tolerates_the_gpu_taint_so_the_plugin_lands_on_tainted_gpu_nodes():
+    """Defect 2: values.yaml kubeletPlugin.tolerations (v0.4.1) nvidia.com/gpu Exists NoSchedule; the DaemonSet
+    controller's predicates then select a node labelled and tainted as GPU nodes commonly are."""
+    ds = mod.build_daemonset(params(preset="nvidia"))
+    pod = ds["spec"]["template"]["spec"]
+    assert pod["tolerations"] == [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+    node = {"metadata": {"name": "gpu-1", "labels": {"nvidia.com/gpu.present": "true"}},
+            "spec": {"taints": [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]},
+            "status": {"conditions": [{"type": "Ready", "status": "True"}]}}
+    assert ds_rollout.selected_nodes(pod, [node]) == ["gpu-1"]
+
+
+def test_nvidia_affinity_has_the_nfd_pci_class_labels():
+    """Defect 3: values.yaml kubeletPlugin.affinity (v0.4.1): NFD's pci-10de, pci-0302_10de, pci-0300_10de, the CPU
+    vendor and GFD's gpu.present, ORed."""
+    pod = mod.build_daemonset(params(preset="nvidia"))["spec"]["template"]["spec"]
+    terms = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert [(t["matchExpressions"][0]["key"], t["matchExpressions"][0]["values"]) for t in terms] == [
+        ("feature.node.kubernetes.io/pci-10de.present", ["true"]),
+        ("feature.node.kubernetes.io/pci-0302_10de.present", ["true"]),
+        ("feature.node.kubernetes.io/pci-0300_10de.present", ["true"]),
+        ("feature.node.kubernetes.io/cpu-model.vendor_id", ["NVIDIA"]),
+        ("nvidia.com/gpu.present", ["true"])]
+    nfd_only = {"metadata": {"name": "h100", "labels": {"feature.node.kubernetes.io/pci-0302_10de.present": "true"}},
+                "status": {"conditions": [{"type": "Ready", "status": "True"}]}}
+    cpu_only = {"metadata": {"name": "cpu", "labels": {}}, "status": {"conditions": [{"type": "Ready", "status": "True"}]}}
+    assert ds_rollout.selected_nodes(pod, [nfd_only, cpu_only]) == ["h100"]
+
+
+def test_intel_runs_only_on_nodes_nfd_labels_as_intel_gpu_nodes():
+    """Defect 4: deployments/gpu/overlays/nfd_labeled_nodes/add-nodeselector-intel-gpu.yaml is the default; the
+    user's node_selector replaces it."""
+    pod = mod.build_daemonset(params(preset="intel"))["spec"]["template"]["spec"]
+    assert pod["nodeSelector"] == {"intel.feature.node.kubernetes.io/gpu": "true"}
+    ready = {"type": "Ready", "status": "True"}
+    nodes = [{"metadata": {"name": "arc", "labels": {"intel.feature.node.kubernetes.io/gpu": "true"}},
+              "status": {"conditions": [ready]}}]
+    nodes += [{"metadata": {"name": "cpu-%d" % i, "labels": {}}, "status": {"conditions": [ready]}} for i in range(5)]
+    assert ds_rollout.selected_nodes(pod, nodes) == ["arc"]
+    pod = mod.build_daemonset(params(preset="intel", node_selector={"pool": "arc"}))["spec"]["template"]["spec"]
+    assert pod["nodeSelector"] == {"pool": "arc"}
+
+
+def test_example_role_grants_the_granular_claim_status_verbs_of_kubernetes_1_36():
+    """Defect 7: templates/clusterrole.yaml (v0.4.0) resourceclaims/driver associated-node:update and :patch for the
+    driver's own name, which 1.36's DRAResourceClaimGranularStatusAuthorization requires."""
+    _account, role, _binding = mod.build_rbac(params())
+    assert {"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaims/driver"],
+            "verbs": ["associated-node:update", "associated-node:patch"],
+            "resourceNames": ["gpu.example.com"]} in role["rules"]
+    assert {"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaims/status"], "verbs": ["update"]} in role["rules"]
+
+
+def test_nvidia_gets_the_mps_role_in_its_namespace():
+    """Defect 8: templates/rbac-kubeletplugin.yaml's Role (MPSSupport): deployments in the driver's namespace."""
+    role, binding = mod.build_namespace_rbac(params(preset="nvidia", namespace="dra", name="gpus"))
+    assert role["kind"] == "Role" and role["metadata"]["namespace"] == "dra" and role["metadata"]["name"] == "gpus"
+    assert role["rules"] == [{"apiGroups": ["apps"], "resources": ["deployments"],
+                              "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]}]
+    assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "gpus"}
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "gpus", "namespace": "dra"}]
+    assert mod.build_namespace_rbac(params()) is None and mod.build_namespace_rbac(params(preset="intel")) is None
 
 
 def test_intel_preset_is_the_gpu_resource_driver_gpu_v0_11_0():
@@ -132,6 +247,8 @@ def test_intel_preset_is_the_gpu_resource_driver_gpu_v0_11_0():
     assert plugin["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
     assert mounts_of(plugin)["/sysfs"]["name"] == "sysfs" and host_paths(ds)["sysfs"] == {"path": "/sys"}
     assert "priorityClassName" not in pod and "updateStrategy" not in ds["spec"] and "affinity" not in pod
+    # the nfd_labeled_nodes overlay's node selection (issue 21, defect 4)
+    assert pod["nodeSelector"] == {"intel.feature.node.kubernetes.io/gpu": "true"}
     assert {"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaims"], "verbs": ["get"]} in presets.INTEL["rules"]
     assert [c["metadata"]["name"] for c in mod.build_device_classes(params(preset="intel"))] == ["gpu.intel.com"]
 
@@ -274,9 +391,11 @@ def test_v1beta1_slices_are_read_in_the_v1_shape():
 class FakeApi(object):
     """core, apps and rbac at once: objects by (kind, name); every call is recorded."""
 
-    def __init__(self, objects=None):
+    def __init__(self, objects=None, daemonsets=None, nodes=None):
         self.objects = dict(objects or {})
         self.calls = []
+        self.daemonsets = list(daemonsets or [])
+        self.nodes = list(nodes or [])
 
     def _read(self, kind, name):
         self.calls.append(("read", kind, name))
@@ -296,6 +415,20 @@ class FakeApi(object):
     def read_cluster_role_binding(self, name):
         return self._read("ClusterRoleBinding", name)
 
+    def read_namespaced_role(self, name, namespace):
+        return self._read("Role", name)
+
+    def read_namespaced_role_binding(self, name, namespace):
+        return self._read("RoleBinding", name)
+
+    def list_daemon_set_for_all_namespaces(self):
+        self.calls.append(("list", "DaemonSet", None))
+        return {"items": copy.deepcopy(self.daemonsets)}
+
+    def list_node(self):
+        self.calls.append(("list", "Node", None))
+        return {"items": copy.deepcopy(self.nodes)}
+
     def __getattr__(self, name):
         if name.startswith(("create_", "replace_", "delete_")):
             return lambda *args, **kwargs: self.calls.append(("write", name)) or {}
@@ -305,19 +438,24 @@ class FakeApi(object):
 class FakeDra(object):
     version = None
 
-    def __init__(self, classes=None):
+    def __init__(self, classes=None, server="v1.36.2", served=("v1",)):
+        self.server = server
+        self.served = list(served)
         self.classes = classes or {}
         self.writes = []
         self.dry_runs = []
         self.discoveries = 0
 
     def served_versions(self):
-        return ["v1"]
+        return list(self.served)
+
+    def server_version(self):
+        return self.server
 
     def discover(self):
         self.discoveries += 1
-        self.version = "v1"
-        return "v1"
+        self.version = self.served[0]
+        return self.version
 
     def get(self, plural, name, what):
         return copy.deepcopy(self.classes.get(name))
@@ -350,6 +488,8 @@ def fakes(monkeypatch):
             def call_json(self, fn, *args, **kwargs):
                 kwargs.pop("what", None)
                 return fn(*args, **kwargs)
+
+            list_all = call_json
 
         monkeypatch.setattr(mod, "KubeClient", Client)
         monkeypatch.setattr(mod.dra, "DraApi", lambda client: dra_api)
@@ -465,3 +605,135 @@ def test_a_dropped_extended_resource_name_fails_before_anything_is_written(fakes
     assert out["failed"] and "DRAExtendedResource" in out["msg"], out
     assert dra_api.dry_runs == [("create", "deviceclasses", "gpu.nvidia.com")] and dra_api.writes == []
     assert [c for c in api.calls if c[0] == "write"] == []
+
+
+# -- issue 21: refusals before any write ---------------------------------------------------------------------
+
+def writes_of(api, dra_api):
+    return [c for c in api.calls if c[0] == "write"] + dra_api.writes
+
+
+@pytest.mark.parametrize("preset, server, served, floor", [
+    ("intel", "v1.33.4", ("v1beta2", "v1beta1"), "needs Kubernetes 1.34 or later; this cluster runs v1.33.4"),
+    ("example", "v1.32.9", ("v1beta1",), "needs Kubernetes 1.33 or later; this cluster runs v1.32.9"),
+    # a 1.34 server that serves resource.k8s.io/v1 only through v1beta2 (v1 switched off) cannot run Intel's driver
+    ("intel", "v1.34.1-gke.1000", ("v1beta2",), "speaks resource.k8s.io/v1; this cluster serves resource.k8s.io/v1beta2"),
+])
+def test_a_cluster_below_the_presets_floor_is_refused_before_any_write(fakes, capsys, preset, server, served, floor):
+    """Defect 5: Intel gpu-v0.11.0 needs 1.34 (resource.k8s.io/v1), the example chart 1.33 (Chart.yaml kubeVersion)."""
+    api, dra_api = FakeApi(), FakeDra(server=server, served=served)
+    fakes(api, dra_api)
+    out = run_module(mod, capsys, params(preset=preset))
+    assert out["failed"] and not out["changed"], out
+    assert floor in out["msg"] and "Nothing was written" in out["msg"]
+    assert writes_of(api, dra_api) == [] and dra_api.dry_runs == []
+
+
+def test_the_nvidia_floor_is_1_32_and_the_served_api_proves_a_release():
+    assert mod.dra_manifest.version_problem("nvidia", "v1.32.0", "v1beta1") is None
+    assert "needs Kubernetes 1.32 or later" in mod.dra_manifest.version_problem("nvidia", "v1.31.5", "v1alpha3")
+    # resource.k8s.io/v1 is served from 1.34 on: such a cluster is that new whatever /version says
+    assert mod.dra_manifest.version_problem("intel", "v1.32.0-simcluster", "v1") is None
+    # an unreadable /version is not refused by itself (the served API version still decides)
+    assert mod.dra_manifest.version_problem("intel", None, "v1") is None
+
+
+READY = {"type": "Ready", "status": "True"}
+
+
+def gpu_node(name, **labels):
+    return {"metadata": {"name": name, "labels": dict({"nvidia.com/gpu.present": "true"}, **labels)},
+            "spec": {"taints": [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]},
+            "status": {"conditions": [READY]}}
+
+
+def plugin_daemonset(namespace="kube-system", name="nvidia-device-plugin-daemonset", labels=None, node_selector=None,
+                     ours=False):
+    meta_labels = dict(labels or {})
+    annotations = {}
+    if ours:
+        meta_labels.update({"app.kubernetes.io/managed-by": "kubehw.devices", "app.kubernetes.io/component": "device-plugin"})
+        annotations = {"devices.kubehw.io/resources": "nvidia.com/gpu"}
+    spec = {"tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+            "containers": [{"name": "plugin", "image": "nvcr.io/nvidia/k8s-device-plugin:v0.17.0"}]}
+    if node_selector:
+        spec["nodeSelector"] = node_selector
+    return {"metadata": {"name": name, "namespace": namespace, "labels": meta_labels},
+            "spec": {"template": {"metadata": {"annotations": annotations}, "spec": spec}}}
+
+
+@pytest.mark.parametrize("daemonset", [
+    plugin_daemonset(labels={"app": "nvidia-device-plugin-daemonset"}),                 # the GPU Operator's
+    plugin_daemonset(name="nvdp", labels={"app.kubernetes.io/name": "nvidia-device-plugin"}),   # the Helm chart's
+    plugin_daemonset(namespace="kubehw-device-plugins", name="nvidia-device-plugin", ours=True),  # device_plugin_deploy's
+])
+def test_a_dra_driver_next_to_a_serving_device_plugin_is_refused_before_any_write(fakes, capsys, daemonset):
+    """Defect 6: templates/validation.yaml (gpuResourcesEnabledOverride): the driver and the device plugin must not
+    hand out the same GPUs. Refused naming the DaemonSet, the nodes and the option; nothing written."""
+    nodes = [gpu_node("gpu-1"), gpu_node("gpu-2"), {"metadata": {"name": "cpu-1"}, "status": {"conditions": [READY]}}]
+    api, dra_api = FakeApi(daemonsets=[daemonset], nodes=nodes), FakeDra()
+    fakes(api, dra_api)
+    out = run_module(mod, capsys, params(preset="nvidia"))
+    assert out["failed"] and not out["changed"], out
+    key = "%s/%s" % (daemonset["metadata"]["namespace"], daemonset["metadata"]["name"])
+    assert "the device plugin DaemonSet %s (gpu-1, gpu-2) serves nvidia.com/gpu" % key in out["msg"], out["msg"]
+    assert "allow_device_plugin_overlap: true" in out["msg"] and "Nothing was written" in out["msg"]
+    assert writes_of(api, dra_api) == [] and dra_api.dry_runs == []
+
+
+def test_a_device_plugin_on_other_nodes_or_the_option_lets_the_driver_deploy(fakes, capsys):
+    nodes = [gpu_node("gpu-1", pool="device-plugin"), gpu_node("gpu-2", pool="dra")]
+    plugin = plugin_daemonset(labels={"app": "nvidia-device-plugin-daemonset"}, node_selector={"pool": "device-plugin"})
+    api, dra_api = FakeApi(daemonsets=[plugin], nodes=nodes), FakeDra()
+    fakes(api, dra_api)
+    out = run_module(mod, capsys, params(preset="nvidia", node_selector={"pool": "dra"}), check=True)
+    assert not out.get("failed") and out["changed"], out
+    api, dra_api = FakeApi(daemonsets=[plugin], nodes=nodes), FakeDra()
+    fakes(api, dra_api)
+    out = run_module(mod, capsys, params(preset="nvidia", allow_device_plugin_overlap=True), check=True)
+    assert not out.get("failed"), out
+    assert ("list", "DaemonSet", None) not in api.calls   # the option skips the check
+    # the example driver hands out simulated devices: no device plugin is looked for
+    api, dra_api = FakeApi(daemonsets=[plugin], nodes=nodes), FakeDra()
+    fakes(api, dra_api)
+    run_module(mod, capsys, params(), check=True)
+    assert ("list", "DaemonSet", None) not in api.calls
+
+
+def foreign_daemonset():
+    return {"metadata": {"name": "dra-example-driver-kubeletplugin", "namespace": "kubehw-dra-drivers",
+                         "labels": {"app.kubernetes.io/managed-by": "Helm"}, "uid": "u1"},
+            "spec": {"selector": {"matchLabels": {"app.kubernetes.io/name": "dra-example-driver-kubeletplugin"}},
+                     "template": {"spec": {"containers": []}}}}
+
+
+@pytest.mark.parametrize("state, action", [("present", "replace its pod template"), ("absent", "delete it")])
+def test_a_foreign_daemonset_is_refused_unless_adopt_daemonset(fakes, capsys, state, action):
+    """One adoption rule for both modules (device_plugin_deploy's adopt_daemonset): the DRA module adopted a foreign
+    DaemonSet with only a warning, and left it with a warning on absent."""
+    api = FakeApi({("DaemonSet", "dra-example-driver-kubeletplugin"): foreign_daemonset()})
+    dra_api = FakeDra()
+    fakes(api, dra_api)
+    out = run_module(mod, capsys, params(state=state))
+    assert out["failed"] and not out["changed"], out
+    assert ("DaemonSet kubehw-dra-drivers/dra-example-driver-kubeletplugin exists and was not created by this "
+            "module") in out["msg"] and "this task would %s" % action in out["msg"] and "adopt_daemonset: true" in out["msg"]
+    assert writes_of(api, dra_api) == []
+    api = FakeApi({("DaemonSet", "dra-example-driver-kubeletplugin"): foreign_daemonset()})
+    fakes(api, dra_api)
+    out = run_module(mod, capsys, params(state=state, adopt_daemonset=True), check=True)
+    assert not out.get("failed"), out
+    assert "DaemonSet/dra-example-driver-kubeletplugin" in out["changed_objects"]
+
+
+def test_nvidia_check_mode_predicts_the_mps_role_and_binding(fakes, capsys):
+    api, dra_api = FakeApi(), FakeDra()
+    fakes(api, dra_api)
+    out = run_module(mod, capsys, params(preset="nvidia", device_classes=False), check=True)
+    assert out["changed_objects"] == ["ServiceAccount/nvidia-dra-driver-gpu-kubelet-plugin",
+                                      "ClusterRole/nvidia-dra-driver-gpu-kubelet-plugin",
+                                      "ClusterRoleBinding/nvidia-dra-driver-gpu-kubelet-plugin",
+                                      "Role/nvidia-dra-driver-gpu-kubelet-plugin",
+                                      "RoleBinding/nvidia-dra-driver-gpu-kubelet-plugin",
+                                      "DaemonSet/nvidia-dra-driver-gpu-kubelet-plugin"], out
+    assert writes_of(api, dra_api) == []
