@@ -3,9 +3,11 @@
 """The fault proxy in front of a real kube-apiserver, driven with the official kubernetes client.
 
 The apiserver is the one KUBECONFIG names when it is set (CI's real-cluster stage); else this file starts its own
-control plane from ../shared/k8s on free ports, with its state under .cache/fault-proxy-k8s/, and stops it at the
-end. Without either, every test skips and says why. Each fault test also checks what the apiserver itself holds,
-read around the proxy, so a fault that was not injected (or a write that was not forwarded) fails it.
+control plane from ../shared/k8s (tests/support/control_plane.py: free ports) with its state under
+.cache/fault-proxy-k8s/, and stops it at the end. Without either, the tests that need it skip and say why; the last
+three run against the simulated cluster, whose request log shows which identity reached it. Each fault test also
+checks what the apiserver itself holds, read around the proxy, so a fault that was not injected (or a write that was
+not forwarded) fails it.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -16,10 +18,7 @@ import hashlib
 import http.client
 import json
 import os
-import socket
 import ssl
-import subprocess
-import tempfile
 import threading
 import time
 import uuid
@@ -30,57 +29,34 @@ import yaml
 from tests.simcluster.auth import make_client_cert, make_tls
 from tests.simcluster.kubeconfig import write_kubeconfig as sim_write_kubeconfig
 from tests.simcluster.server import COMMIT_TIMEOUT_MESSAGE, CONTINUE_EXPIRED_MESSAGE
+from tests.support import control_plane
 from tests.support.fault_proxy import FaultProxy, request_info
 
 kubernetes = pytest.importorskip("kubernetes")
 urllib3 = pytest.importorskip("urllib3")
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-K8S_HOME = os.environ.get("KUBEHW_K8S_HOME") or os.path.normpath(os.path.join(REPO_ROOT, "..", "shared", "k8s"))
-STATE_ROOT = os.path.join(REPO_ROOT, ".cache", "fault-proxy-k8s")
 # on the ConfigMaps the tests make; watches select it, since the controller manager adds ConfigMaps of its own
 OWN_LABEL = "fault-proxy-test"
 
 
-def _free_port(pair=False):
-    """A free TCP port on 127.0.0.1 (and, with pair, the one after it free too: etcd's peer port)."""
-    for _attempt in range(50):
-        with socket.socket() as first:
-            first.bind(("127.0.0.1", 0))
-            port = first.getsockname()[1]
-            if not pair:
-                return port
-            with socket.socket() as second:
-                try:
-                    second.bind(("127.0.0.1", port + 1))
-                except OSError:
-                    continue
-                return port
-    raise RuntimeError("no free port pair found")
-
-
 @pytest.fixture(scope="session")
 def upstream_kubeconfig():
-    """KUBECONFIG's first file when set; else a control plane of our own from ../shared/k8s."""
+    """KUBECONFIG's first file when set; else a control plane of our own (free ports, state under .cache/)."""
     if os.environ.get("KUBECONFIG"):
         yield os.environ["KUBECONFIG"].split(os.pathsep)[0]
         return
-    if not os.path.isfile(os.path.join(K8S_HOME, "up.sh")):
-        pytest.skip("no real apiserver: KUBECONFIG is not set and %s (the real control plane) is absent" % K8S_HOME)
-    os.makedirs(STATE_ROOT, exist_ok=True)
-    state = tempfile.mkdtemp(prefix="run-", dir=STATE_ROOT)
-    env = dict(os.environ, K8S_API_PORT=str(_free_port()), K8S_ETCD_PORT=str(_free_port(pair=True)),
-               K8S_KCM_PORT=str(_free_port()), K8S_SCHED_PORT=str(_free_port()),
-               # the binaries are unpacked once for all runs of this file
-               KUBEHW_K8S_BIN=os.path.join(STATE_ROOT, "bin"))
-    up = subprocess.run(["bash", os.path.join(K8S_HOME, "up.sh"), state], env=env, capture_output=True, text=True,
-                        timeout=180, check=False)
+    home = control_plane.locate()
+    if home is None:
+        pytest.skip("no apiserver to test the fault proxy against: KUBECONFIG is not set and no real control plane "
+                    "was found ($KUBEHW_K8S_HOME, or ../shared/k8s beside the checkout)")
+    # one state folder per xdist worker; the binaries unpacked there the first time are reused by later runs
+    state = os.path.join(REPO_ROOT, ".cache", "fault-proxy-k8s", os.environ.get("PYTEST_XDIST_WORKER", "main"))
+    plane = control_plane.ControlPlane(home, state).start()
     try:
-        assert up.returncode == 0, "up.sh failed:\n%s\n%s" % (up.stdout, up.stderr)
-        yield os.path.join(state, "admin.kubeconfig")
+        yield plane.kubeconfig
     finally:
-        subprocess.run(["bash", os.path.join(K8S_HOME, "down.sh"), state], env=dict(env, WIPE="1"),
-                       capture_output=True, timeout=60, check=False)
+        plane.stop()
 
 
 def _client(kubeconfig, retries=False):
