@@ -1019,7 +1019,7 @@ class DevicePluginDeploy(object):
 
     def _refuse_foreign_daemonset(self, live, action):
         """A DaemonSet of that name someone else made (Helm, an operator, by hand) is theirs: refused before any
-        write unless adopt_daemonset, as a foreign ConfigMap is unless adopt_configmap (issue 10); the rule
+        write unless adopt_daemonset, as a foreign ConfigMap is unless adopt_configmap; the rule
         dra_driver_deploy shares (_daemonset_task)."""
         refusal = ds_task.foreign_daemonset_refusal(live, self.namespace, self.name, self.params["adopt_daemonset"],
                                                     action)
