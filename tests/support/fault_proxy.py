@@ -630,12 +630,12 @@ class _Handler(BaseHTTPRequestHandler):
             return self._send_json(*result)
         if kind in ("watch-expired", "watch-too-large"):
             since = (query.get("resourceVersion") or [""])[-1] or "0"
-            current = proxy.current_resource_version()
+            current = self._current_rv(proxy, _numeric_rv(since) or 0)
             error = (StoreError(410, "Expired", "too old resource version: %s (%d)" % (since, current + 1))
                      if kind == "watch-expired" else too_large_rv(current + 1000, current))
             return self._send_watch_error(error)
         if kind == "too-large-rv":
-            current = proxy.current_resource_version()
+            current = self._current_rv(proxy, _numeric_rv((query.get("resourceVersion") or [""])[-1]) or 0)
             error = too_large_rv(current + 1000, current)
             return self._send_json(error.code, error.status(), {"Retry-After": str(error.details["retryAfterSeconds"])})
         if kind == "continue-expired":
@@ -666,6 +666,15 @@ class _Handler(BaseHTTPRequestHandler):
         return self._relay(resp)
 
     # -- upstream
+    @staticmethod
+    def _current_rv(proxy, default):
+        """The apiserver's resourceVersion for a fault's message; default when the kubeconfig's user may not list
+        namespaces (the message's numbers are all a fault answer depends on it for)."""
+        try:
+            return proxy.current_resource_version()
+        except (RuntimeError, OSError, ValueError, KeyError, http.client.HTTPException):
+            return default
+
     def _connection(self, with_cert):
         proxy = self.server.proxy
         slot = self._conns.get(with_cert)
