@@ -88,6 +88,30 @@ def test_the_architecture_check_finds_a_missing_or_undescribed_name():
     assert missing_from(undescribed) == ['playbook site']
 
 
+def filter_docs(name):
+    """The documentation ansible-doc shows for a filter: the YAML file of its name in plugins/filter, or DOCUMENTATION
+    (EXAMPLES, RETURN) of the Python file of its name."""
+    base = os.path.join(ROOT, 'plugins', 'filter', name)
+    for extension in ('.yml', '.yaml'):
+        if os.path.exists(base + extension):
+            with open(base + extension, encoding='utf-8') as handle:
+                return yaml.safe_load(handle)
+    if os.path.exists(base + '.py'):
+        module = importlib.import_module('ansible_collections.kubehw.devices.plugins.filter.' + name)
+        return dict((key, yaml.safe_load(getattr(module, key, '') or 'null')) for key in ('DOCUMENTATION', 'EXAMPLES', 'RETURN'))
+    return {}
+
+
+@pytest.mark.parametrize('name', filters_on_disk())
+def test_every_filter_is_documented_for_ansible_doc(name):
+    """ansible-test's ansible-doc check skips a filter without documentation; this one does not."""
+    docs = filter_docs(name)
+    assert (docs.get('DOCUMENTATION') or {}).get('name') == name
+    assert docs['DOCUMENTATION'].get('short_description') and docs['DOCUMENTATION']['options'].get('_input')
+    assert 'kubehw.devices.%s' % name in str(docs.get('EXAMPLES'))
+    assert (docs.get('RETURN') or {}).get('_value')
+
+
 # Molecule scenarios ------------------------------------------------------------------------------
 
 # A file of the repository named in a scenario file: a relative path ending in one of these, or one under
