@@ -263,6 +263,7 @@ def row(row_id, expect, controllers=False, known_difference=None):
     def register(probe):
         probe.controllers = controllers
         probe.known_difference = known_difference
+        probe.row_id = row_id
         ROWS.append(pytest.param(probe, expect, id=row_id))
         return probe
     return register
@@ -1170,9 +1171,13 @@ def _schedule_message(message):
             "preemption": preemption}
 
 
+# the scheduler may still see the node's not-ready taint a moment after the node lifecycle controller lifted it
+NOT_READY_TOLERATION = [{"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoSchedule"}]
+
+
 def _schedule(t, node, limits):
     pod = t.name("pod")
-    body = _pod(pod, {"limits": limits}, nodeSelector={"kubernetes.io/hostname": node})
+    body = _pod(pod, {"limits": limits}, nodeSelector={"kubernetes.io/hostname": node}, tolerations=NOT_READY_TOLERATION)
     code, created = _create_pod(t, body)
     assert code == 201, created
     return _wait_scheduled(t, pod)
@@ -1248,7 +1253,7 @@ def _dra_setup(t, devices=2):
 
 def _claim_pod(t, node, template):
     pod = t.name("pod")
-    body = _pod(pod, nodeSelector={"kubernetes.io/hostname": node},
+    body = _pod(pod, nodeSelector={"kubernetes.io/hostname": node}, tolerations=NOT_READY_TOLERATION,
                 resourceClaims=[{"name": "gpu", "resourceClaimTemplateName": template}])
     body["spec"]["containers"][0]["resources"] = {"claims": [{"name": "gpu"}]}
     code, created = _create_pod(t, body)
@@ -1337,7 +1342,8 @@ def _probe(t):
     resource = "example.com/" + t.name("res")
     t.ok("PATCH", "%s/deviceclasses/%s" % (DRA, device_class), {"spec": {"extendedResourceName": resource}}, MERGE_PATCH)
     pod = t.name("pod")
-    code, created = _create_pod(t, _pod(pod, {"limits": {resource: "1"}}, nodeSelector={"kubernetes.io/hostname": node}))
+    code, created = _create_pod(t, _pod(pod, {"limits": {resource: "1"}}, nodeSelector={"kubernetes.io/hostname": node},
+                                        tolerations=NOT_READY_TOLERATION))
     assert code == 201, created
     scheduled = _wait_scheduled(t, pod)
     deadline = time.time() + 20
@@ -1387,6 +1393,119 @@ def _probe(t):
     return json.loads(json.dumps({"before": before, "claim": claim, "after_class_created": after}).replace(missing, "<class>"))
 
 
+# -- Nodes and DaemonSets (the controllers of each cluster)
+
+def _taints(t, node):
+    return sorted((x.get("key"), x.get("effect")) for x in t.get("/api/v1/nodes/" + node)["spec"].get("taints") or [])
+
+
+def _taints_become(t, node, wanted, seconds=15):
+    deadline = time.time() + seconds
+    while _taints(t, node) != wanted and time.time() < deadline:
+        time.sleep(0.1)
+    return _taints(t, node)
+
+
+@row("node-not-ready-taint-until-ready", {"created": [("node.kubernetes.io/not-ready", "NoSchedule")],
+                                          "after_ready": []}, controllers=True,
+     known_difference="nothing in the simulated cluster lifts node.kubernetes.io/not-ready from a node that reports Ready "
+     "after its creation (controllers.py taints new nodes, never untaints); v1.36.2's node lifecycle controller does")
+def _probe(t):
+    node = t.node()
+    created = _taints(t, node)
+    stamp = _now()
+    t.ok("PATCH", "/api/v1/nodes/%s/status" % node, {"status": {"conditions": [
+        {"type": "Ready", "status": "True", "reason": "KubeletReady", "lastHeartbeatTime": stamp,
+         "lastTransitionTime": stamp}]}}, MERGE_PATCH)
+    return {"created": created, "after_ready": _taints_become(t, node, [], seconds=5)}
+
+
+@row("node-cordon-taint", {"cordoned": [("node.kubernetes.io/unschedulable", "NoSchedule")], "uncordoned": []},
+     controllers=True)
+def _probe(t):
+    node = _ready_node(t, {"cpu": "1", "memory": "1Gi", "pods": "10"})
+    t.ok("PATCH", "/api/v1/nodes/" + node, {"spec": {"unschedulable": True}}, MERGE_PATCH)
+    cordoned = _taints_become(t, node, [("node.kubernetes.io/unschedulable", "NoSchedule")])
+    t.ok("PATCH", "/api/v1/nodes/" + node, {"spec": {"unschedulable": None}}, MERGE_PATCH)
+    return {"cordoned": cordoned, "uncordoned": _taints_become(t, node, [])}
+
+
+def _daemonset(t, node, **pod_spec):
+    name = t.name("ds")
+    labels = {"app": name}
+    t.ok("POST", "/apis/apps/v1/namespaces/%s/daemonsets" % t.namespace, {
+        "apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": name}, "spec": {
+            "selector": {"matchLabels": labels}, "template": {"metadata": {"labels": labels}, "spec": dict({
+                "nodeSelector": {"kubernetes.io/hostname": node}, "terminationGracePeriodSeconds": 0,
+                "containers": [{"name": "c", "image": "registry.example/pause:1"}]}, **pod_spec)}}})
+    t.later("DELETE", "/apis/apps/v1/namespaces/%s/daemonsets/%s" % (t.namespace, name))
+    return name
+
+
+def _ds_pods(t, name):
+    return [p for p in t.get("/api/v1/namespaces/%s/pods?labelSelector=app%%3D%s" % (t.namespace, name))["items"]
+            if not p["metadata"].get("deletionTimestamp")]
+
+
+_DS_COUNTS = ("desiredNumberScheduled", "currentNumberScheduled", "numberReady", "numberAvailable",
+              "numberUnavailable", "updatedNumberScheduled", "numberMisscheduled", "observedGeneration")
+
+
+@row("daemonset-status-pod-never-starts", {"pods": 1, "bound": True, "phase": "Pending", "status": {
+    "desiredNumberScheduled": 1, "currentNumberScheduled": 1, "numberReady": 0, "numberUnavailable": 1,
+    "updatedNumberScheduled": 1, "numberMisscheduled": 0, "observedGeneration": 1}}, controllers=True)
+def _probe(t):
+    node = _dongle_node(t)
+    name = _daemonset(t, node)
+    deadline = time.time() + 30
+    while True:
+        status = t.get("/apis/apps/v1/namespaces/%s/daemonsets/%s" % (t.namespace, name)).get("status") or {}
+        pods = _ds_pods(t, name)
+        if (status.get("updatedNumberScheduled") == 1 and pods and pods[0]["spec"].get("nodeName")) \
+                or time.time() > deadline:
+            break
+        time.sleep(0.2)
+    for pod in pods:
+        t.later("DELETE", "/api/v1/namespaces/%s/pods/%s?gracePeriodSeconds=0" % (t.namespace, pod["metadata"]["name"]))
+    return {"pods": len(pods), "bound": bool(pods and pods[0]["spec"].get("nodeName") == node),
+            "phase": pods[0]["status"].get("phase") if pods else None,
+            "status": dict((k, status[k]) for k in _DS_COUNTS if k in status)}
+
+
+def _pods_appear_once(t, name, create_missing, seconds=30):
+    time.sleep(2)
+    before = len(_ds_pods(t, name))
+    create_missing()
+    deadline = time.time() + seconds
+    while not _ds_pods(t, name) and time.time() < deadline:
+        time.sleep(0.2)
+    pods = _ds_pods(t, name)
+    for pod in pods:
+        t.later("DELETE", "/api/v1/namespaces/%s/pods/%s?gracePeriodSeconds=0" % (t.namespace, pod["metadata"]["name"]))
+    return {"pods_before": before, "pods_after": len(pods)}
+
+
+@row("daemonset-waits-for-its-service-account", {"pods_before": 0, "pods_after": 1}, controllers=True)
+def _probe(t):
+    node = _dongle_node(t)
+    account = t.name("sa")
+    name = _daemonset(t, node, serviceAccountName=account)
+    return _pods_appear_once(t, name, lambda: _service_account(t, account))
+
+
+@row("daemonset-waits-for-its-runtime-class", {"pods_before": 0, "pods_after": 1}, controllers=True)
+def _probe(t):
+    node = _dongle_node(t)
+    handler = t.name("rc")
+    name = _daemonset(t, node, runtimeClassName=handler)
+
+    def create():
+        t.ok("POST", "/apis/node.k8s.io/v1/runtimeclasses", {"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass",
+                                                             "metadata": {"name": handler}, "handler": "runc"})
+        t.later("DELETE", "/apis/node.k8s.io/v1/runtimeclasses/" + handler)
+    return _pods_appear_once(t, name, create)
+
+
 # ------------------------------------------------------------------------------------------------- the test
 
 _SIM_SEEN = {}
@@ -1412,8 +1531,10 @@ def test_fact(request, side, probe, expect):
     if probe.known_difference:
         request.applymarker(pytest.mark.xfail(reason=probe.known_difference, strict=True))
     sim = request.getfixturevalue("sim_controllers_target" if probe.controllers else "sim_target")
-    sim_seen = _observe(sim, probe)
+    # the real half compares with what the sim half saw when it ran in this process (the sim half runs first)
+    sim_seen = _SIM_SEEN.pop(probe.row_id) if side == "real" and probe.row_id in _SIM_SEEN else _observe(sim, probe)
     if side == "sim":
+        _SIM_SEEN[probe.row_id] = sim_seen
         _check(expect, sim_seen, "the simulated cluster")
         return
     real = request.getfixturevalue("real_target")
