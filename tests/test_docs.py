@@ -6,7 +6,8 @@
 docs/architecture.md must give every module, role, playbook, filter and inventory plugin a table row
 (its name in backquotes in the first cell, what it does in the next), so a newcomer finds each one
 there. The molecule scenarios' files (molecule.yml, prepare, converge, verify and the shared
-playbooks) must name only repository files that exist, comments included.
+playbooks) must name only repository files that exist, comments included. Every filter has the
+documentation ansible-doc shows, and the changelog fragments are valid for antsibull-changelog.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -17,6 +18,8 @@ import glob
 import importlib
 import os
 import re
+import subprocess
+import sys
 
 import pytest
 import yaml
@@ -208,3 +211,13 @@ def test_pages_name_files_that_exist(page):
     bases = (ROOT, os.path.join(ROOT, 'playbooks'), os.path.join(ROOT, 'plugins'))
     missing = [path for path in named if not any(os.path.exists(os.path.join(base, path)) for base in bases)]
     assert missing == []
+
+
+def test_changelog_fragments_are_valid_for_antsibull_changelog():
+    """A fragment that is not valid YAML, or has an unknown section, would stop the release's changelog."""
+    command = os.path.join(os.path.dirname(sys.executable), 'antsibull-changelog')
+    if not os.path.exists(command):
+        pytest.skip('antsibull-changelog is not installed beside this Python (make setup installs it in .venv)')
+    proc = subprocess.run([command, 'lint'], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          check=False)
+    assert (proc.returncode, proc.stdout) == (0, '')
