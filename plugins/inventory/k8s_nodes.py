@@ -217,6 +217,13 @@ def check_options(options):
     timeout = options.get("request_timeout")
     if timeout is not None and not timeout > 0:
         raise ConfigProblem("request_timeout %r must be a number of seconds above 0" % (timeout,))
+    # Ansible checks the type of a dict option, not its keys; the client would fail on an unknown one
+    headers = options.get("proxy_headers") or {}
+    allowed = sorted(_client.AUTH_ARG_SPEC["proxy_headers"]["options"])
+    unknown = sorted(key for key in headers if key not in allowed)
+    if unknown:
+        raise ConfigProblem("proxy_headers has unknown key%s %s: use %s" % (
+            "s" if len(unknown) > 1 else "", ", ".join(repr(k) for k in unknown), ", ".join(allowed)))
     return checked
 
 
@@ -414,7 +421,8 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
             raise AnsibleParserError("%s: unknown option%s %s (see ansible-doc -t inventory %s)" % (
                 path, "s" if len(unknown) > 1 else "", ", ".join(repr(k) for k in unknown), self.NAME))
         names = ("label_selectors", "field_selectors", "name_pattern", "address_types", "page_size",
-                 "allocation_label", "static_resources_annotation", "static_resource_nodes", "request_timeout")
+                 "allocation_label", "static_resources_annotation", "static_resource_nodes", "request_timeout",
+                 "proxy_headers")
         try:
             options = check_options(dict((name, self.get_option(name)) for name in names))
         except ConfigProblem as exc:

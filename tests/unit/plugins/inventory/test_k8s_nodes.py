@@ -176,6 +176,8 @@ def test_a_plain_node_is_in_no_group_of_the_plugin_and_has_no_ansible_host():
     ({"static_resources_annotation": ""}, "static_resources_annotation '' is not a label or annotation key"),
     ({"static_resource_nodes": " "}, "static_resource_nodes ' ' must be a Jinja2 conditional"),
     ({"request_timeout": 0}, "request_timeout 0 must be a number of seconds above 0"),
+    ({"proxy_headers": {"user_agent": "x", "proxy_auth": "u:p"}},
+     "proxy_headers has unknown key 'proxy_auth': use basic_auth, proxy_basic_auth, user_agent"),
 ])
 def test_config_checks_name_the_option(overrides, words):
     with pytest.raises(ConfigProblem) as err:
