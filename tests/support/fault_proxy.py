@@ -34,11 +34,12 @@ a client sends none and the proxy adds the upstream one).
 
 **The request log.** One entry per request, appended when it arrives: ``method``; ``path`` (without query);
 ``query`` (name -> last value); ``content_type`` (lowercase, without parameters, or None); ``body`` (parsed
-JSON when it is JSON, else text, bytes when it is not UTF-8, None when empty); ``status`` (what the client got:
-the apiserver's code, an injected one, or "drop" when the connection was closed instead of answered; set before
-the answer's first byte is sent, None until then); ``user`` ("upstream" when the request went with the kubeconfig's credentials,
-that is without an Authorization header or with the kubeconfig user's own token; else
-``"token:<first 8 hex digits of the token's sha256>"``, never the token); ``time`` (time.time() at arrival).
+JSON when it is JSON or has no Content-Type and parses, else text, bytes when it is not UTF-8, None when empty);
+``status`` (what the client got: the apiserver's code, an injected one, or "drop" when the connection was closed
+instead of answered; set before the answer's first byte is sent, None until then); ``user`` ("upstream" when the
+request went with the kubeconfig's credentials, that is without an Authorization header or with the kubeconfig
+user's own token; else ``"token:<first 8 hex digits of the token's sha256>"``, never the token); ``time``
+(time.time() at arrival).
 
 **Faults** (the simulated cluster's vocabulary, tests/simcluster/server.py FAULT_VERBS): ``inject_fault`` adds one
 that the next ``count`` requests use whose method is ``method`` (or "*") and whose path (without query) matches
@@ -59,10 +60,11 @@ so a request that would be refused uses the fault as well. ``status``:
 What the apiserver answers itself (its own 410s and ERROR events included) passes through untouched.
 
 **compact(expire_watches=False)** stands in for an etcd compaction at the apiserver's current resourceVersion
-(read upstream by a one-item list): from then on a watch from an older resourceVersion answers 200 and one ERROR
-410 Expired event, and a list with a continue token issued before answers 410 Expired, both without being
-forwarded. ``expire_watches=True`` also ends every watch being relayed with an ERROR 410 Expired event (within a
-fraction of a second; a watch in a format other than JSON is just ended).
+(read upstream by a one-item list, and returned): from then on a watch from an older resourceVersion answers 200
+and one ERROR 410 Expired event, and a list with a continue token issued at or before it answers 410 Expired, both
+without being forwarded (as the simulated cluster's compaction does). ``expire_watches=True`` also ends every
+watch being relayed with an ERROR 410 Expired event (within a fraction of a second; a watch in a format other than
+JSON is just ended).
 
 Not supported: upgrades (exec, attach, port-forward) and HTTP/2 to the client.
 """
@@ -76,7 +78,6 @@ import hashlib
 import http.client
 import json
 import os
-import re
 import select
 import shutil
 import socket
