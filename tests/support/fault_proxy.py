@@ -86,12 +86,12 @@ import tempfile
 import threading
 import time
 import urllib.parse
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import yaml
 
 from tests.simcluster.auth import make_tls
 from tests.simcluster.kubeconfig import write_kubeconfig as _write_kubeconfig
+from tests.simcluster import server
 from tests.simcluster.server import (
     COMMIT_TIMEOUT_MESSAGE, CONTINUE_EXPIRED_MESSAGE, FAULT_VERBS, ApiServer, status_body, too_large_rv,
 )
@@ -149,13 +149,24 @@ def request_info(method, path, query):
     return resource, namespace, name, subresource, verb
 
 
-class _FaultTable(ApiServer):
-    """The simulated apiserver's fault table alone: the same checks, matching, counting and answers."""
+class _SimTables(ApiServer):
+    """The simulated apiserver's fault table and request log alone: the same fault checks, matching, counting and
+    answers, the same log copies."""
 
     def __init__(self):
-        # not ApiServer's: only what inject_fault, clear_faults, _take_fault and _fault_answer use
+        # not ApiServer's: only what inject_fault, clear_faults, _take_fault, _fault_answer, requests and
+        # clear_requests use
         self._faults = []
+        self._log = []
         self._lock = threading.Lock()
+
+    def append(self, entry):
+        with self._lock:
+            self._log.append(entry)
+
+    def finish(self, entry, status):
+        with self._lock:
+            entry["status"] = status
 
     def take(self, method, path, verb, query):
         return self._take_fault(method, path, verb, query)
@@ -307,10 +318,10 @@ class FaultProxy:
         self.url = None
         self.ca_cert_path = None
         self.port = None
+        self.ssl_context = None
         self._tmpdir = None
         self._upstream = None
-        self._faults = _FaultTable()
-        self._log = []
+        self._tables = _SimTables()
         self._lock = threading.Lock()
         self._watches = set()
         self._compacted_rv = None
@@ -324,9 +335,10 @@ class FaultProxy:
         try:
             self._upstream = _Upstream(self.kubeconfig_path, self.context, self._tmpdir)
             self.ca_cert_path, cert, key = make_tls(os.path.join(self._tmpdir, "pki"))
-            ssl_context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-            ssl_context.load_cert_chain(cert, key)
-            self._httpd = _ProxyServer(("127.0.0.1", 0), _Handler, self, ssl_context)
+            # no client certificates asked for: a client's would be the upstream's, which the proxy adds itself
+            self.ssl_context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            self.ssl_context.load_cert_chain(cert, key)
+            self._httpd = _ProxyServer(("127.0.0.1", 0), _Handler, self)
         except Exception:
             shutil.rmtree(self._tmpdir, ignore_errors=True)
             self._tmpdir = None
@@ -381,36 +393,32 @@ class FaultProxy:
     # -- request log
     @property
     def requests(self):
-        with self._lock:
-            return [dict(e) for e in self._log]
+        return self._tables.requests
 
     def clear_requests(self):
-        with self._lock:
-            del self._log[:]
+        self._tables.clear_requests()
 
     def _log_request(self, method, path, query, content_type, body, user):
         entry = {"method": method, "path": path, "query": dict((k, v[-1]) for k, v in query.items()),
                  "content_type": content_type or None, "body": _parse_body(body, content_type),
                  "status": None, "user": user, "time": time.time()}
-        with self._lock:
-            self._log.append(entry)
+        self._tables.append(entry)
         return entry
 
     def _finish(self, entry, status):
-        with self._lock:
-            entry["status"] = status
+        self._tables.finish(entry, status)
 
     # -- faults
     def inject_fault(self, method, path_regex, status=500, count=1, retry_after=None):
         """status: 409, 429, 500, 502, 503, 504, "drop", or a kind of FAULT_VERBS (see the module docstring)."""
-        self._faults.inject_fault(method, path_regex, status=status, count=count, retry_after=retry_after)
+        self._tables.inject_fault(method, path_regex, status=status, count=count, retry_after=retry_after)
 
     def clear_faults(self):
-        self._faults.clear_faults()
+        self._tables.clear_faults()
 
     @property
     def faults(self):
-        return self._faults.pending()
+        return self._tables.pending()
 
     # -- watches and compaction
     @property
@@ -509,63 +517,20 @@ class FaultProxy:
         return None
 
 
-class _ProxyServer(ThreadingHTTPServer):
-    daemon_threads = True
-    allow_reuse_address = True
+class _ProxyServer(server._HTTPServer):
+    """The simulated cluster's threading TLS server (handshakes in the handler threads, every connection closed at
+    stop); its ``api`` is the FaultProxy."""
+
     request_queue_size = 128
 
-    def __init__(self, address, handler, proxy, ssl_context):
-        self.proxy = proxy
-        self.ssl_context = ssl_context
-        self._conns = set()
-        self._conns_lock = threading.Lock()
-        super(_ProxyServer, self).__init__(address, handler)
 
-    def get_request(self):
-        sock, addr = super(_ProxyServer, self).get_request()
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        # handshake in the handler thread, so one slow client does not hold up accept()
-        sock = self.ssl_context.wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
-        with self._conns_lock:
-            self._conns.add(sock)
-        return sock, addr
+class _Handler(server._Handler):
+    """Keeps the simulated cluster's handler's connection handling (TLS handshake, HTTP/1.1 keep-alive, request
+    bodies); answers by forwarding."""
 
-    def shutdown_request(self, request):
-        with self._conns_lock:
-            self._conns.discard(request)
-        super(_ProxyServer, self).shutdown_request(request)
-
-    def close_all(self):
-        with self._conns_lock:
-            conns, self._conns = list(self._conns), set()
-        for sock in conns:
-            try:
-                sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-            try:
-                sock.close()
-            except OSError:
-                pass
-
-    def handle_error(self, request, client_address):
-        # clients that go away (a watch closed, a dropped connection) are not errors of the proxy
-        pass
-
-
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
     server_version = "fault-proxy"
-    sys_version = ""
-    timeout = 300
 
     def setup(self):
-        self.request.settimeout(10)
-        try:
-            self.request.do_handshake()
-        except (ssl.SSLError, OSError):
-            self.close_connection = True
-            raise
         super(_Handler, self).setup()
         # upstream connections of this client connection: {with_cert: [HTTPSConnection, last used]}
         self._conns = {}
@@ -583,36 +548,19 @@ class _Handler(BaseHTTPRequestHandler):
         for conn, _used in conns:
             conn.close()
 
-    def log_message(self, format, *args):  # pylint: disable=redefined-builtin
-        pass
-
-    # -- reading the request
-    def _read_body(self):
-        if (self.headers.get("Transfer-Encoding") or "").lower() == "chunked":
-            data = b""
-            while True:
-                size = int(self.rfile.readline().strip().split(b";")[0], 16)
-                if size == 0:
-                    while self.rfile.readline() not in (b"\r\n", b"\n", b""):
-                        pass
-                    return data
-                data += self.rfile.read(size)
-                self.rfile.readline()
-        length = int(self.headers.get("Content-Length") or 0)
-        return self.rfile.read(length) if length else b""
-
+    # -- the request
     def _dispatch(self):
-        proxy = self.server.proxy
+        proxy = self.server.api
         split = urllib.parse.urlsplit(self.path)
         path = split.path
         query = urllib.parse.parse_qs(split.query, keep_blank_values=True)
-        body = self._read_body()
+        body = self._body()
         content_type = (self.headers.get("Content-Type") or "").split(";")[0].strip().lower()
         authorization = self.headers.get("Authorization")
         entry = proxy._log_request(self.command, path, query, content_type, body, proxy._user_of(authorization))
         info = request_info(self.command, path, query)
         resource, name, verb = (info[0], info[2], info[4]) if info else (None, None, None)
-        fault = proxy._faults.take(self.command, path, verb, query)
+        fault = proxy._tables.take(self.command, path, verb, query)
         # the status goes into the log before the answer goes out, so a client that has its answer finds it there
         self._entry = entry
         try:
@@ -625,7 +573,7 @@ class _Handler(BaseHTTPRequestHandler):
         """Answer the request; returns the status the client got ("drop" for a closed connection)."""
         kind = fault.status if fault is not None else None
         if kind is not None and kind not in FAULT_VERBS:
-            result = proxy._faults.answer(fault, resource, name)
+            result = proxy._tables.answer(fault, resource, name)
             if result == "drop":
                 return self._drop()
             return self._send_json(*result)
@@ -677,7 +625,7 @@ class _Handler(BaseHTTPRequestHandler):
             return default
 
     def _connection(self, with_cert):
-        proxy = self.server.proxy
+        proxy = self.server.api
         slot = self._conns.get(with_cert)
         now = time.monotonic()
         if slot is not None and now - slot[1] > _UPSTREAM_IDLE:
@@ -725,7 +673,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     # -- answering
     def _send_head(self, code, headers, reason=None):
-        self.server.proxy._finish(self._entry, code)
+        self.server.api._finish(self._entry, code)
         self.send_response_only(code, reason)
         for key, value in headers:
             self.send_header(key, value)
@@ -743,7 +691,7 @@ class _Handler(BaseHTTPRequestHandler):
         return code
 
     def _drop(self):
-        self.server.proxy._finish(self._entry, "drop")
+        self.server.api._finish(self._entry, "drop")
         self.close_connection = True
         try:
             self.request.shutdown(socket.SHUT_RDWR)
@@ -751,7 +699,7 @@ class _Handler(BaseHTTPRequestHandler):
             pass
         return "drop"
 
-    def _chunk(self, data):
+    def _write_chunk(self, data):
         self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
         self.wfile.flush()
 
@@ -763,7 +711,7 @@ class _Handler(BaseHTTPRequestHandler):
         """200, then one ERROR event with error's Status, then the end of the stream: as the apiserver ends a watch."""
         self._send_head(200, [("Content-Type", "application/json"), ("Transfer-Encoding", "chunked"),
                               ("Cache-Control", "no-cache, private")])
-        self._chunk((json.dumps({"type": "ERROR", "object": error.status()}) + "\n").encode("utf-8"))
+        self._write_chunk((json.dumps({"type": "ERROR", "object": error.status()}) + "\n").encode("utf-8"))
         self._end_chunks()
         return 200
 
@@ -787,7 +735,7 @@ class _Handler(BaseHTTPRequestHandler):
                 if not data:
                     break
                 if chunked:
-                    self._chunk(data)
+                    self._write_chunk(data)
                 else:
                     self.wfile.write(data)
             if chunked:
@@ -818,12 +766,12 @@ class _Handler(BaseHTTPRequestHandler):
                 if not data:
                     break
                 if not json_stream:
-                    self._chunk(data)
+                    self._write_chunk(data)
                     continue
                 pending += data
                 lines, _nl, pending = pending.rpartition(b"\n")
                 if lines:
-                    self._chunk(lines + b"\n")
+                    self._write_chunk(lines + b"\n")
                     watch.since = self._last_rv(lines) or watch.since
             # no longer open once its client can see the end
             proxy._unregister(watch)
@@ -835,11 +783,11 @@ class _Handler(BaseHTTPRequestHandler):
                 if json_stream:
                     error = StoreError(410, "Expired", "too old resource version: %s (%d)"
                                        % (watch.since or "0", watch.expired_at + 1))
-                    self._chunk((json.dumps({"type": "ERROR", "object": error.status()}) + "\n").encode("utf-8"))
+                    self._write_chunk((json.dumps({"type": "ERROR", "object": error.status()}) + "\n").encode("utf-8"))
                 # the upstream connection was shut down: the next request opens another
                 self._close_upstream()
             elif pending:
-                self._chunk(pending)
+                self._write_chunk(pending)
             self._end_chunks()
         except OSError:
             self.close_connection = True
