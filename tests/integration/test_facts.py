@@ -483,6 +483,34 @@ def _probe(t):
     return {"first": first, "after": status.get("allocatable"), "capacity": status.get("capacity")}
 
 
+@row("status-subresource-stores-labels-and-annotations", dict.fromkeys(
+    ["node", "pod", "daemonset", "namespace"], {"code": 200, "labels": {"touched": "yes"}, "annotations": {"an": "x"},
+                                                "spec_kept": True, "rv_bumped": True}))
+def _probe(t):
+    out = {}
+    namespaced = "/api/v1/namespaces/%s" % t.namespace
+    ds_labels = {"app": t.name("ds")}
+    for kind, path, body in (
+            ("node", "/api/v1/nodes", {"metadata": {"name": t.name("node")}}),
+            ("pod", namespaced + "/pods", _pod(t.name("pod"))),
+            ("daemonset", "/apis/apps/v1/namespaces/%s/daemonsets" % t.namespace, {"metadata": {"name": t.name("ds")}, "spec": {
+                "selector": {"matchLabels": ds_labels}, "template": {"metadata": {"labels": ds_labels}, "spec": {
+                    "containers": [{"name": "c", "image": "registry.example/pause:1"}]}}}}),
+            ("namespace", "/api/v1/namespaces", {"metadata": {"name": t.name("ns")}})):
+        created = t.ok("POST", path, body)
+        url = "%s/%s" % (path, created["metadata"]["name"])
+        t.later("DELETE", url + ("?gracePeriodSeconds=0" if kind == "pod" else ""))
+        code, patched, _headers = t.req("PATCH", url + "/status", {
+            "metadata": {"labels": {"touched": "yes"}, "annotations": {"an": "x"}}, "spec": {"unschedulable": True}},
+            MERGE_PATCH)
+        meta = patched.get("metadata") or {}
+        out[kind] = {"code": code, "labels": {"touched": (meta.get("labels") or {}).get("touched")},
+                     "annotations": {"an": (meta.get("annotations") or {}).get("an")},
+                     "spec_kept": patched.get("spec") == created.get("spec"),
+                     "rv_bumped": int(meta.get("resourceVersion", 0)) > int(created["metadata"]["resourceVersion"])}
+    return out
+
+
 # -- Creating nodes
 
 NOT_READY_TAINT = {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}
@@ -995,6 +1023,28 @@ def _probe(t):
     return _class_refused(t, _cel("device.driver + 1"), first_line=True)
 
 
+OPERANDS = "'[', '{', '(', '.', '-', '!', 'true', 'false', 'null', NUM_FLOAT, NUM_INT, NUM_UINT, STRING, BYTES, IDENTIFIER"
+CEL_OTHER = {
+    "x == 1": "ERROR: <input>:1:1: undeclared reference to 'x' (in container '')",
+    "device.foo == 1": "ERROR: <input>:1:7: undefined field 'foo'",
+    "device.driver == 'a' &&": "ERROR: <input>:1:24: Syntax error: mismatched input '<EOF>' expecting {%s}" % OPERANDS,
+    "device.driver(": "ERROR: <input>:1:15: Syntax error: mismatched input '<EOF>' expecting {%s}" % OPERANDS.replace(
+        "'(', '.'", "'(', ')', '.'"),
+    "device.driver == 1": "ERROR: <input>:1:15: found no matching overload for '_==_' applied to '(string, int)'",
+    "device.driver < 1": "ERROR: <input>:1:15: found no matching overload for '_<_' applied to '(string, int)'",
+    "!device.driver": "ERROR: <input>:1:1: found no matching overload for '!_' applied to '(string)'",
+    "1 - 'a'": "ERROR: <input>:1:3: found no matching overload for '_-_' applied to '(int, string)'",
+    "device.attributes": 'DeviceClass.resource.k8s.io "<class>" is invalid: spec.selectors[0].cel.expression: Invalid value: '
+                         '"device.attributes": must evaluate to bool or the unknown type, not map(string, map(string, '
+                         'google.protobuf.Any))',
+}
+
+
+@row("dra-cel-other-errors", CEL_OTHER)
+def _probe(t):
+    return dict((e, _class_refused(t, _cel(e), first_line=True)["message"].split("compilation failed: ")[-1]) for e in CEL_OTHER)
+
+
 @row("dra-extended-resource-name-422", {
     name: {"code": 422, "kind": "Status", "reason": "Invalid", "causes": [("FieldValueInvalid", "spec.extendedResourceName")],
            "message": 'DeviceClass.resource.k8s.io "<class>" is invalid: spec.extendedResourceName: Invalid value: "%s": '
@@ -1325,6 +1375,23 @@ def _probe(t):
     assert _wait_scheduled(t, first)[0] == "bound"
     second = _claim_pod(t, node, template)
     return _scheduled(_wait_scheduled(t, second), node)
+
+
+@row("dra-pod-without-its-claim-is-held-back", {"conditions_while_missing": [], "after_template_created": "bound to the node"},
+     controllers=True)
+def _probe(t):
+    node, driver, device_class, _template = _dra_setup(t)
+    missing = t.name("tmpl")
+    pod = _claim_pod(t, node, missing)
+    time.sleep(3)
+    conditions = [c.get("type") for c in (t.get("/api/v1/namespaces/%s/pods/%s" % (t.namespace, pod)).get("status") or {}).get(
+        "conditions") or []]
+    t.ok("POST", "%s/namespaces/%s/resourceclaimtemplates" % (DRA, t.namespace), {
+        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate", "metadata": {"name": missing},
+        "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": device_class}}]}}}})
+    t.later("DELETE", "%s/namespaces/%s/resourceclaimtemplates/%s" % (DRA, t.namespace, missing))
+    del driver
+    return {"conditions_while_missing": conditions, "after_template_created": _scheduled(_wait_scheduled(t, pod, 30), node)}
 
 
 @row("dra-extended-resource-claim", {

@@ -335,7 +335,11 @@ _TOKEN_RE = re.compile(r"""
 """, re.VERBOSE)
 RESERVED = ("true", "false", "null", "in")
 # the DRA CEL environment (k8s.io/dynamic-resource-allocation/cel): one variable, `device`
-DEVICE_FIELDS = {"driver": "string", "attributes": "map", "capacity": "map", "allowMultipleAllocations": "bool"}
+# (map types carry cel-go's full name for the "must evaluate to bool" message; measured on v1.36.2)
+DEVICE_FIELDS = {"driver": "string", "attributes": "map(string, map(string, google.protobuf.Any))",
+                 "capacity": "map(string, map(string, kubernetes.Quantity))", "allowMultipleAllocations": "bool"}
+# how cel-go names the types this subset does not track in full
+TYPE_NAMES = {"list": "list(dyn)", "map": "map(dyn, dyn)"}
 GLOBAL_FUNCTIONS = ("size", "has", "int", "uint", "double", "string", "bytes", "bool", "dyn", "type", "duration",
                     "timestamp", "matches", "quantity", "isQuantity", "semver", "isSemver", "url", "isURL", "ip",
                     "isIP", "cidr", "isCIDR", "format")
@@ -451,8 +455,8 @@ class _Parser:
                     typ = "bool" if name[1] in ("startsWith", "endsWith", "contains", "matches", "exists",
                                                 "all", "exists_one", "isGreaterThan", "isLessThan") else "dyn"
                 elif typ == "device":
-                    if name[1] not in DEVICE_FIELDS:
-                        self.type_error = self.type_error or CelError(name[2], "undefined field '%s'" % name[1])
+                    if name[1] not in DEVICE_FIELDS:   # cel-go points at the dot (measured on v1.36.2)
+                        self.type_error = self.type_error or CelError(tok[2], "undefined field '%s'" % name[1])
                     typ = DEVICE_FIELDS.get(name[1], "dyn")
                 else:
                     typ = "dyn"
@@ -466,8 +470,19 @@ class _Parser:
         if self.peek()[1] == closing and self.peek()[0] == "op":
             self.take()
             return
+        first = True
         while True:
-            self.expr()
+            if first and closing == ")":
+                first = False
+                start = self.peek()[2]
+                try:
+                    self.expr()
+                except CelError as err:   # an empty argument list was possible: ')' is expected too (v1.36.2)
+                    if err.offset == start and err.message.endswith(OPERAND_EXPECTED):
+                        err.message = err.message.replace("'(', '.'", "'(', ')', '.'")
+                    raise
+            else:
+                self.expr()
             tok = self.peek()
             if tok[0] == "op" and tok[1] == ",":
                 self.take()
@@ -524,8 +539,12 @@ class _Parser:
         raise CelError(pos, "Syntax error: mismatched input '%s' expecting %s" % (value, OPERAND_EXPECTED))
 
 
+def _kind(typ):
+    return typ.split("(", 1)[0]
+
+
 def _need(typ, allowed, op, shown, pos):
-    if typ not in allowed and typ != "dyn":
+    if _kind(typ) not in allowed and typ != "dyn":
         raise CelError(pos, "found no matching overload for '%s' applied to '(%s)'" % (op, shown))
 
 
@@ -544,10 +563,10 @@ def _binary_type(op, left, right, pos):
         ok = (left == right and left in NUMERIC + ("string", "bytes", "bool")) or (left in NUMERIC and right in NUMERIC)
         result = "bool"
     elif op == "in":
-        ok = right in ("list", "map")
+        ok = _kind(right) in ("list", "map")
         result = "bool"
     elif op == "+":
-        ok = left == right and left in NUMERIC + ("string", "bytes", "list")
+        ok = left == right and _kind(left) in NUMERIC + ("string", "bytes", "list")
         result = left
     elif op == "%":
         ok = left == right and left in ("int", "uint")
@@ -576,7 +595,7 @@ def compile_cel(expression):
         return "compilation failed: ERROR: <input>:%d:%d: %s\n | %s\n | %s^" % (
             line, column + 1, err.message, source, "." * column)
     if typ not in ("bool", "dyn"):
-        return "must evaluate to bool"
+        return "must evaluate to bool or the unknown type, not %s" % TYPE_NAMES.get(typ, typ)
     return None
 
 
@@ -589,6 +608,9 @@ def compile_cel(expression):
 DEFAULT_DRA_DRIVERS = {
     "dra-example-driver": {"driver": "gpu.example.com", "inventory": "example.com/gpu", "profile": "example"},
     "k8s-dra-driver-gpu": {"driver": "gpu.nvidia.com", "inventory": "nvidia.com/gpu", "profile": "nvidia"},
+    # the same driver since its move to kubernetes-sigs (dra-driver-nvidia-gpu v0.4.1, registry.k8s.io); the same
+    # device names and attributes (cmd/gpu-kubelet-plugin/deviceinfo.go)
+    "dra-driver-nvidia-gpu": {"driver": "gpu.nvidia.com", "inventory": "nvidia.com/gpu", "profile": "nvidia"},
     "intel-gpu-resource-driver": {"driver": "gpu.intel.com", "inventory": "gpu.intel.com/i915", "profile": "intel"},
 }
 DEVICE_MEMORY = "16Gi"

@@ -148,3 +148,24 @@ def test_device_class_too_many_and_too_long_causes(raw):
     code, body, _headers = raw.request("POST", "/apis/resource.k8s.io/v1/deviceclasses", {
         "metadata": {"name": "c"}, "spec": {"selectors": [{"cel": {"expression": "x" * 10241}}]}})
     assert code == 422 and body["details"]["causes"][0]["reason"] == "FieldValueTooLong"
+
+
+@pytest.mark.parametrize("expression, detail", [
+    ("device.foo == 1", "ERROR: <input>:1:7: undefined field 'foo'"),
+    ("device.driver(", "ERROR: <input>:1:15: Syntax error: mismatched input '<EOF>' expecting {'[', '{', '(', ')', '.', "
+                       "'-', '!', 'true', 'false', 'null', NUM_FLOAT, NUM_INT, NUM_UINT, STRING, BYTES, IDENTIFIER}"),
+])
+def test_cel_errors_as_measured(expression, detail):
+    from tests.simcluster import dra
+    assert dra.compile_cel(expression).split("\n")[0] == "compilation failed: " + detail
+
+
+@pytest.mark.parametrize("expression, type_name", [
+    ("device.attributes", "map(string, map(string, google.protobuf.Any))"),
+    ("device.capacity", "map(string, map(string, kubernetes.Quantity))"),
+    ("device.driver", "string"), ("1", "int"), ("2u", "uint"), ("1.5", "double"), ("null", "null_type"),
+])
+def test_cel_non_bool_selector(expression, type_name):
+    from tests.simcluster import dra
+    assert dra.compile_cel(expression) == "must evaluate to bool or the unknown type, not " + type_name
+    assert dra.compile_cel("'x' in device.attributes") is None   # maps still work with `in`

@@ -91,7 +91,7 @@ def test_valid_selectors_compile(expression):
     ("(device.driver", "1:15: Syntax error: mismatched input '<EOF>' expecting ')'"),
     ("device.driver == 'a' 'b'", "1:22: Syntax error: mismatched input ''b'' expecting <EOF>"),
     ("gpu == 1", "1:1: undeclared reference to 'gpu' (in container '')"),
-    ("device.vendor == 'x'", "1:8: undefined field 'vendor'"),
+    ("device.vendor == 'x'", "1:7: undefined field 'vendor'"),   # at the dot: measured on v1.36.2 (test_facts.py)
     ("device.driver && true", "1:15: found no matching overload for '_&&_' applied to '(string, bool)'"),
 ])
 def test_compile_errors_subset(expression, detail):
