@@ -255,11 +255,15 @@ class WriteObserver:
 class Cluster:
     """What a test sees of the cluster, the same shape for simulated and real clusters."""
 
-    def __init__(self, kubeconfig, sim=None):
+    def __init__(self, kubeconfig, sim=None, controls=None):
         from kubernetes import client, config
 
-        self.sim = sim
+        # the simulated cluster, or on a real control plane of the suite's own the same controls served by the fault
+        # proxy and the kubelet stand-in (tests/support/real_cluster.py)
+        self.sim = sim if sim is not None else controls
         self.simulated = sim is not None
+        # the suite controls the cluster: its configured nodes exist, every request is logged, faults can be injected
+        self.controlled = self.sim is not None
         self.kubeconfig = kubeconfig
         # KUBECONFIG may list several files; the official client reads the first one
         self.api_client = config.new_client_from_config(config_file=kubeconfig.split(os.pathsep)[0])
@@ -292,7 +296,7 @@ class Cluster:
 
     def server(self):
         """(URL, CA file or None) of KUBECONFIG's current context, for tests that connect by host."""
-        if self.simulated:
+        if self.controlled:
             return self.sim.url, self.sim.ca_cert_path
         with open(self.kubeconfig.split(os.pathsep)[0]) as f:
             data = yaml.safe_load(f)
@@ -305,12 +309,17 @@ class Cluster:
                 f.write(base64.b64decode(entry["certificate-authority-data"]))
         return entry["server"], ca
 
-    def create_nodes(self, specs):
+    def create_nodes(self, specs, threads=1):
         """Create Node objects (no kubelet: nothing copies capacity to allocatable later) and return
         their names; deleted at the end of the test. Each spec: {"labels", "capacity", "allocatable"}.
         A node created without status is stored with an empty one, so the whole capacity map can be
         added (as kube-apiserver v1.32 does, tests/simcluster/FACTS.md); allocatable is then defaulted
         to a copy of capacity unless given."""
+        if threads > 1:
+            import concurrent.futures
+
+            with concurrent.futures.ThreadPoolExecutor(max_workers=threads) as pool:
+                return [name for names in pool.map(lambda spec: self.create_nodes([spec]), specs) for name in names]
         names = []
         for spec in specs:
             name = self.unique_name(spec.get("what", "node"))
@@ -457,17 +466,54 @@ class Cluster:
                 raise RuntimeError("stand-in nodes %s still not schedulable after %ss" % (names, timeout))
             time.sleep(0.2)
 
+    def watch_added(self, resource, label):
+        """A list that fills with the names of the objects of `resource` ("pods", "daemonsets" in any namespace, or
+        "deviceclasses") carrying `label` (None: all) that are created from now on, as a watch straight to the apiserver sees them: not through
+        the fault proxy, so the test's faults and request log stay the collection's alone."""
+        import threading
+
+        from kubernetes import client, config, watch
+
+        api_client = config.new_client_from_config(config_file=os.environ["KUBECONFIG"])
+        custom = client.CustomObjectsApi(api_client)
+        list_fn = {"pods": client.CoreV1Api(api_client).list_pod_for_all_namespaces,
+                   "daemonsets": client.AppsV1Api(api_client).list_daemon_set_for_all_namespaces,
+                   "deviceclasses": lambda **kw: custom.list_cluster_custom_object(
+                       "resource.k8s.io", "v1", "deviceclasses", **kw)}[resource]
+        since = json.loads(list_fn(limit=1, _preload_content=False).data)["metadata"]["resourceVersion"]
+        added, watcher = [], watch.Watch()
+
+        def run():
+            try:
+                query = {"label_selector": label} if label else {}
+                for event in watcher.stream(list_fn, resource_version=since, timeout_seconds=600, **query):
+                    if event["type"] == "ADDED":
+                        obj = event["object"]
+                        added.append(obj["metadata"]["name"] if isinstance(obj, dict) else obj.metadata.name)
+            except Exception:  # pylint: disable=broad-except
+                pass    # closed by the test's end
+        thread = threading.Thread(target=run, daemon=True)
+        thread.start()
+        self.on_close("stop the watch of %s" % resource, lambda: (watcher.stop(), api_client.close()))
+        return added
+
     def require_simulated(self, reason):
         if not self.simulated:
             pytest.skip("needs the simulated cluster: %s" % reason)
 
+    def require_controlled(self, reason):
+        """Skip unless the suite controls the cluster (simulated, or a real control plane of its own behind the fault
+        proxy and the kubelet stand-in): a cluster named by KUBECONFIG has neither the request log nor faults."""
+        if not self.controlled:
+            pytest.skip("needs a cluster the suite controls (simulated, or make real's own control plane): %s" % reason)
+
     def mark(self):
         """Remember the current end of the request log; writes() counts from here."""
-        self._mark = len(self.sim.requests) if self.simulated else 0
+        self._mark = len(self.sim.requests) if self.controlled else 0
         return self._mark
 
     def requests(self, since=None):
-        self.require_simulated("reads the request log")
+        self.require_controlled("reads the request log")
         start = self._mark if since is None else since
         return [r for r in list(self.sim.requests)[start:] if not r["path"].startswith("/simcluster")]
 
@@ -480,7 +526,7 @@ class Cluster:
         writes() lists what was written since. On the simulated cluster it reads the request log (every
         POST/PUT/PATCH/DELETE); on any other cluster (or with by_watch=True) it watches, see WriteObserver."""
         if by_watch is None:
-            by_watch = not self.simulated
+            by_watch = not self.controlled
         return WriteObserver(self, namespaces, names) if by_watch else _LogObserver(self)
 
     def node_names(self):
@@ -513,27 +559,37 @@ def _real_control_plane(config):
     cluster configuration (the default one unless the test names another) registered and served by a kubelet
     stand-in writing as the agent, and everything the test created removed after it."""
     from tests.simcluster.config import DEFAULT_CONFIG_PATH
+    from tests.support.fault_proxy import FaultProxy
     from tests.support.kubelet import KubeletStandIn
     from tests.support.leftovers import Snapshot
+    from tests.support.real_cluster import RealControls
 
     from kubernetes import config as kube_config
 
-    cluster = Cluster(os.environ["KUBECONFIG"])
     before = Snapshot(kube_config.new_client_from_config(config_file=os.environ["KUBECONFIG"]))
     standin = KubeletStandIn(os.environ["KUBEHW_AGENT_KUBECONFIG"], DEFAULT_CONFIG_PATH if config is None else config)
+    proxy = FaultProxy(os.environ["KUBECONFIG"])
+    cluster = None
     try:
         standin.start()
+        proxy.start()
+        workdir = tempfile.mkdtemp(prefix="kubehw-proxy-")
+        cluster = Cluster(proxy.write_kubeconfig(os.path.join(workdir, "admin.kubeconfig")),
+                          controls=RealControls(proxy, standin))
+        cluster.on_close("remove %s" % workdir, lambda: shutil.rmtree(workdir, ignore_errors=True))
         cluster.standin = standin
         cluster.wait_nodes_schedulable(sorted(standin.node_configs))
         yield cluster
     finally:
         try:
-            cluster.close()
+            if cluster is not None:
+                cluster.close()
             left = before.remove_newer()
             if left:
                 sys.stderr.write("kubehw integration: namespaces still terminating after the test: %s\n" % left)
         finally:
             standin.stop()
+            proxy.stop()
             before.api_client.close()
 
 

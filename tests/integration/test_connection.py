@@ -106,7 +106,7 @@ def test_kubeconfig_path_env_and_dict(cluster, ansible):
         res = assert_ok(run, name)
         assert node_names(res) == expected
         assert res["changed"] is False
-    if cluster.simulated:
+    if cluster.controlled:
         assert expected == ["cpu-1", "gpu-1"]
         # a read-only module: three list requests and not a single write
         assert [(r["method"], r["path"], r["status"]) for r in cluster.requests(since)] == [
@@ -134,7 +134,7 @@ def test_host_token_and_ca_from_env_options_and_module_defaults(cluster, ansible
     assert ids.token["options-user"] not in run.stdout + run.stderr
     assert node_names(assert_ok(run, "From module_defaults")) == expected
     assert run.rc == 0, run.output()
-    if cluster.simulated:
+    if cluster.controlled:
         assert users_seen(cluster, since) == [ids.user["env-user"], ids.user["options-user"], ids.user["defaults-user"]]
 
 
@@ -160,7 +160,7 @@ def test_untrusted_certificate_refused_unless_validate_certs_false(cluster, ansi
         assert "Traceback" not in res["msg"]
     assert node_names(assert_ok(run, "validate_certs false")) == expected
     assert node_names(assert_ok(run, "K8S_AUTH_VERIFY_SSL false")) == expected
-    if cluster.simulated:
+    if cluster.controlled:
         # the refused handshakes never reached authentication: only the insecure tasks were served
         assert users_seen(cluster, since) == [ids.user["insecure-probe"], ids.user["insecure-env-probe"]]
     for res in refused:
@@ -190,7 +190,7 @@ def test_wrong_token_is_401_and_context_selects_the_identity(cluster, ansible, i
         assert res["status"] == 401
         assert res["reason"] == "Unauthorized"
     assert node_names(assert_ok(run, "Context option")) == expected
-    if cluster.simulated:
+    if cluster.controlled:
         log = [(r["user"], r["status"]) for r in cluster.requests(since)]
         # 401 is not retried: one request per failing task
         assert log == [(None, 401), (None, 401), (ids.user["options-user"], 200)]
@@ -199,7 +199,7 @@ def test_wrong_token_is_401_and_context_selects_the_identity(cluster, ansible, i
 def client_certificate(cluster):
     """(cert file, key file, user): issued by the simulated cluster's CA, or KUBECONFIG's own client
     certificate on a real cluster (kubeadm's admin.conf and kind have one)."""
-    if cluster.simulated:
+    if cluster.controlled:
         cert, key = make_client_cert(os.path.dirname(cluster.sim.ca_cert_path), "cert-user", [READERS_GROUP])
         return cert, key, "cert-user"
     import base64
@@ -239,7 +239,7 @@ def test_client_certificate_from_options_and_kubeconfig(cluster, ansible, ids):
     assert run.rc == 0, run.output()
     assert node_names(assert_ok(run, "Client certificate options")) == expected
     assert node_names(assert_ok(run, "Kubeconfig with client certificate data")) == expected
-    if cluster.simulated:
+    if cluster.controlled:
         assert users_seen(cluster, since) == [user, user]
 
 
@@ -272,5 +272,5 @@ def test_least_privilege_token_reads_nodes_and_others_get_403(cluster, ansible, 
         res = assert_failed(run, name)
         assert res["status"] == 403
         assert nobody_msg in res["msg"], res["msg"]
-    if cluster.simulated:
+    if cluster.controlled:
         assert cluster.writes(since) == []

@@ -93,7 +93,7 @@ def test_create_then_noop_rerun_makes_no_write(cluster, ansible, namespace):
 
     assert second["changed"] is False, second
     assert second["generation"] == {"before": 1, "after": 1}
-    if cluster.simulated:
+    if cluster.controlled:
         writes = ds_writes(cluster, mark)
         # first run: ConfigMap, DaemonSet, ConfigMap ownerReference; the second run adds nothing
         assert [m for m, _path in writes] == ["POST", "POST", "PUT"], writes
@@ -121,7 +121,7 @@ def test_changed_setting_rolls_out_and_reports_generations(cluster, ansible, nam
     cm = json.loads(cluster.core.read_namespaced_config_map(
         "nvidia-device-plugin-config", namespace, _preload_content=False).data)
     assert json.loads(cm["data"]["config.yaml"])["flags"]["migStrategy"] == "single"
-    if cluster.simulated:
+    if cluster.controlled:
         methods = [m for m, p in ds_writes(cluster, mark) if "/pods" not in p]
         # create: ConfigMap, DaemonSet, ConfigMap owner; change: ConfigMap, then DaemonSet
         assert methods == ["POST", "POST", "PUT", "PUT", "PUT"], methods
@@ -139,7 +139,7 @@ def test_wait_resource_only_on_gpu_nodes_and_min_count_timeout(cluster, ansible,
         assert res["nodes"][name]["pod_ready"] and res["nodes"][name]["resource_ready"]
         assert res["nodes"][name]["capacity"]["nvidia.com/gpu"] >= 4
         assert "nvidia.com/gpu" in res["nodes"][name]["allocatable"]
-    if cluster.simulated:
+    if cluster.controlled:
         assert res["nodes"]["gpu-1"]["capacity"] == {"nvidia.com/gpu": 4}
         assert res["nodes"]["gpu-2"]["capacity"] == {"nvidia.com/gpu": 8}
         for node in json.loads(cluster.core.list_node(_preload_content=False).data)["items"]:
@@ -165,7 +165,7 @@ def test_wait_resource_only_on_gpu_nodes_and_min_count_timeout(cluster, ansible,
     {"name": "cpu-1"},
 ]})
 def test_pod_never_ready_times_out_naming_node_and_reason(cluster, ansible, namespace):
-    cluster.require_simulated("injects a pod start failure")
+    cluster.require_controlled("injects a pod start failure")
     cluster.sim.fail_pod_start("gpu-2", reason="ImagePullBackOff")
     run = ansible([task(namespace, wait="resource", wait_timeout=6)])
     res = run.result("Deploy")
@@ -206,7 +206,7 @@ def test_check_mode_makes_no_write_and_shows_diff(cluster, ansible, namespace):
     assert diff["before"]["spec"]["template"]["spec"]["containers"][0]["image"].endswith(":v0.20.0")
     assert diff["after"]["spec"]["template"]["spec"]["containers"][0]["image"].endswith(":v0.17.0")
     assert read_ds(cluster, namespace)["metadata"]["generation"] == 1
-    if cluster.simulated:
+    if cluster.controlled:
         # exactly the three writes of the real task in the middle: the checks wrote nothing
         assert [m for m, _path in ds_writes(cluster, mark)] == ["POST", "POST", "PUT"]
         assert len(cluster.writes(mark)) == 3
@@ -221,7 +221,7 @@ def test_state_absent_deletes_daemonset_and_configmap(cluster, ansible, namespac
     assert run.result("Remove again")["changed"] is False
     assert not exists(cluster.apps.read_namespaced_daemon_set, "nvidia-device-plugin", namespace)
     assert not exists(cluster.core.read_namespaced_config_map, "nvidia-device-plugin-config", namespace)
-    if cluster.simulated:
+    if cluster.controlled:
         deletes = [p for m, p in ds_writes(cluster, mark) if m == "DELETE"]
         assert [p.rsplit("/", 2)[1:] for p in deletes] == [["daemonsets", "nvidia-device-plugin"],
                                                            ["configmaps", "nvidia-device-plugin-config"]]
@@ -235,7 +235,7 @@ def test_invalid_input_fails_before_any_request(cluster, ansible, namespace):
     assert res["failed"]
     assert "'nvidia.com/bad name' is not a valid extended resource name" in res["msg"]
     assert "must be a DaemonSet" in run.result("Bad kind")["msg"]
-    if cluster.simulated:
+    if cluster.controlled:
         assert cluster.requests(mark) == []
 
 
@@ -300,7 +300,7 @@ def test_switch_from_nvidia_deletes_its_configmap_after_the_rollout(cluster, ans
     assert "config.yaml" in res["diff"][1]["before"]["data"] and res["diff"][1]["after"] == {}
     assert res["changed"] is True and res.get("deleted_configmap") == SWITCHED_CM
     assert read_cm(cluster, namespace)
-    if cluster.simulated:
+    if cluster.controlled:
         assert cluster.writes(mark) == []
 
     mark = cluster.mark()
@@ -316,7 +316,7 @@ def test_switch_from_nvidia_deletes_its_configmap_after_the_rollout(cluster, ans
     assert mounting_pods(cluster, namespace) == []
     again = run.result("Again")
     assert again["changed"] is False and "deleted_configmap" not in again, again
-    if cluster.simulated:
+    if cluster.controlled:
         writes = [(m, p.rsplit("/", 2)[1]) for m, p in ds_writes(cluster, mark) if "/pods" not in p]
         # the DaemonSet stops mounting it first; the ConfigMap goes after the rollout; the re-run writes nothing
         assert writes == [("PUT", "daemonsets"), ("DELETE", "configmaps")], writes
@@ -337,7 +337,7 @@ def test_switch_leaves_a_configmap_the_module_did_not_create(cluster, ansible, n
     after = read_cm(cluster, namespace)
     assert after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]
     assert after["data"] == {"settings": "someone else's"}
-    if cluster.simulated:
+    if cluster.controlled:
         assert not [p for m, p in ds_writes(cluster, mark) if "/configmaps" in p]
 
 
@@ -365,7 +365,7 @@ def test_foreign_configmap_is_refused_unless_adopted_and_its_owners_are_kept(clu
         assert "adopt_configmap: true" in res["msg"]
     assert read_cm(cluster, namespace, "nvidia-device-plugin-config") == before
     assert not exists(cluster.apps.read_namespaced_daemon_set, "nvidia-device-plugin", namespace)
-    if cluster.simulated:
+    if cluster.controlled:
         assert ds_writes(cluster, mark) == []
 
     run = ansible([task(namespace, name="Adopt", adopt_configmap=True)])
@@ -406,7 +406,7 @@ def test_foreign_daemonset_is_refused_unless_adopted(cluster, ansible, namespace
     # on any cluster: untouched (same resourceVersion), and no ConfigMap made for it
     assert read_ds(cluster, namespace)["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]
     assert not exists(cluster.core.read_namespaced_config_map, "nvidia-device-plugin-config", namespace)
-    if cluster.simulated:
+    if cluster.controlled:
         assert ds_writes(cluster, mark) == []
 
     run = ansible([task(namespace, name="Adopt", adopt_daemonset=True, wait="none")])
@@ -434,7 +434,7 @@ def test_rollout_over_zero_nodes_fails_naming_the_selection(cluster, ansible, na
         task(namespace, name="Allowed", node_selector=selector, allow_empty_rollout=True),
     ])
     # how many nodes the cluster has: 3 on the simulated one; on a real one other tests add and remove nodes
-    counted = r"\(0 of 3 nodes\)" if cluster.simulated else r"\(0 of \d+ nodes\)"
+    counted = r"\(0 of 3 nodes\)" if cluster.controlled else r"\(0 of \d+ nodes\)"
     for name in ("Nowhere", "Nowhere by resource"):
         res = run.result(name)
         assert res["failed"], res
@@ -474,7 +474,7 @@ def test_dropped_labels_and_annotations_are_removed_and_others_kept(cluster, ans
      "inventory": {"nvidia.com/gpu": 8}},
 ]})
 def test_delete_old_pods_goes_in_batches_of_max_unavailable(cluster, ansible, namespace):
-    cluster.require_simulated("injects a pod start failure and reads the request log")
+    cluster.require_controlled("injects a pod start failure and reads the request log")
     strategy = {"type": "OnDelete"}
     run = ansible([task(namespace, update_strategy=strategy)])
     assert run.rc == 0, run.output()
@@ -492,7 +492,7 @@ def test_delete_old_pods_goes_in_batches_of_max_unavailable(cluster, ansible, na
            and not p["metadata"].get("deletionTimestamp")]
     assert sorted(old) == ["gpu-2", "gpu-3"], old
 
-    cluster.sim.controllers.allow_pod_start("gpu-1")
+    cluster.sim.allow_pod_start("gpu-1")
     mark = cluster.mark()
     run = ansible([task(namespace, name="Two at a time", update_strategy=dict(strategy, max_unavailable=2),
                         device_id_strategy="index", delete_old_pods=True)])
@@ -519,7 +519,7 @@ def test_missing_namespace_is_named(cluster, ansible):
         assert res["status"] == 403, res
         return
     assert res["msg"].startswith('Namespace "%s" does not exist: create it first, or set namespace' % missing), res
-    if cluster.simulated:
+    if cluster.controlled:
         assert [w["method"] for w in cluster.writes(mark)] == ["POST"]
 
 
@@ -531,7 +531,7 @@ def test_missing_namespace_is_named(cluster, ansible):
     {"name": "cpu-1", "labels": {"kubernetes.io/arch": "amd64"}},
 ]})
 def test_intel_gpu_waits_for_i915_or_xe_on_stock_nfd_labels(cluster, ansible, namespace):
-    cluster.require_simulated("needs nodes with Intel GPU inventory")
+    cluster.require_controlled("needs nodes with Intel GPU inventory")
     run = ansible([task(namespace, preset="intel_gpu", wait="resource", wait_timeout=30)])
     assert run.rc == 0, run.output()
     res = run.result("Deploy")
@@ -559,5 +559,5 @@ def test_device_plugin_role_passes_the_runtime_class(cluster, ansible, namespace
     emptied = run.result("Show emptied")["device_plugin_result"]["daemonset"]
     assert default["spec"]["template"]["spec"]["runtimeClassName"] == "nvidia"
     assert "runtimeClassName" not in emptied["spec"]["template"]["spec"]
-    if cluster.simulated:
+    if cluster.controlled:
         assert cluster.writes(mark) == []

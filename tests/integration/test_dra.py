@@ -104,7 +104,7 @@ def test_create_rerun_update_remove_twice(cluster, ansible, dc_name):
     assert again.rc == 0, again.output()
     assert again.result("DeviceClass")["changed"] is False
     assert again.result("DeviceClass")["action"] == "none"
-    if cluster.simulated:
+    if cluster.controlled:
         assert writes(cluster, mark) == []
     assert read_class(cluster, dc_name)["metadata"]["resourceVersion"] == stored["metadata"]["resourceVersion"]
 
@@ -119,7 +119,7 @@ def test_create_rerun_update_remove_twice(cluster, ansible, dc_name):
     stored = read_class(cluster, dc_name)
     assert [s["cel"]["expression"] for s in stored["spec"]["selectors"]] == newer
     assert "config" not in stored["spec"]
-    if cluster.simulated:
+    if cluster.controlled:
         assert [(m, dry) for m, _p, dry in writes(cluster, mark)] == [("PUT", None)]
 
     remove = ansible([task(dc_name, state="absent"), task(dc_name, title="Again", state="absent")])
@@ -131,13 +131,14 @@ def test_create_rerun_update_remove_twice(cluster, ansible, dc_name):
 
 def test_writes_whose_answer_is_lost_neither_fail_nor_repeat(cluster, ansible, dc_name):
     fault = "commit-504"  # the connection-dropped variant goes through the same client path (test_faults.py)
-    cluster.require_simulated("injects a lost answer after the apiserver stored the write")
+    cluster.require_controlled("injects a lost answer after the apiserver stored the write")
     path = "^/apis/resource.k8s.io/v1/deviceclasses"
     cluster.sim.inject_fault("POST", path + "$", status=fault)
     cluster.sim.inject_fault("PUT", path + "/%s$" % dc_name.replace(".", r"\."), status=fault)
-    added = []
-    cluster.sim.store.subscribe(lambda event, res, obj: added.append(obj["metadata"]["name"])
-                                if res == "deviceclasses" and event == "ADDED" else None)
+    added = cluster.watch_added("deviceclasses", None) if not cluster.simulated else []
+    if cluster.simulated:
+        cluster.sim.store.subscribe(lambda event, res, obj: added.append(obj["metadata"]["name"])
+                                    if res == "deviceclasses" and event == "ADDED" else None)
     mark = cluster.mark()
     run = ansible([task(dc_name, selectors=['device.driver == "gpu.example.com"']),
                    task(dc_name, title="Change", selectors=['device.driver == "other.example.com"'])])
@@ -145,7 +146,7 @@ def test_writes_whose_answer_is_lost_neither_fail_nor_repeat(cluster, ansible, d
     # the lost answers are no reason to report nothing done: the first task created, the second updated
     assert (run.result("DeviceClass")["action"], run.result("DeviceClass")["changed"]) == ("created", True)
     assert (run.result("Change")["action"], run.result("Change")["changed"]) == ("updated", True)
-    assert [f.status for f in cluster.sim.api._faults] == []
+    assert cluster.sim.faults == []
     assert added == [dc_name]
     # one POST: after the lost answer the class was read back by name, not created again
     assert [m for m, _p, _d in writes(cluster, mark)].count("POST") == 1
@@ -176,7 +177,7 @@ def test_check_mode_validates_by_dry_run_and_stores_nothing(cluster, ansible, dc
     assert out["device_class"]["spec"]["selectors"][0]["cel"]["expression"] == 'device.driver == "gpu.example.com"'
     assert out["diff"]["before"] == {} and out["diff"]["after"]["metadata"]["name"] == dc_name
     assert read_class(cluster, dc_name) is None
-    if cluster.simulated:
+    if cluster.controlled:
         sent = writes(cluster, mark)
         assert len(sent) in (2, 3) and all(m == "POST" and dry == "All" for m, _p, dry in sent), sent
 
@@ -194,7 +195,7 @@ def test_bad_input_fails_before_any_request(cluster, ansible, dc_name):
     assert "config[0].driver 'GPU_Example'" in msg and "DNS subdomain" in msg, msg
     msg = run.result("Extended")["msg"]
     assert "extended_resource_name 'kubernetes.io/gpu'" in msg and "Nothing was sent" in msg, msg
-    if cluster.simulated:
+    if cluster.controlled:
         assert cluster.requests(mark) == []
     assert read_class(cluster, dc_name) is None
 
@@ -209,7 +210,7 @@ def test_extended_resource_name_is_stored_once(cluster, ansible, dc_name):
     again = ansible([task(dc_name, selectors=['device.driver == "gpu.example.com"'],
                           extended_resource_name="example.com/gpu-stored")])
     assert again.result("DeviceClass")["changed"] is False
-    if cluster.simulated:
+    if cluster.controlled:
         assert writes(cluster, mark) == []
 
 
@@ -225,7 +226,7 @@ def test_foreign_class_left_alone_without_adopt(cluster, ansible, dc_name):
     assert "/spec/selectors" in json.dumps(run.result("DeviceClass").get("warnings")), run.results
     assert read_class(cluster, dc_name)["spec"]["selectors"][0]["cel"]["expression"] == \
         'device.driver == "other.example.com"'
-    if cluster.simulated:
+    if cluster.controlled:
         assert writes(cluster, mark) == []
 
 
@@ -385,7 +386,7 @@ def test_extended_resource_served_through_dra(cluster, ansible, dc_name):
     try:
         made = ansible([task(dc_name, selectors=['device.driver == "%s"' % driver], extended_resource_name=resource)])
         if made.rc != 0 and "DRAExtendedResource" in made.result("DeviceClass").get("msg", "") \
-                and not cluster.simulated:
+                and not cluster.controlled:
             pytest.skip("the cluster's apiserver drops DeviceClass.spec.extendedResourceName "
                         "(feature gate DRAExtendedResource off)")
         assert made.rc == 0, made.output()
@@ -396,7 +397,7 @@ def test_extended_resource_served_through_dra(cluster, ansible, dc_name):
                                                    pod.get("status", {}).get("extendedResourceClaimStatus")):
             time.sleep(0.5)
             pod = _read_pod(cluster, first)
-        if not pod["spec"].get("nodeName") and not cluster.simulated:
+        if not pod["spec"].get("nodeName") and not cluster.controlled:
             conditions = json.dumps((pod.get("status") or {}).get("conditions"))
             if "Insufficient %s" % resource in conditions:
                 pytest.skip("the cluster's scheduler does not serve %s through DRA (feature gate DRAExtendedResource "
@@ -479,7 +480,7 @@ def test_smoke_test_through_a_claim_template_and_the_claims_report(cluster, ansi
     api.create_cluster_custom_object(GROUP, "v1", "deviceclasses", {
         "apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": driver},
         "spec": {"selectors": [{"cel": {"expression": 'device.driver == "%s"' % driver}}]}})
-    if not cluster.simulated:
+    if not cluster.controlled:
         # a new namespace gets its "default" ServiceAccount a moment later; a pod created before is refused
         wait_for(lambda: cluster.core.list_namespaced_service_account(
             namespace, field_selector="metadata.name=default").items, what="the default ServiceAccount")

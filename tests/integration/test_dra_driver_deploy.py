@@ -123,7 +123,7 @@ def test_rollout_waits_for_devices_rerun_and_check_mode_write_nothing_absent_twi
     if rbac_mode() == "create":
         binding = json.loads(cluster.rbac.read_cluster_role_binding(DS, _preload_content=False).data)
         assert binding["subjects"] == [{"kind": "ServiceAccount", "name": DS, "namespace": namespace}]
-    if cluster.simulated:
+    if cluster.controlled:
         assert [(n["name"], n["devices"]) for n in res["nodes"]] == [
             ("gpu-1", ["gpu-0", "gpu-1"]), ("gpu-2", ["gpu-0", "gpu-1", "gpu-2", "gpu-3"])]
         # ResourceSlices are read with the driver's field selector: one list, then (if needed) a watch, no polling
@@ -143,7 +143,7 @@ def test_rollout_waits_for_devices_rerun_and_check_mode_write_nothing_absent_twi
     assert "/spec/template/spec/containers/0/env/7/value" in predict["changed_paths"]  # NUM_DEVICES
     after = predict["diff"][0]["after"]["spec"]["template"]["spec"]["containers"][0]["env"]
     assert {"name": "NUM_DEVICES", "value": "2"} in after
-    if cluster.simulated:
+    if cluster.controlled:
         assert cluster.writes(mark) == []
 
     run = ansible([task(namespace, "Remove", state="absent"), task(namespace, "Remove again", state="absent")])

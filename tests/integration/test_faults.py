@@ -49,15 +49,15 @@ def when_watching(cluster, resource, *steps):
     """In a thread: before each step, wait until a module holds a watch on `resource` that the
     previous step did not end, then run the step. Returns the started thread."""
     def open_watches():
-        return [w for w in list(cluster.sim.store._watches) if w.resource == resource]
+        return [(w["path"], w["since"]) for w in cluster.sim.open_watches if w["resource"] == resource]
 
     def run():
         seen = set()
         for step in steps:
             deadline = time.monotonic() + 60
-            while time.monotonic() < deadline and not [w for w in open_watches() if id(w) not in seen]:
+            while time.monotonic() < deadline and not [w for w in open_watches() if w not in seen]:
                 time.sleep(0.05)
-            seen.update(id(w) for w in open_watches())
+            seen.update(open_watches())
             step()
 
     thread = threading.Thread(target=run)
@@ -78,7 +78,7 @@ def advertise_allocatable(cluster, node, resources):
 
 
 def pending_faults(cluster):
-    return [f.status for f in cluster.sim.api._faults]
+    return [f["status"] for f in cluster.sim.faults]
 
 
 def watches(cluster, since, path):
@@ -93,6 +93,8 @@ def lists(cluster, since, path):
 
 def count_added(cluster, resource, label):
     """Record the objects of `resource` carrying `label` that the store creates from now on."""
+    if not cluster.simulated:
+        return cluster.watch_added(resource, label)
     key, _eq, value = label.partition("=")
     added = []
 
@@ -112,7 +114,7 @@ def smoke_pods_left(cluster):
 
 @pytest.mark.parametrize("fault", LOST_ANSWERS)
 def test_smoke_test_lost_create_answer_makes_exactly_one_pod_and_leaves_none(cluster, ansible, fault):
-    cluster.require_simulated("injects a lost answer after the apiserver stored the pod")
+    cluster.require_controlled("injects a lost answer after the apiserver stored the pod")
     added = count_added(cluster, "pods", SMOKE_LABEL)
     cluster.sim.inject_fault("POST", r"^/api/v1/namespaces/default/pods$", status=fault)
     mark = cluster.mark()
@@ -130,7 +132,7 @@ def test_smoke_test_lost_create_answer_makes_exactly_one_pod_and_leaves_none(clu
 
 
 def test_smoke_test_pod_is_pinned_by_node_name_with_a_deadline_and_run_label(cluster, ansible):
-    cluster.require_simulated("reads the created pod from the request log")
+    cluster.require_controlled("reads the created pod from the request log")
     mark = cluster.mark()
     advertise_allocatable(cluster, "dongle-1", {DONGLE: "2"})
     run = ansible([{"name": "Smoke", "kubehw.devices.resource_smoke_test": {
@@ -150,7 +152,7 @@ def test_smoke_test_pod_is_pinned_by_node_name_with_a_deadline_and_run_label(clu
 @pytest.mark.simcluster_config(slow_pods_config())
 @pytest.mark.parametrize("fault", WATCH_ERRORS)
 def test_smoke_test_wait_survives_watch_error_events(cluster, ansible, fault):
-    cluster.require_simulated("injects watch ERROR events")
+    cluster.require_controlled("injects watch ERROR events")
     mark = cluster.mark()
     cluster.sim.inject_fault("GET", r"^/api/v1/namespaces/default/pods$", status=fault)
     advertise_allocatable(cluster, "dongle-1", {DONGLE: "2"})
@@ -169,7 +171,7 @@ def test_smoke_test_wait_survives_watch_error_events(cluster, ansible, fault):
 
 @pytest.mark.parametrize("fault", WATCH_ERRORS + ["compaction"])
 def test_wait_allocatable_survives_watch_errors_and_compaction(cluster, ansible, fault):
-    cluster.require_simulated("injects watch ERROR events and compacts the simulated etcd")
+    cluster.require_controlled("injects watch ERROR events and compacts the watch history")
     mark = cluster.mark()
     steps = [lambda: advertise(cluster, "cpu-1", {DONGLE: "3"})]
     if fault == "compaction":
@@ -194,10 +196,14 @@ def test_wait_allocatable_survives_watch_errors_and_compaction(cluster, ansible,
 
 
 def test_expired_continue_token_restarts_the_list(cluster, ansible):
-    cluster.require_simulated("creates 520 nodes and injects an expired continue token")
-    for i in range(520):
-        cluster.sim.store.create("nodes", node_object({"name": "bulk-%03d" % i, "capacity": {"cpu": "1"},
-                                                       "labels": {"bulk": "yes"}}))
+    cluster.require_controlled("creates 520 nodes and injects an expired continue token")
+    if cluster.simulated:
+        for i in range(520):
+            cluster.sim.store.create("nodes", node_object({"name": "bulk-%03d" % i, "capacity": {"cpu": "1"},
+                                                           "labels": {"bulk": "yes"}}))
+    else:
+        cluster.create_nodes([{"what": "bulk", "labels": {"bulk": "yes"}, "capacity": {"cpu": "1"}}] * 520,
+                             threads=8)
     cluster.sim.inject_fault("GET", r"^/api/v1/nodes$", status="continue-expired")
     mark = cluster.mark()
     run = ansible([{"name": "Report", "kubehw.devices.extended_resource_info": {
@@ -213,7 +219,7 @@ def test_expired_continue_token_restarts_the_list(cluster, ansible):
 
 @pytest.mark.parametrize("fault", LOST_ANSWERS)
 def test_node_status_patch_whose_answer_is_lost(cluster, ansible, fault):
-    cluster.require_simulated("injects a lost answer after the apiserver stored the patch")
+    cluster.require_controlled("injects a lost answer after the apiserver stored the patch")
     cluster.sim.inject_fault("PATCH", r"^/api/v1/nodes/cpu-1/status$", status=fault)
     mark = cluster.mark()
     task = {"kubehw.devices.k8s_node_extended_resource": {"name": "cpu-1", "resources": {DONGLE: 2}}}
@@ -230,7 +236,7 @@ def test_node_status_patch_whose_answer_is_lost(cluster, ansible, fault):
 
 @pytest.mark.parametrize("fault", WATCH_ERRORS)
 def test_node_wait_allocatable_survives_watch_error_events(cluster, ansible, fault):
-    cluster.require_simulated("injects watch ERROR events")
+    cluster.require_controlled("injects watch ERROR events")
     cluster.sim.inject_fault("GET", r"^/api/v1/nodes$", status=fault)
     run = ansible([{"name": "Advertise", "kubehw.devices.k8s_node_extended_resource": {
         "name": "cpu-1", "resources": {DONGLE: 5}, "wait": "allocatable", "wait_timeout": 30}}])
@@ -261,7 +267,7 @@ def deploy(namespace, name="Deploy", **params):
 
 @pytest.mark.parametrize("fault", LOST_ANSWERS)
 def test_device_plugin_writes_whose_answer_is_lost(cluster, ansible, namespace, fault):
-    cluster.require_simulated("injects lost answers after the apiserver stored the writes")
+    cluster.require_controlled("injects lost answers after the apiserver stored the writes")
     base = r"^/apis/apps/v1/namespaces/%s/daemonsets" % namespace
     cm_base = r"^/api/v1/namespaces/%s/configmaps" % namespace
     for method, path in (("POST", base + "$"), ("POST", cm_base + "$"),
@@ -283,7 +289,7 @@ def test_device_plugin_writes_whose_answer_is_lost(cluster, ansible, namespace, 
 @pytest.mark.parametrize("wait, path", [("rollout", "/apis/apps/v1/namespaces/%s/daemonsets"),
                                         ("resource", "/api/v1/nodes")])
 def test_device_plugin_waits_survive_watch_error_events(cluster, ansible, namespace, wait, path):
-    cluster.require_simulated("injects watch ERROR events")
+    cluster.require_controlled("injects watch ERROR events")
     path = path % namespace if "%s" in path else path
     cluster.sim.inject_fault("GET", "^%s$" % path, status="watch-expired")
     cluster.sim.inject_fault("GET", "^%s$" % path, status="watch-too-large")
@@ -297,7 +303,7 @@ def test_device_plugin_waits_survive_watch_error_events(cluster, ansible, namesp
 
 @pytest.mark.parametrize("fault", LOST_ANSWERS)
 def test_runtime_class_writes_whose_answer_is_lost(cluster, ansible, fault):
-    cluster.require_simulated("injects lost answers after the apiserver stored the writes")
+    cluster.require_controlled("injects lost answers after the apiserver stored the writes")
     name = "faults-%s" % uuid.uuid4().hex[:6]
     cluster.sim.inject_fault("POST", r"^/apis/node.k8s.io/v1/runtimeclasses$", status=fault)
     cluster.sim.inject_fault("PUT", r"^/apis/node.k8s.io/v1/runtimeclasses/%s$" % name, status=fault)
@@ -323,9 +329,10 @@ def kubeconfig_with(cluster, user):
 def test_no_credential_reaches_the_output_at_vvv(cluster, ansible):
     """api_key, password and every secret of a kubeconfig given as a dict stay out of -vvv output,
     whether the task works or fails (and before the client is built: a refused option)."""
-    cluster.require_simulated("uses the simulated cluster's admin token and CA")
+    cluster.require_controlled("uses the admin token and CA of a cluster the suite controls")
     import sys
-    token = cluster.sim.admin_token
+    with open(cluster.kubeconfig) as f:
+        token = yaml.safe_load(f)["users"][0]["user"]["token"]
     secrets = {"password": "pw-Zq81-secret", "key": "a2V5LWRhdGEtc2VjcmV0LVpxODE=", "env": "env-Zq81-secret",
                "arg": "arg-Zq81-secret", "id": "idt-Zq81-secret", "refresh": "rt-Zq81-secret"}
     credential = json.dumps({"apiVersion": "client.authentication.k8s.io/v1beta1", "kind": "ExecCredential",

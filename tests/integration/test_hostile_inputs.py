@@ -158,7 +158,7 @@ def params_of(module, overrides):
 def bring_nodes(cluster):
     """The nodes the cases target: the simulated cluster has them (SIM_CONFIG); elsewhere Node objects are
     created (no kubelet needed: the cases only must not write them) and deleted at the end."""
-    if cluster.simulated:
+    if cluster.controlled:
         return
     for name in NODES:
         cluster.core.create_node({"apiVersion": "v1", "kind": "Node",
@@ -340,6 +340,6 @@ def test_two_hosts_naming_one_node_fail_the_role(cluster, ansible, tmp_path):
     assert proc.returncode != 0, output
     assert "several hosts of the play name the same node (%s)" % NODES[0] in output, output
     assert "Traceback (most recent call last)" not in output
-    if cluster.simulated:
+    if cluster.controlled:
         assert cluster.requests(mark) == []     # not even a read: the role stops before its first task
     assert observer.writes() == []

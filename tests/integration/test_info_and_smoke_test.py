@@ -73,7 +73,7 @@ def test_wait_allocatable_follows_the_kubelet_copy(cluster, ansible, kubelet_nod
     timer.join()
     assert run.rc == 0, run.output()
     assert run.result("Wait")["nodes"][0]["allocatable"][WATCHED] == "3"
-    if cluster.simulated:
+    if cluster.controlled:
         # one list for the read, and then a watch rather than repeated GETs
         node_reads = [r for r in cluster.requests(0)
                       if r["method"] == "GET" and r["path"].startswith("/api/v1/nodes")]
@@ -92,12 +92,12 @@ def test_wait_allocatable_times_out_naming_the_node(cluster, ansible):
 
 @pytest.mark.parametrize("bad, rule", [({"dongle": 1}, "exactly one '/'"), ({DONGLE: -1}, ">= 0")])
 def test_info_refuses_bad_wait_input_before_any_request(cluster, ansible, bad, rule):
-    mark = cluster.mark() if cluster.simulated else 0
+    mark = cluster.mark() if cluster.controlled else 0
     run = ansible([{"name": "Wait", "ignore_errors": True, "kubehw.devices.extended_resource_info": {
         "name": "x", "wait_allocatable": bad}}])
     assert run.result("Wait")["failed"] is True
     assert rule in run.result("Wait")["msg"]
-    if cluster.simulated:
+    if cluster.controlled:
         assert cluster.requests(mark) == []
 
 
@@ -132,7 +132,7 @@ def test_smoke_test_check_mode_creates_nothing(cluster, ansible):
     assert run.rc == 0, run.output()
     assert run.result("Smoke")["changed"] is False
     assert "check mode" in run.result("Smoke")["skipped_reason"]
-    if cluster.simulated:
+    if cluster.controlled:
         assert cluster.writes(mark) == []
 
 
@@ -146,7 +146,7 @@ def test_modules_run_as_the_identity_of_the_run(cluster, ansible):
     run = ansible([{"name": "Report", "kubehw.devices.extended_resource_info": {"all_nodes": True}}])
     assert run.rc == 0, run.output()
     assert run.result("Report")["nodes"], run.output()
-    if cluster.simulated:
+    if cluster.controlled:
         users = set(r["user"] for r in cluster.requests(mark))
         expected = identity_user(cluster) if least_privilege() else "kubernetes-admin"
         assert users == {expected}

@@ -107,7 +107,7 @@ def test_drain_skips_daemonset_and_mirror_pods_check_mode_and_rerun_write_nothin
     out = run.result("Drain")
     assert out["changed"] is True and out["evicted"] == ["%s/web-a" % ns]
     assert out["diff"]["before"] == {"unschedulable": False, "pods": ["%s/web-a" % ns]}
-    if cluster.simulated:
+    if cluster.controlled:
         assert writes(cluster, mark) == []
     # on any cluster: nothing cordoned, nothing evicted
     assert not node(cluster, target)["spec"].get("unschedulable")
@@ -123,7 +123,7 @@ def test_drain_skips_daemonset_and_mirror_pods_check_mode_and_rerun_write_nothin
     assert sorted((s["pod"], s["reason"]) for s in out["left_on_node"]) == [
         ("%s/agent-x" % ns, "DaemonSet"), ("%s/static-x" % ns, "mirror pod")]
     assert run.result("Drain again")["changed"] is False and run.result("Drain again")["cordoned"] is True
-    if cluster.simulated:
+    if cluster.controlled:
         assert writes(cluster, mark) == [
             ("PATCH", "/api/v1/nodes/%s" % target, 200),
             ("POST", "/api/v1/namespaces/%s/pods/web-a/eviction" % ns, 201)]
@@ -142,7 +142,7 @@ def test_drain_skips_daemonset_and_mirror_pods_check_mode_and_rerun_write_nothin
     run = ansible(uncordon + [dict(uncordon[0], name="Uncordon again", register="again")])
     assert run.rc == 0, run.output()
     assert run.result("Drain")["changed"] is True and run.result("Uncordon again")["changed"] is False
-    if cluster.simulated:
+    if cluster.controlled:
         assert writes(cluster, mark) == [("PATCH", "/api/v1/nodes/%s" % target, 200)]
     assert "unschedulable" not in node(cluster, target)["spec"]
 
@@ -156,7 +156,7 @@ def test_budget_refusal_is_retried_then_times_out_naming_the_budget(cluster, ans
     cluster.create_pod("web-b", other, labels={"app": "web"}, owner=cluster.owner_object(), phase="Running",
                        ready=True)
     make_pdb(cluster, "web", minAvailable=2)
-    if not cluster.simulated:
+    if not cluster.controlled:
         # the disruption controller writes the budget's status asynchronously; until it has, every eviction is
         # refused with "still being processed" (the simulated cluster computes the status at each eviction)
         def counted():
@@ -173,7 +173,7 @@ def test_budget_refusal_is_retried_then_times_out_naming_the_budget(cluster, ans
     assert 'the eviction of pod "%s/web-a" was refused' % cluster.namespace() in out["msg"]
     assert "The disruption budget web needs 2 healthy pods and has 2 currently" in out["msg"]
     assert "stays cordoned" in out["msg"]
-    if cluster.simulated:
+    if cluster.controlled:
         # the task gives up at its timeout (4 s: tries after 0, 1 and 3 s at most, fewer on a slow machine) instead
         # of retrying for the 45 s of the client layer; counted in the request log, not in wall time
         evictions = [w for w in writes(cluster, mark) if w[1].endswith("/eviction")]
@@ -190,7 +190,7 @@ def test_unmanaged_pod_refused_before_any_write_unless_forced(cluster, ansible):
     assert run.rc != 0
     assert "%s/bare" % cluster.namespace() in run.result("Drain")["msg"]
     assert "force: true" in run.result("Drain")["msg"]
-    if cluster.simulated:
+    if cluster.controlled:
         assert writes(cluster, mark) == []
     assert not node(cluster, target)["spec"].get("unschedulable") and pod_names(cluster, target) == ["bare"]
     run = ansible(drain(name=target, force=True))
@@ -210,14 +210,14 @@ def test_bad_node_names_refused_before_any_request(cluster, ansible):
     for i, (name, expected) in enumerate(BAD_NAMES):
         out = run.result("Drain %d" % i)
         assert out.get("failed") and expected in out["msg"], (name, out)
-    if cluster.simulated:
+    if cluster.controlled:
         assert cluster.requests(mark) == []
 
 
 def test_eviction_whose_answer_is_lost_is_read_back_not_sent_again(cluster, ansible):
     """504 after the eviction was stored, and the connection dropped after it: each pod is read back (terminating:
     evicted) instead of evicted again; a budget's 429 stays the documented "retry later"."""
-    cluster.require_simulated("injects lost answers after commit")
+    cluster.require_controlled("injects lost answers after commit")
     for name in ("web-a", "web-b", "web-c"):
         make_pod(cluster, name, NODE)
     make_pod(cluster, "web-d", OTHER)

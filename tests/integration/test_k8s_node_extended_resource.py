@@ -61,7 +61,7 @@ def first_node(cluster):
 
 
 def writes(cluster, since):
-    return cluster.writes(since) if cluster.simulated else None
+    return cluster.writes(since) if cluster.controlled else None
 
 
 def ok(run, name):
@@ -80,7 +80,7 @@ def seed(cluster, nodes, values):
 
 def cleanup(cluster, ansible, nodes, keys):
     """Each simulated cluster lives for one test; only a real cluster needs our keys removed."""
-    if cluster.simulated:
+    if cluster.controlled:
         return
     run = ansible([task("Clean up", names=nodes, state="absent", resources=keys, wait="none")])
     assert run.rc == 0, run.output()
@@ -118,7 +118,7 @@ def test_add_update_remove_and_idempotence(cluster, ansible):
     after = capacity(cluster, node)
     assert DONGLE not in after
     assert dict((k, v) for k, v in after.items() if k != DONGLE) == before_other
-    if cluster.simulated:
+    if cluster.controlled:
         log = writes(cluster, mark)
         # three writes for six tasks, each to the status subresource as a JSON patch of the ops reported
         assert [(w["method"], w["path"], w["content_type"]) for w in log] == [
@@ -152,7 +152,7 @@ def test_exact_only_touches_its_domain(cluster, ansible):
 
 
 def test_node_without_capacity_map(cluster, ansible):
-    bare = "er-bare" if cluster.simulated else cluster.create_nodes([{"what": "bare"}])[0]
+    bare = "er-bare" if cluster.controlled else cluster.create_nodes([{"what": "bare"}])[0]
     assert "capacity" not in node_json(cluster, bare)["status"]
     mark = cluster.mark()
     run = ansible([task("Bare", name=bare, resources={DONGLE: "1Ki"}),
@@ -160,7 +160,7 @@ def test_node_without_capacity_map(cluster, ansible):
     assert run.rc == 0, run.output()
     assert ok(run, "Bare")["changed"] is True and ok(run, "Bare again")["changed"] is False
     assert capacity(cluster, bare) == {DONGLE: "1024"}
-    if cluster.simulated:
+    if cluster.controlled:
         log = writes(cluster, mark)
         assert len(log) == 1
         ops = json.loads(log[0]["body"])
@@ -188,7 +188,7 @@ def test_check_mode_and_diff_make_no_write(cluster, ansible):
                                    "before": {DONGLE: "4"}, "after": {DONGLE: "8"}}]
         assert change["nodes"][0]["capacity"][DONGLE] == "8"  # predicted
         assert ok(run, "Check exact")["nodes"][0]["diff"]["after"] == {DONGLE: "4"}
-        if cluster.simulated:
+        if cluster.controlled:
             assert writes(cluster, mark) == []
         assert capacity(cluster, node)[DONGLE] == "4"
         assert "node %s" % node in run.stdout and '-    "%s": "4"' % DONGLE in run.stdout
@@ -215,7 +215,7 @@ def test_selectors_over_many_nodes(cluster, ansible):
     assert run.rc == 0, run.output()
     result = ok(run, "Pool")
     assert result["changed_nodes"] == pool and result["failed_nodes"] == []
-    if cluster.simulated:
+    if cluster.controlled:
         log = cluster.requests(mark)
         assert [r for r in log if r["method"] == "GET" and "/nodes/" in r["path"]] == []  # read once, by the list
         lists = [r for r in log if r["method"] == "GET" and r["path"] == "/api/v1/nodes"]
@@ -241,7 +241,7 @@ def test_selectors_over_many_nodes(cluster, ansible):
     assert no_match["changed"] is False and no_match["nodes"] == []
     required = run.result("No match required")
     assert required["failed"] is True and "kubehw-it/pool=none" in required["msg"]
-    if cluster.simulated:
+    if cluster.controlled:
         assert sorted(w["path"] for w in writes(cluster, mark)) == [
             "/api/v1/nodes/%s/status" % pool[7], "/api/v1/nodes/%s/status" % pool[8]]
 
@@ -260,7 +260,7 @@ def test_wait_allocatable_then_a_pod_is_scheduled(cluster, ansible, kubelet_node
         assert result["waited_for"] == "allocatable"
         assert result["nodes"][0]["allocatable"][dongle] == "4"
         assert node_json(cluster, node)["status"]["allocatable"][dongle] == "4"
-        if cluster.simulated:
+        if cluster.controlled:
             # waited by watching, no polling loop: after the status patch, one node list and at most one watch
             # (none when the kubelet had copied the value before that list: on a loaded machine it may have)
             log = cluster.requests()
@@ -324,9 +324,10 @@ def test_concurrent_writer_loses_nothing(cluster, ansible):
             time.sleep(0.002)
 
     seed(cluster, pool, {DONGLE: "1"})
-    for name in pool:   # a node without a kubelet has no conditions yet (the writer appends to them)
-        cluster.core.patch_node_status(name, [{"op": "add", "path": "/status/conditions", "value": []}],
-                                       _preload_content=False)
+    for name in pool:   # a node without a kubelet has no conditions yet (the writer appends to them); an empty
+        # list would not do: kube-apiserver drops it on storage, and the writer's "/status/conditions/-" then fails
+        cluster.core.patch_node_status(name, [{"op": "add", "path": "/status/conditions", "value": [
+            {"type": "Seeded", "status": "True"}]}], _preload_content=False)
     thread = threading.Thread(target=writer)
     thread.start()
     try:
@@ -350,7 +351,7 @@ def test_concurrent_writer_loses_nothing(cluster, ansible):
 
 def test_lost_update_is_detected_and_retried(cluster, ansible):
     """Another writer changes our very key between our read and our patch: the test op fails, we re-read."""
-    cluster.require_simulated("injects 429s with Retry-After to open a window")
+    cluster.require_controlled("injects 429s with Retry-After to open a window")
     seed(cluster, ["er-2"], {DONGLE: "4"})
     # our PATCHes are answered 429 until the other writer has written (by PUT, which the fault leaves alone) and
     # cleared the fault: the window stays open however slowly either side runs
@@ -391,7 +392,7 @@ FAULTS = [("er-1", 429), ("pool-00", 500), ("pool-01", 503), ("pool-02", "drop")
 
 
 def test_injected_faults_are_retried(cluster, ansible):
-    cluster.require_simulated("injects faults")
+    cluster.require_controlled("injects faults")
     for node, fault in FAULTS:
         cluster.sim.inject_fault("PATCH", r"^/api/v1/nodes/%s/status$" % node, status=fault, count=2,
                                  retry_after=0 if fault == 429 else None)
@@ -412,7 +413,7 @@ def test_injected_faults_are_retried(cluster, ansible):
 
 def test_injected_conflict_rereads_the_node_and_patches_again(cluster, ansible):
     """A 409 (another writer won) is not blindly resent: the node is read again and the patch rebuilt."""
-    cluster.require_simulated("injects a 409")
+    cluster.require_controlled("injects a 409")
     node = first_node(cluster)
     cluster.sim.inject_fault("PATCH", r"^/api/v1/nodes/%s/status$" % node, status=409, count=1)
     mark = cluster.mark()
@@ -456,7 +457,7 @@ def test_invalid_inputs_fail_without_any_request(cluster, ansible):
         assert offender in result["msg"] and rule in result["msg"], (params, result["msg"])
         # ansible-core 2.19 puts "(traceback unavailable)" in every failure; a real one must not be there
         assert "Traceback (most recent call last)" not in json.dumps(result)
-    if cluster.simulated:
+    if cluster.controlled:
         assert cluster.requests(mark) == []  # not even a read
 
 
@@ -491,12 +492,12 @@ def test_empty_targets_never_widen_to_every_node(cluster, ansible):
         assert result["failed"] is True, (params, result)
         assert offender in result["msg"] and rule in result["msg"], (params, result["msg"])
         assert "Traceback (most recent call last)" not in json.dumps(result)
-    if cluster.simulated:
+    if cluster.controlled:
         assert cluster.requests(mark) == []  # refused before any request, not even a list
 
 
 def test_all_nodes_is_the_explicit_way_to_target_every_node(cluster, ansible):
-    cluster.require_simulated("writes to every node of the cluster")
+    cluster.require_controlled("writes to every node of the cluster")
     every = cluster.node_names()
     mark = cluster.mark()
     run = ansible([
@@ -514,7 +515,7 @@ def test_all_nodes_is_the_explicit_way_to_target_every_node(cluster, ansible):
 
 
 def test_missing_node_partial_failure_keeps_the_rest(cluster, ansible):
-    one, two = ["er-1", "er-2"] if cluster.simulated else cluster.create_nodes([{"capacity": {"pods": "10"}}] * 2)
+    one, two = ["er-1", "er-2"] if cluster.controlled else cluster.create_nodes([{"capacity": {"pods": "10"}}] * 2)
     run = ansible([task("Some missing", ignore_errors=True, names=[one, "ghost-node", two],
                         resources={DONGLE: 2})])
     result = run.result("Some missing")
@@ -535,7 +536,7 @@ def test_rbac_denial_names_the_permission(cluster, ansible):
     result = run.result("Denied")
     assert result["failed"] is True
     assert "403" in result["msg"] and "'patch' on 'nodes/status'" in result["msg"] and node in result["msg"]
-    if cluster.simulated:
+    if cluster.controlled:
         assert [(r["method"], r["status"]) for r in cluster.requests(mark)] == [("GET", 200), ("PATCH", 403)]
     assert DONGLE not in capacity(cluster, node)
 
@@ -554,7 +555,7 @@ def test_warns_when_a_device_plugin_serves_the_resource(cluster, ansible):
     assert "warnings" not in ok(run, "Add more") or not ok(run, "Add more")["warnings"]
     warnings = json.dumps(ok(run, "Remove").get("warnings"))
     assert plugin_key in warnings and DONGLE in warnings
-    if cluster.simulated:
+    if cluster.controlled:
         # only that node's pods are listed, once
         pod_lists = [r for r in cluster.requests(mark) if r["path"] == "/api/v1/pods"]
         assert len(pod_lists) == 1 and pod_lists[0]["query"]["fieldSelector"] == "spec.nodeName=%s" % node

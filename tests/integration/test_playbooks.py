@@ -120,7 +120,7 @@ def node_statuses(cluster):
 def test_site_check_run_rerun_verify_teardown(cluster, collections_path, tmp_path):
     """The demo inventory plus gpu-node-3 in a child group with accelerator_node_allocation dra: the device plugin
     serves gpu-node-1/2 (label device-plugin), NVIDIA's DRA driver gpu-node-3 (label dra), never both one node."""
-    cluster.require_simulated("the demo inventory names simulated nodes and their simulated GPUs")
+    cluster.require_controlled("the demo inventory names the configured nodes and their GPUs")
     from kubernetes import client
 
     custom = client.CustomObjectsApi(cluster.api_client)
@@ -322,7 +322,7 @@ def survey_answers(template_name, overrides):
 def test_job_template_survey_strings_and_become_without_sudo(cluster, collections_path, tmp_path):
     """The shipped site job template (become on, survey answers as strings) in an execution environment without
     sudo: "false" skips the smoke test, and no API task asks for root."""
-    cluster.require_simulated("the demo inventory names simulated nodes")
+    cluster.require_controlled("the demo inventory names the configured nodes")
     import ansible_runner
 
     ensure_namespaces(cluster)
@@ -455,7 +455,7 @@ class MachineRoom(threading.Thread):
 
 
 def test_driver_rollout_drains_reboots_and_uncordons_one_node_at_a_time(cluster, collections_path, tmp_path):
-    cluster.require_simulated("reboots simulated nodes (their kubelets stop and start)")
+    cluster.require_controlled("reboots the configured nodes (their kubelets stop and start)")
     if os.path.exists("/proc/modules"):
         with open("/proc/modules") as f:
             if any(line.split()[0] == "nvidia" for line in f if line.strip()):

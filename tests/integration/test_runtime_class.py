@@ -74,7 +74,7 @@ def test_role_runtime_class_created_once_and_left_alone_after(cluster, ansible, 
     check = ansible([runtime_class_task(cluster)], check=True, env=alone)
     assert check.rc == 0, check.output()
     assert "changed=1" in check.stdout, check.output()
-    if cluster.simulated:
+    if cluster.controlled:
         # not even a server-side dry run: check mode only reads
         assert cluster.writes(mark) == []
     assert read_runtime_class(cluster) is None
@@ -88,7 +88,7 @@ def test_role_runtime_class_created_once_and_left_alone_after(cluster, ansible, 
         mark = cluster.mark()
         second = ansible([runtime_class_task(cluster)], env=alone)
         assert second.rc == 0 and "changed=0" in second.stdout, second.output()
-        if cluster.simulated:
+        if cluster.controlled:
             assert cluster.writes(mark) == []
         assert read_runtime_class(cluster)["metadata"]["resourceVersion"] == created["metadata"]["resourceVersion"]
     finally:
@@ -124,7 +124,7 @@ def test_create_update_and_no_op_rerun(cluster, ansible, rc_name):
     live = read_runtime_class(cluster, rc_name)
     assert live["scheduling"] == {"nodeSelector": {"accelerator": "nvidia"}} and "overhead" not in live
     assert run.result("Again after change")["changed"] is False
-    if cluster.simulated:
+    if cluster.controlled:
         # one create, one update; the check, and both re-runs, wrote nothing
         assert rc_writes(cluster, mark) == [("POST", "runtimeclasses"), ("PUT", rc_name)]
 
@@ -147,7 +147,7 @@ def test_changed_handler_fails_unless_recreate(cluster, ansible, rc_name):
     live = read_runtime_class(cluster, rc_name)
     assert live["handler"] == "nvidia-cdi" and live["metadata"]["uid"] != uid
     assert run.result("Again")["changed"] is False
-    if cluster.simulated:
+    if cluster.controlled:
         assert rc_writes(cluster, mark) == [("DELETE", rc_name), ("POST", "runtimeclasses")]
 
 
@@ -178,7 +178,7 @@ def test_runtime_class_someone_else_made_is_left_alone(cluster, ansible, rc_name
         assert any("was not created by kubehw.devices" in json.dumps(w) for w in res.get("warnings") or []), res
     assert "it differs from the task in /handler" in json.dumps(run.result("Present")["warnings"])
     assert read_runtime_class(cluster, rc_name)["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]
-    if cluster.simulated:
+    if cluster.controlled:
         assert cluster.writes(mark) == []
 
 
@@ -192,7 +192,7 @@ def test_absent_deletes_once_and_invalid_input_sends_nothing(cluster, ansible, r
     assert run.result("Remove")["action"] == "deleted"
     assert run.result("Remove again")["changed"] is False
     assert read_runtime_class(cluster, rc_name) is None
-    if cluster.simulated:
+    if cluster.controlled:
         assert rc_writes(cluster, mark) == [("POST", "runtimeclasses"), ("DELETE", rc_name)]
 
 

@@ -153,6 +153,19 @@ class SimCluster:
     def clear_faults(self):
         self.api.clear_faults()
 
+    @property
+    def faults(self):
+        """The injected faults not yet used up: [{method, path_regex, status, count}] (as the fault proxy's)."""
+        with self.api._lock:  # pylint: disable=protected-access
+            return [{"method": f.method, "path_regex": f.regex.pattern, "status": f.status, "count": f.count}
+                    for f in self.api._faults]  # pylint: disable=protected-access
+
+    @property
+    def open_watches(self):
+        """The watches open now: [{path, resource, since}] (as the fault proxy's, plus the store's resource)."""
+        return [{"path": None, "resource": w.resource, "since": id(w)}
+                for w in list(self.store._watches)]  # pylint: disable=protected-access
+
     def compact(self, expire_watches=False):
         """Compact the history: watches and continue tokens from before now answer 410 Expired;
         expire_watches=True also ends every open watch with an ERROR event (410), as after an etcd
@@ -171,6 +184,11 @@ class SimCluster:
         if self.controllers is None:
             raise RuntimeError("fail_pod_start needs the controllers (SimCluster(controllers=True))")
         self.controllers.fail_pod_start(node, reason)
+
+    def allow_pod_start(self, node):
+        if self.controllers is None:
+            raise RuntimeError("allow_pod_start needs the controllers (SimCluster(controllers=True))")
+        self.controllers.allow_pod_start(node)
 
     def delete(self, resource, namespace, name, propagation_policy=None):
         """Delete as the API does (finalizers, owner references), without an HTTP request."""
