@@ -468,25 +468,25 @@ class FaultProxy:
         while self._running:
             with self._lock:
                 watches = [w for w in self._watches if not w.gone]
-            socks = {}
+            by_fd = {}
+            # poll, not select: a long test session's descriptors go past select's limit of 1024
+            poller = select.poll()
             for w in watches:
                 try:
-                    if w.client_sock.fileno() >= 0:
-                        socks[w.client_sock] = w
+                    fd = w.client_sock.fileno()
                 except OSError:
                     continue
-            if not socks:
+                if fd >= 0:
+                    by_fd[fd] = w
+                    poller.register(fd, select.POLLIN | select.POLLPRI)
+            if not by_fd:
                 time.sleep(0.2)
                 continue
-            try:
-                readable = select.select(list(socks), [], [], 0.2)[0]
-            except (OSError, ValueError):
-                time.sleep(0.05)
-                continue
-            for sock in readable:
-                socks[sock].gone = True
-                socks[sock].interrupt()
-            if readable:
+            ready = poller.poll(200)
+            for fd, _event in ready:
+                by_fd[fd].gone = True
+                by_fd[fd].interrupt()
+            if ready:
                 time.sleep(0.05)
 
     # -- what the handler asks
