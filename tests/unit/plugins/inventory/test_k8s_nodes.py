@@ -370,6 +370,13 @@ def test_populate_groups_compose_keyed_groups_and_the_static_rule(monkeypatch):
         and "gpu-b" in warnings[0], warnings
 
 
+def test_default_static_rule_takes_resources_set_by_compose_too(monkeypatch):
+    records = [node_record(node("lab-1", labels={"dongles": "yes"})), node_record(node("cpu-1"))]
+    inventory, _warnings = populated(monkeypatch, records, strict=False, compose={
+        "extended_resources_static": "{'example.com/dongle': 2} if kubehw_node.labels.dongles is defined else omit"})
+    assert members(inventory, "static_resource_nodes") == ["lab-1"]
+
+
 def test_static_resource_nodes_rule_is_configurable(monkeypatch):
     records = [node_record(node("lab-1", capacity={"example.com/dongle": "2"})), node_record(node("cpu-1"))]
     inventory, _warnings = populated(monkeypatch, records,
