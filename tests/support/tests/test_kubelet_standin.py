@@ -1,0 +1,176 @@
+# Copyright (c) kubehw.devices contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The kubelet stand-in on a real control plane: what it does for its nodes, and that without it nothing happens
+there (the real stage depends on it: nodes are not kept alive, pods do not run, rollouts do not finish)."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import os
+import time
+import uuid
+
+import pytest
+
+from tests.support import control_plane
+from tests.support.kubelet import STANDIN_LABEL, KubeletStandIn
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+PLUGIN_IMAGE = "nvcr.io/nvidia/k8s-device-plugin:v0.17.0"
+DRA_IMAGE = "registry.k8s.io/dra-example-driver/dra-example-driver:v0.4.0"
+
+
+@pytest.fixture(scope="module")
+def kubeconfigs():
+    """(admin, agent) kubeconfigs: the real stage's control plane (KUBECONFIG, KUBEHW_AGENT_KUBECONFIG), or one of
+    this module's own."""
+    if os.environ.get("KUBECONFIG"):
+        admin = os.environ["KUBECONFIG"].split(os.pathsep)[0]
+        yield admin, os.environ.get("KUBEHW_AGENT_KUBECONFIG") or admin
+        return
+    home = control_plane.locate()
+    if home is None:
+        pytest.skip("no apiserver for the kubelet stand-in: KUBECONFIG is not set and no real control plane was found "
+                    "($KUBEHW_K8S_HOME, or ../shared/k8s beside the checkout)")
+    state = os.path.join(REPO_ROOT, ".cache", "kubelet-standin-k8s", os.environ.get("PYTEST_XDIST_WORKER", "main"))
+    plane = control_plane.ControlPlane(home, state).start()
+    try:
+        yield plane.kubeconfig, plane.agent_kubeconfig
+    finally:
+        plane.stop()
+
+
+@pytest.fixture
+def api(kubeconfigs):
+    from kubernetes import client, config
+
+    api_client = config.new_client_from_config(config_file=kubeconfigs[0])
+    yield {"core": client.CoreV1Api(api_client), "apps": client.AppsV1Api(api_client),
+           "coordination": client.CoordinationV1Api(api_client), "custom": client.CustomObjectsApi(api_client)}
+    api_client.close()
+
+
+@pytest.fixture
+def namespace(api):
+    name = "standin-%s" % uuid.uuid4().hex[:8]
+    api["core"].create_namespace({"metadata": {"name": name}})
+    yield name
+    api["core"].delete_namespace(name)
+
+
+def node_config(tag):
+    return {"pod_start_delay": 0.2, "nodes": [{
+        "name": "standin-%s" % tag, "labels": {"standin-test": tag},
+        "inventory": {"nvidia.com/gpu": 2, "example.com/gpu": 3}}]}
+
+
+def daemonset(name, tag, image):
+    labels = {"app": name}
+    return {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": name},
+            "spec": {"selector": {"matchLabels": labels}, "template": {"metadata": {"labels": labels}, "spec": {
+                "nodeSelector": {"standin-test": tag}, "terminationGracePeriodSeconds": 30,
+                "containers": [{"name": "c", "image": image}]}}}}
+
+
+def wait_for(what, predicate, timeout=30):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError("timed out after %ss waiting for %s" % (timeout, what))
+        time.sleep(0.2)
+
+
+def read(fn, *args):
+    return json.loads(fn(*args, _preload_content=False).data)
+
+
+def test_standin_keeps_its_node_ready_runs_pods_registers_plugins_and_publishes_slices(kubeconfigs, api, namespace):
+    tag = uuid.uuid4().hex[:8]
+    node = "standin-%s" % tag
+    standin = KubeletStandIn(kubeconfigs[1], node_config(tag)).start()
+    try:
+        registered = read(api["core"].read_node, node)
+        assert registered["metadata"]["labels"][STANDIN_LABEL] == "true"
+        assert any(c["type"] == "Ready" and c["status"] == "True" for c in registered["status"]["conditions"])
+        # the node lifecycle controller lifts the not-ready taint it got at registration once it sees Ready
+        wait_for("the not-ready taint to go", lambda: not [
+            t for t in read(api["core"].read_node, node)["spec"].get("taints") or []
+            if t["key"] == "node.kubernetes.io/not-ready"])
+        lease = read(api["coordination"].read_namespaced_lease, node, "kube-node-lease")
+        assert lease["spec"]["holderIdentity"] == node and lease["spec"]["renewTime"]
+
+        api["apps"].create_namespaced_daemon_set(namespace, daemonset("plugin", tag, PLUGIN_IMAGE))
+        api["apps"].create_namespaced_daemon_set(namespace, daemonset("dra", tag, DRA_IMAGE))
+
+        def rolled_out(name):
+            status = read(api["apps"].read_namespaced_daemon_set, name, namespace).get("status") or {}
+            return status.get("desiredNumberScheduled") == 1 and status.get("numberReady") == 1
+
+        wait_for("the plugin DaemonSet's pod to be ready", lambda: rolled_out("plugin"))
+        wait_for("the DRA driver DaemonSet's pod to be ready", lambda: rolled_out("dra"))
+        pod = read(api["core"].list_namespaced_pod, namespace)["items"][0]
+        assert pod["status"]["phase"] == "Running"
+        assert all(cs["ready"] and "running" in cs["state"] for cs in pod["status"]["containerStatuses"])
+        # the plugin's resource registered into capacity, and allocatable follows it
+        status = wait_for("nvidia.com/gpu in capacity and allocatable", lambda: (lambda s: s if (
+            s.get("capacity") or {}).get("nvidia.com/gpu") == "2" and (s.get("allocatable") or {}).get(
+            "nvidia.com/gpu") == "2" else None)(read(api["core"].read_node, node)["status"]))
+        assert "example.com/gpu" not in status["capacity"]    # the DRA driver publishes slices, not capacity
+
+        def slices():
+            found = read(lambda **kw: api["custom"].list_cluster_custom_object(
+                "resource.k8s.io", "v1", "resourceslices", **kw))["items"]
+            return [s for s in found if s["spec"].get("nodeName") == node]
+
+        published = wait_for("the example driver's ResourceSlice", slices)
+        assert [s["spec"]["driver"] for s in published] == ["gpu.example.com"]
+        assert len(published[0]["spec"]["devices"]) == 3
+
+        # the driver goes: its slice goes too; a deleted pod is confirmed gone (grace period 0), not left Terminating
+        api["apps"].delete_namespaced_daemon_set("dra", namespace)
+        wait_for("the slice to go with its driver", lambda: not slices())
+        victim = [p for p in read(api["core"].list_namespaced_pod, namespace)["items"]
+                  if p["metadata"]["labels"]["app"] == "plugin"][0]["metadata"]["name"]
+        api["core"].delete_namespaced_pod(victim, namespace)
+        wait_for("the deleted pod to be gone", lambda: victim not in [
+            p["metadata"]["name"] for p in read(api["core"].list_namespaced_pod, namespace)["items"]])
+        assert standin.errors == []
+    finally:
+        standin.stop()
+    assert node not in [n["metadata"]["name"] for n in read(api["core"].list_node)["items"]]
+
+
+def test_without_the_standin_pods_never_run_and_the_lease_is_not_renewed(kubeconfigs, api, namespace):
+    """The stage depends on the stand-in: stopped (its node left behind), the node's Lease stays as it was, and a
+    DaemonSet's pod on the node is created by the real controller but never starts, so the rollout never finishes."""
+    tag = uuid.uuid4().hex[:8]
+    node = "standin-%s" % tag
+    standin = KubeletStandIn(kubeconfigs[1], node_config(tag), heartbeat_interval=1.0).start()
+    try:
+        wait_for("the not-ready taint to go", lambda: not [
+            t for t in read(api["core"].read_node, node)["spec"].get("taints") or []
+            if t["key"] == "node.kubernetes.io/not-ready"])
+        renewed = read(api["coordination"].read_namespaced_lease, node, "kube-node-lease")["spec"]["renewTime"]
+        wait_for("a lease renewal while the stand-in runs", lambda: read(
+            api["coordination"].read_namespaced_lease, node, "kube-node-lease")["spec"]["renewTime"] != renewed)
+        standin.stop(delete_nodes=False)
+        stopped = read(api["coordination"].read_namespaced_lease, node, "kube-node-lease")["spec"]["renewTime"]
+        api["apps"].create_namespaced_daemon_set(namespace, daemonset("plugin", tag, PLUGIN_IMAGE))
+        pod = wait_for("the DaemonSet controller's pod", lambda: read(
+            api["core"].list_namespaced_pod, namespace)["items"])[0]
+        assert pod["spec"]["nodeName"] == node or pod["spec"]["affinity"]
+        time.sleep(4)
+        pod = read(api["core"].read_namespaced_pod, pod["metadata"]["name"], namespace)
+        assert pod["status"].get("phase") == "Pending" and not pod["status"].get("containerStatuses"), pod["status"]
+        status = read(api["apps"].read_namespaced_daemon_set, "plugin", namespace)["status"]
+        assert status.get("numberReady", 0) == 0
+        assert "nvidia.com/gpu" not in (read(api["core"].read_node, node)["status"].get("capacity") or {})
+        assert read(api["coordination"].read_namespaced_lease, node, "kube-node-lease")["spec"]["renewTime"] == stopped
+    finally:
+        cleanup = KubeletStandIn(kubeconfigs[1], node_config(tag))
+        cleanup.stop()      # removes the node, its lease and its pods
