@@ -103,8 +103,9 @@ __all__ = ["FaultProxy", "request_info"]
 _HOP_BY_HOP = frozenset(("connection", "keep-alive", "proxy-connection", "proxy-authenticate", "proxy-authorization",
                          "te", "trailer", "transfer-encoding", "upgrade", "host", "content-length", "expect"))
 _TRUE = ("1", "t", "T", "true", "TRUE", "True")   # Go's strconv.ParseBool, which reads ?watch=
-# Methods that may be sent again when a kept-alive upstream connection turns out closed before answering.
-_IDEMPOTENT = ("GET", "HEAD", "PUT", "DELETE", "OPTIONS")
+# Methods that may be sent again when a kept-alive upstream connection turns out closed before answering (Go's
+# http.Transport retries these alone): a write is never sent twice, so the apiserver stores what the log shows.
+_IDEMPOTENT = ("GET", "HEAD", "OPTIONS")
 # kube-apiserver closes idle HTTP/1.1 connections after 90 s; a connection idle this long is not reused.
 _UPSTREAM_IDLE = 30.0
 _NAMESPACE_SUBRESOURCES = ("status", "finalize")
@@ -179,6 +180,16 @@ class _SimTables(ApiServer):
         with self._lock:
             return [{"method": f.method, "path_regex": f.regex.pattern, "status": f.status, "count": f.count}
                     for f in self._faults]
+
+
+def _closed_by_peer(sock):
+    """Whether an idle kept-alive connection was closed by the apiserver (it is readable: the close, since nothing
+    else arrives between answers), as urllib3 checks a pooled connection before reusing it."""
+    if sock is None:
+        return False
+    poller = select.poll()
+    poller.register(sock, select.POLLIN | select.POLLPRI)
+    return bool(poller.poll(0))
 
 
 def _token_user(token):
@@ -628,7 +639,7 @@ class _Handler(server._Handler):
         proxy = self.server.api
         slot = self._conns.get(with_cert)
         now = time.monotonic()
-        if slot is not None and now - slot[1] > _UPSTREAM_IDLE:
+        if slot is not None and (now - slot[1] > _UPSTREAM_IDLE or _closed_by_peer(slot[0].sock)):
             slot[0].close()
             slot = None
         if slot is None:

@@ -531,3 +531,16 @@ def test_the_upstream_certificate_is_verified(simcluster_factory, tmp_path):
         status, _headers, body = _raw(via, "GET", "/api/v1/namespaces")
     assert status == 502 and "CERTIFICATE_VERIFY_FAILED" in body["message"]
     assert sim.requests == []
+
+
+def test_a_kept_alive_upstream_connection_the_apiserver_closed_is_not_reused(simcluster_factory, tmp_path):
+    sim = simcluster_factory(controllers=False)
+    name = _name()
+    with FaultProxy(sim.kubeconfig_path) as via:
+        core = kubernetes.client.CoreV1Api(_client(via.write_kubeconfig(str(tmp_path / "k"))))
+        core.list_namespace()
+        # what an apiserver restart (or its idle timeout) does to the proxy's kept-alive connection
+        sim.api._httpd.close_all()
+        # a create is never sent twice, so sent on the closed connection it would be lost (the client's socket dropped)
+        core.create_namespaced_config_map("default", _config_map(name))
+    assert [(r["method"], r["status"]) for r in sim.requests] == [("GET", 200), ("POST", 201)]
