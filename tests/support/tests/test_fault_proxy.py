@@ -223,6 +223,23 @@ def test_a_request_without_authorization_goes_with_the_kubeconfig_credentials(pr
     assert proxy.requests[-1]["user"] == "upstream"
 
 
+def test_request_headers_are_forwarded_unchanged(proxy, namespace):
+    path = "/api/v1/namespaces/%s/configmaps" % namespace
+    # Accept chooses the answer's form: the apiserver answers a Table only when it sees this header
+    status, _headers, body = _raw(proxy, "GET", path, headers={"Accept": "application/json;as=Table;v=v1;g=meta.k8s.io"})
+    assert status == 200 and body["kind"] == "Table"
+    # Impersonate-User reaches the apiserver, which then authorizes the impersonated user
+    status, _headers, body = _raw(proxy, "GET", path, headers={"Impersonate-User": "nobody-in-particular"})
+    assert status == 403 and 'User "nobody-in-particular" cannot list' in body["message"]
+    # a JSON merge patch is applied as one only when its Content-Type arrives with it
+    status, _headers, body = _raw(proxy, "PATCH", "/api/v1/namespaces/%s" % namespace,
+                                  headers={"Content-Type": "application/merge-patch+json"},
+                                  body=json.dumps({"metadata": {"labels": {"patched": "yes"}}}))
+    assert status == 200 and body["metadata"]["labels"]["patched"] == "yes"
+    assert proxy.requests[-1]["content_type"] == "application/merge-patch+json"
+    assert proxy.requests[-1]["body"] == {"metadata": {"labels": {"patched": "yes"}}}
+
+
 def test_a_service_account_token_is_forwarded_and_authenticates_as_itself(proxy, direct, namespace, tmp_path):
     account = _name("sa")
     direct.create_namespaced_service_account(namespace, {"metadata": {"name": account}})
