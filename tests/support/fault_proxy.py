@@ -15,7 +15,7 @@ the simulated cluster's own fault table and Status bodies (imported, so both wor
     proxy.inject_fault(method, path_regex, status=500, count=1, retry_after=None)
     proxy.clear_faults()
     proxy.faults                         # the faults not yet used up: [{method, path_regex, status, count}]
-    proxy.open_watches                   # the watches being relayed now: [{path, query, since}]
+    proxy.open_watches                   # the watches being relayed now: [{path, resource, query, since}]
     proxy.compact(expire_watches=False)
     proxy.stop()                         # also a context manager: with FaultProxy(path) as proxy: ...
 
@@ -302,8 +302,9 @@ class _Upstream:
 class _Watch:
     """A watch being relayed; compact() and the reaper end it by shutting its upstream socket down."""
 
-    def __init__(self, path, query, since, client_sock):
+    def __init__(self, path, resource, query, since, client_sock):
         self.path = path
+        self.resource = resource
         self.query = query
         self.since = since
         self.client_sock = client_sock
@@ -435,7 +436,7 @@ class FaultProxy:
     @property
     def open_watches(self):
         with self._lock:
-            return [{"path": w.path, "query": dict(w.query), "since": w.since}
+            return [{"path": w.path, "resource": w.resource, "query": dict(w.query), "since": w.since}
                     for w in self._watches if w.expired_at is None and not w.gone]
 
     def compact(self, expire_watches=False):
@@ -763,7 +764,7 @@ class _Handler(server._Handler):
         json_stream = ((resp.getheader("Content-Type") or "").startswith("application/json")
                        and not resp.getheader("Content-Encoding"))
         since = (query.get("resourceVersion") or [""])[-1]
-        watch = _Watch(self.path.split("?")[0], dict((k, v[-1]) for k, v in query.items()), since, self.request)
+        watch = _Watch(self.path.split("?")[0], info[0], dict((k, v[-1]) for k, v in query.items()), since, self.request)
         watch.upstream_sock = self._upstream_sock
         proxy._register(watch)
         pending = b""
