@@ -381,7 +381,7 @@ def test_foreign_configmap_is_refused_unless_adopted_and_its_owners_are_kept(clu
 
 def test_foreign_daemonset_is_refused_unless_adopted(cluster, ansible, namespace):
     """A DaemonSet of that name the module did not create (here one Helm made) is refused before any write, by
-    state present and by state absent, unless adopt_daemonset: true (issue 10: as a foreign ConfigMap is)."""
+    state present and by state absent, unless adopt_daemonset: true, as a foreign ConfigMap is."""
     labels = {"app.kubernetes.io/name": "nvidia-device-plugin"}
     cluster.apps.create_namespaced_daemon_set(namespace, {
         "apiVersion": "apps/v1", "kind": "DaemonSet",

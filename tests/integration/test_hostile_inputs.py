@@ -2,7 +2,7 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Hostile inputs: every one fails cleanly, names the value and the rule, and writes nothing.
 
-Issue 10 ("no input may widen what is touched"): empty and blank targets, trailing newlines and
+No input may widen what is touched: empty and blank targets, trailing newlines and
 control characters in every name, the string answers of AWX surveys in the wrong place, oversize
 values, and objects the collection did not create. Each case is one task of one play run with
 ``ignore_errors`` (one ansible-playbook for all the module cases, one for the role cases), then

@@ -461,7 +461,7 @@ def test_invalid_inputs_fail_without_any_request(cluster, ansible):
         assert cluster.requests(mark) == []  # not even a read
 
 
-# Issue 10: an empty or blank target used to fall through to listing every node and patching them all
+# An empty or blank target must never fall through to listing every node and patching them all
 # (with state=exact and resources={} that strips a whole domain from the cluster).
 EMPTY_TARGETS = [
     ({"name": ""}, "''", "must not be empty or blank"),
