@@ -4,8 +4,8 @@
 Starts tests/simcluster with tests/simcluster/examples/demo.yaml, declares the dongle node's static resources in
 its kubehw.devices/static-resources annotation, reads the inventory from the cluster with the kubehw.devices.k8s_nodes
 plugin (playbooks/inventory/demo_k8s_nodes; the hand-written playbooks/inventory/demo/hosts.yml is not used), runs
-`ansible-playbook kubehw.devices.site` with it, says per node what the run did there (from the modules' results), shows per node what is advertised and allocatable and how
-the device-plugin rollout went, then proves scheduling with
+`ansible-playbook kubehw.devices.site` with it, says per node what the run did there (from the modules' results),
+shows per node what is advertised and allocatable and how the device-plugin rollout went, then proves scheduling with
 two pods: one asking for 2 dongles (bound to the dongle node) and one asking for more than any
 node has (Pending, with the scheduler's reason). Then the same GPU nodes are served through Dynamic Resource
 Allocation: they are labelled for DRA, site.yml runs again and the plugin reads the label into accelerator_node_allocation=dra

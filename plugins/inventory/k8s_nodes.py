@@ -507,11 +507,12 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
             self._add_host_to_composed_groups(groups, variables, host, strict=strict)
             self._add_host_to_keyed_groups(keyed_groups, variables, host, strict=strict)
         if without_address:
+            count = len(without_address)
             self.display.warning(
                 "k8s_nodes: %d node%s without an address of type %s, listed without ansible_host (Ansible connects "
-                "to the node name): %s" % (len(without_address), "s" if len(without_address) > 1 else "",
-                                          ", ".join(options["address_types"]), name_list(without_address)))
+                "to the node name): %s" % (count, "s" if count > 1 else "", ", ".join(options["address_types"]),
+                                           name_list(without_address)))
         if problems:
-            self.display.warning("k8s_nodes: %d node label or annotation%s ignored: %s" % (
-                len(problems), "s" if len(problems) > 1 else "", "; ".join(problems[:NAMES_SHOWN])
-                + ("; and %d more" % (len(problems) - NAMES_SHOWN) if len(problems) > NAMES_SHOWN else "")))
+            more = "; and %d more" % (len(problems) - NAMES_SHOWN) if len(problems) > NAMES_SHOWN else ""
+            self.display.warning("k8s_nodes: %d node label or annotation%s ignored: %s%s" % (
+                len(problems), "s" if len(problems) > 1 else "", "; ".join(problems[:NAMES_SHOWN]), more))
