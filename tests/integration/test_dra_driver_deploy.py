@@ -166,8 +166,8 @@ def test_rollout_waits_for_devices_rerun_and_check_mode_write_nothing_absent_twi
 ]})
 @pytest.mark.least_privilege_identity
 def test_error_event_mid_wait_then_timeout_names_each_node_and_what_is_missing(cluster, ansible, namespace):
-    cluster.require_simulated("changes a node's devices under its plugin, injects a watch ERROR event, and runs the "
-                              "plugin on a node without devices")
+    cluster.require_controlled("changes a node's devices under its plugin, injects a watch ERROR event, and runs the "
+                               "plugin on a node without devices")
     sim = cluster.sim
     watches_path = "/apis/resource.k8s.io/v1/resourceslices"
 
@@ -183,7 +183,7 @@ def test_error_event_mid_wait_then_timeout_names_each_node_and_what_is_missing(c
         deadline = time.monotonic() + PLAYBOOK_WAIT
         while len(watches()) < 2 and time.monotonic() < deadline:
             time.sleep(0.1)
-        sim.dra_plugins.set_inventory("gpu-1", "example.com/gpu", 3)
+        sim.set_inventory("gpu-1", "example.com/gpu", 3)
 
     helper = threading.Thread(target=add_a_gpu, daemon=True)
     helper.start()

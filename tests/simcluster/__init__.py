@@ -185,6 +185,13 @@ class SimCluster:
             raise RuntimeError("fail_pod_start needs the controllers (SimCluster(controllers=True))")
         self.controllers.fail_pod_start(node, reason)
 
+    def set_inventory(self, node, key, count):
+        """Change what a node has (a GPU added or lost): its device plugins and DRA drivers publish the new count."""
+        if self.controllers is not None:
+            self.controllers.inventory.setdefault(node, {})[key] = count
+        if getattr(self, "dra_plugins", None) is not None:
+            self.dra_plugins.set_inventory(node, key, count)
+
     def allow_pod_start(self, node):
         if self.controllers is None:
             raise RuntimeError("allow_pod_start needs the controllers (SimCluster(controllers=True))")
