@@ -80,8 +80,8 @@ class ControlPlane:
         self.output = proc.stdout + proc.stderr
         if proc.returncode != 0:
             self.stop()
-            raise ControlPlaneError("%s/up.sh %s failed (exit %d):\n%s" % (self.home, self.state_dir, proc.returncode,
-                                                                          self.output))
+            raise ControlPlaneError("%s/up.sh %s failed (exit %d):\n%s"
+                                    % (self.home, self.state_dir, proc.returncode, self.output))
         return self
 
     def stop(self):
