@@ -382,3 +382,12 @@ def test_static_resource_nodes_rule_is_configurable(monkeypatch):
     inventory, _warnings = populated(monkeypatch, records,
                                      static_rule="'example.com/dongle' in kubehw_node.capacity")
     assert members(inventory, "static_resource_nodes") == ["lab-1"]
+
+
+def test_only_files_named_k8s_nodes_yml_are_taken(tmp_path):
+    plugin = InventoryModule()
+    for name, taken in (("gpu.k8s_nodes.yml", True), ("k8s_nodes.yaml", True), ("hosts.yml", False),
+                        ("k8s_nodes.yml.bak", False), ("gpu.k8s.yml", False)):
+        path = tmp_path / name
+        path.write_text("plugin: kubehw.devices.k8s_nodes\n")
+        assert plugin.verify_file(str(path)) is taken, name
