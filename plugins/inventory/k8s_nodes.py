@@ -388,12 +388,10 @@ def explain_error(err, server, path):
     if reason == "ConnectionError":
         return ("%s: %s could not be reached; check host (K8S_AUTH_HOST) or the kubeconfig's server, and that the "
                 "cluster is up. %s" % (path, where, detail))
-    if reason == "SSLError":
-        return "%s: %s" % (path, detail)
     if status == 400:
         return ("%s: %s refused the list: check label_selectors and field_selectors. %s" % (path, where, detail))
-    if reason in ("ConfigError", "MissingLibrary"):
-        return "%s: %s" % (path, detail)
+    # TLS (names ca_cert and validate_certs), connection settings (ConfigError), a missing library: the client's
+    # message already says what to fix
     return "%s: %s" % (path, detail)
 
 
