@@ -248,6 +248,11 @@ def test_refused_credentials_and_a_bad_key_are_one_line_each(cluster, collection
     one_line_failure(proc, "answered 403 Forbidden: this identity may not list nodes; grant it get and list on nodes")
     assert token not in proc.stdout + proc.stderr
 
+    # TLS verification stays on: without the cluster's CA the server is not trusted, and the line says what to set
+    config = write_config(tmp_path, "noca", host=url, api_key=token)
+    proc = inventory(collections_path, tmp_path, config, "--list")
+    one_line_failure(proc, "Give the cluster's CA with ca_cert, or set validate_certs: false")
+
     config = write_config(tmp_path, "badkey", kubeconfig=cluster.kubeconfig, lable_selectors=["a=b"])
     one_line_failure(inventory(collections_path, tmp_path, config, "--list"), "unknown option 'lable_selectors'")
     config = write_config(tmp_path, "badvalue", kubeconfig=cluster.kubeconfig, address_types=["InternalIp"])
