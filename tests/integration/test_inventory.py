@@ -198,15 +198,16 @@ def test_name_pattern_field_selector_and_address_order(cluster, collections_path
 
 
 def test_one_paged_list_and_an_expired_continue_token(cluster, collections_path, tmp_path, fleet):
-    """page_size 2 over six nodes: three pages of one list, every node once. On the simulated cluster the second
-    page's continue token first answers 410 Expired (as after an etcd compaction) and the list starts again."""
+    """page_size 2 over six nodes: three pages of one list, every node once. On a cluster the suite controls
+    (simulated, or make real's own control plane behind the fault proxy) the second page's continue token first
+    answers 410 Expired (as after an etcd compaction) and the list starts again."""
     config = fleet_config(cluster, tmp_path, fleet, page_size=2)
-    if cluster.simulated:
+    if cluster.controlled:
         mark = cluster.mark()
         cluster.sim.inject_fault("GET", r"^/api/v1/nodes$", status="continue-expired", count=1)
     data, _stderr = listing(collections_path, tmp_path, config)
     assert set(data["_meta"]["hostvars"]) == set(fleet["names"].values())
-    if cluster.simulated:
+    if cluster.controlled:
         lists = [r for r in cluster.requests(mark) if r["method"] == "GET" and r["path"] == "/api/v1/nodes"]
         # page 1, page 2 (410), then pages 1, 2 and 3 again; nothing written
         assert [r.get("status") for r in lists] == [200, 410, 200, 200, 200], lists
@@ -300,7 +301,7 @@ def site(collections_path, tmp_path, inventory_path, kubeconfig):
 @pytest.mark.simcluster_config(DEMO_CLUSTER)
 @pytest.mark.timeout(900)
 def test_site_with_only_the_plugin_reaches_the_hand_written_inventorys_nodes(cluster, collections_path, tmp_path):
-    cluster.require_simulated("the demo inventory names the simulated demo nodes and their simulated GPUs")
+    cluster.require_controlled("the demo inventories name the configured demo nodes and their GPUs")
     for name in ("kubehw-device-plugins", "kubehw-dra-drivers"):
         cluster.core.create_namespace({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}},
                                       _preload_content=False)
