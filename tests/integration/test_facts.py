@@ -1431,6 +1431,59 @@ def probe_dra_extended_resource_claim(t):
     return json.loads(text, object_hook=_tuples)
 
 
+@row("dra-freed-device-wakes-pending-pod", {"second_before": "unschedulable", "second_after_first_deleted": "bound to the node"},
+     controllers=True)
+def probe_dra_freed_device_wakes_pending_pod(t):
+    node, _driver, _device_class_name, template = _dra_setup(t, devices=1)
+    first = _claim_pod(t, node, template)
+    assert _wait_scheduled(t, first)[0] == "bound"
+    second = _claim_pod(t, node, template)
+    before = _wait_scheduled(t, second)[0].lower()
+    t.ok("DELETE", "/api/v1/namespaces/%s/pods/%s?gracePeriodSeconds=0" % (t.namespace, first))
+    deadline = time.time() + 10   # the scheduler's backoff alone would wait longer: a claim event wakes the pod
+    while not t.get("/api/v1/namespaces/%s/pods/%s" % (t.namespace, second))["spec"].get("nodeName"):
+        if time.time() > deadline:
+            return {"second_before": before, "second_after_first_deleted": "not bound within 10 s"}
+        time.sleep(0.2)
+    return {"second_before": before, "second_after_first_deleted": "bound to the node"}
+
+
+@row("dra-two-classes-one-extended-resource-later-serves", {"driver": "<second driver>"}, controllers=True)
+def probe_dra_two_classes_one_extended_resource_later_serves(t):
+    node = _dongle_node(t)
+    resource = "example.com/" + t.name("res")
+    drivers = []
+    for index in range(2):
+        driver = t.name("drv%d" % index) + ".example.com"
+        slice_name = t.name("slice")
+        t.ok("POST", DRA + "/resourceslices", {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+                                               "metadata": {"name": slice_name}, "spec": {
+            "driver": driver, "nodeName": node, "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+            "devices": [{"name": "gpu-0"}]}})
+        t.later("DELETE", "%s/resourceslices/%s" % (DRA, slice_name))
+        if index:
+            time.sleep(1.1)   # creationTimestamp has whole seconds
+        _device_class(t, dict(_cel('device.driver == "%s"' % driver), extendedResourceName=resource))
+        drivers.append(driver)
+    pod = t.name("pod")
+    code, created = _create_pod(t, _pod(pod, {"limits": {resource: "1"}}, nodeSelector={"kubernetes.io/hostname": node},
+                                        tolerations=NOT_READY_TOLERATION))
+    assert code == 201, created
+    _wait_scheduled(t, pod)
+    deadline = time.time() + 20
+    while True:
+        status = (t.get("/api/v1/namespaces/%s/pods/%s" % (t.namespace, pod)).get("status") or {}).get(
+            "extendedResourceClaimStatus")
+        if status or time.time() > deadline:
+            break
+        time.sleep(0.1)
+    if not status:
+        return {"driver": None}
+    claim = t.get("%s/namespaces/%s/resourceclaims/%s" % (DRA, t.namespace, status["resourceClaimName"]))
+    driver = claim["status"]["allocation"]["devices"]["results"][0]["driver"]
+    return {"driver": {drivers[0]: "<first driver>", drivers[1]: "<second driver>"}.get(driver, driver)}
+
+
 @row("dra-missing-device-class-refused-by-prefilter", {
     "before": {"Unschedulable": {"filter": "request gpu: device class <class> does not exist",
                                  "post_filter": "no new claims to deallocate",
