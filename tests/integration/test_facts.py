@@ -314,8 +314,8 @@ def probe_node_status_add_empty_capacity_map_dropped(t):
     return {"code": code, "capacity": capacity, "next_add": answer(code2, body2, "details")}
 
 
-@row("node-status-add-whole-capacity-map-200", {"code": 200, "capacity": {"example.com/dongle": "4"},
-                                                 "allocatable": {"example.com/dongle": "4"}})
+@row("node-status-add-whole-capacity-map-200", {
+    "code": 200, "capacity": {"example.com/dongle": "4"}, "allocatable": {"example.com/dongle": "4"}})
 def probe_node_status_add_whole_capacity_map_200(t):
     node = t.node()
     code, body = patch_status(t, node, [{"op": "add", "path": "/status/capacity",
@@ -428,8 +428,8 @@ def probe_node_status_unparsable_value_422(t):
     return _patched_object(_invalid_value(t, "abc"))
 
 
-@row("node-status-number-and-1Ki-accepted", {"codes": [200, 200], "capacity": {"example.com/dongle": "4",
-                                                                                 "example.com/big": "1Ki"}})
+@row("node-status-number-and-1Ki-accepted", {
+    "codes": [200, 200], "capacity": {"example.com/dongle": "4", "example.com/big": "1Ki"}})
 def probe_node_status_number_and_1ki_accepted(t):
     node = t.node_with_capacity({"example.com/dongle": "1"})
     first = patch_status(t, node, [{"op": "add", "path": DONGLE, "value": 4}])[0]
@@ -437,8 +437,8 @@ def probe_node_status_number_and_1ki_accepted(t):
     return {"codes": [first, second], "capacity": t.get("/api/v1/nodes/" + node)["status"]["capacity"]}
 
 
-@row("node-status-patch-on-main-resource-drops-status", {"code": 200, "answered": {"example.com/dongle": "4"},
-                                                          "stored": {"example.com/dongle": "4"}})
+@row("node-status-patch-on-main-resource-drops-status", {
+    "code": 200, "answered": {"example.com/dongle": "4"}, "stored": {"example.com/dongle": "4"}})
 def probe_node_status_patch_on_main_resource_drops_status(t):
     node = t.node_with_capacity({"example.com/dongle": "4"})
     code, body = patch_status(t, node, [{"op": "add", "path": DONGLE, "value": "6"}], sub="")
@@ -473,8 +473,8 @@ def probe_node_status_resource_names_not_validated(t):
     return {"code": code, "capacity": t.get("/api/v1/nodes/" + node)["status"].get("capacity")}
 
 
-@row("allocatable-defaulted-once-never-follows", {"first": {"example.com/dongle": "4"},
-                                                   "after": {"example.com/dongle": "4"}, "capacity": {"example.com/dongle": "6"}})
+@row("allocatable-defaulted-once-never-follows", {
+    "first": {"example.com/dongle": "4"}, "after": {"example.com/dongle": "4"}, "capacity": {"example.com/dongle": "6"}})
 def probe_allocatable_defaulted_once_never_follows(t):
     node = t.node_with_capacity({"example.com/dongle": "4"})
     first = t.get("/api/v1/nodes/" + node)["status"].get("allocatable")
@@ -1287,10 +1287,10 @@ def _dra_setup(t, devices=2):
     node = _dongle_node(t)
     driver = t.name("drv") + ".example.com"
     slice_name = t.name("slice")
+    spec = {"driver": driver, "nodeName": node, "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+            "devices": [{"name": "gpu-%d" % i, "attributes": {"index": {"int": i}}} for i in range(devices)]}
     t.ok("POST", DRA + "/resourceslices", {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
-                                           "metadata": {"name": slice_name}, "spec": {
-        "driver": driver, "nodeName": node, "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
-        "devices": [{"name": "gpu-%d" % i, "attributes": {"index": {"int": i}}} for i in range(devices)]}})
+                                           "metadata": {"name": slice_name}, "spec": spec})
     t.later("DELETE", "%s/resourceslices/%s" % (DRA, slice_name))
     device_class, _code, _body = _device_class(t, _cel('device.driver == "%s"' % driver))
     template = t.name("tmpl")
@@ -1397,12 +1397,11 @@ def probe_dra_pod_without_its_claim_is_held_back(t):
     "scheduled": ("bound", "<node>"), "generateName": "<pod>-extended-resources-",
     "annotations": {"resource.kubernetes.io/extended-resource-claim": "true"},
     "owner": {"apiVersion": "v1", "kind": "Pod", "name": "<pod>", "controller": True},
-    "requests": [{"name": "container-0-request-0", "exactly": {"deviceClassName": "<class>", "allocationMode": "ExactCount",
-                                                              "count": 1}}],
+    "requests": [{"name": "container-0-request-0",
+                  "exactly": {"deviceClassName": "<class>", "allocationMode": "ExactCount", "count": 1}}],
     "results": [{"request": "container-0-request-0", "driver": "<driver>", "pool": "<node>", "device": "gpu-0"}],
-    "pod_status": {"requestMappings": [{"containerName": "c", "resourceName": "<resource>",
-                                        "requestName": "container-0-request-0"}], "resourceClaimName": "<claim>"}},
-    controllers=True)
+    "pod_status": {"requestMappings": [{"containerName": "c", "resourceName": "<resource>", "requestName": "container-0-request-0"}],
+                   "resourceClaimName": "<claim>"}}, controllers=True)
 def probe_dra_extended_resource_claim(t):
     node, driver, device_class, _template = _dra_setup(t)
     resource = "example.com/" + t.name("res")
@@ -1456,10 +1455,10 @@ def probe_dra_two_classes_one_extended_resource_later_serves(t):
     for index in range(2):
         driver = t.name("drv%d" % index) + ".example.com"
         slice_name = t.name("slice")
+        spec = {"driver": driver, "nodeName": node, "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+                "devices": [{"name": "gpu-0"}]}
         t.ok("POST", DRA + "/resourceslices", {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
-                                               "metadata": {"name": slice_name}, "spec": {
-            "driver": driver, "nodeName": node, "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
-            "devices": [{"name": "gpu-0"}]}})
+                                               "metadata": {"name": slice_name}, "spec": spec})
         t.later("DELETE", "%s/resourceslices/%s" % (DRA, slice_name))
         if index:
             time.sleep(1.1)   # creationTimestamp has whole seconds
