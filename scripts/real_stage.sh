@@ -3,7 +3,7 @@
 #
 # `make real`: the integration suite on a real Kubernetes control plane.
 #   1. ../shared/k8s beside the checkout (or $KUBEHW_K8S_HOME): every pytest worker starts a control plane of its
-#      own from it (free ports, state in .cache/real-control-plane/<worker>) and stops it at the end; a kubelet
+#      own from it (free ports, state in .cache/real-control-plane/<worker>-<pid>, removed at the end) and stops it at the end; a kubelet
 #      stand-in (tests/support/kubelet.py) registers and serves the nodes each test needs.
 #   2. else $KUBECONFIG: the suite runs against that cluster (kind, k3s, a lab cluster); see docs/development.md
 #      for what it creates and removes there.

@@ -56,8 +56,11 @@ def _start_own_control_plane(config):
         return
     from tests.support.control_plane import ControlPlane
 
+    # state per process (two runs side by side never stop each other's), binaries unpacked once per worker name
     worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
-    plane = ControlPlane(home, os.path.join(REPO_ROOT, ".cache", "real-control-plane", worker)).start()
+    base = os.path.join(REPO_ROOT, ".cache", "real-control-plane")
+    plane = ControlPlane(home, os.path.join(base, "%s-%d" % (worker, os.getpid())),
+                         bin_dir=os.path.join(base, "bin-" + worker)).start()
     _OWN_CONTROL_PLANE["plane"] = plane
     os.environ["KUBECONFIG"] = plane.kubeconfig
     os.environ["KUBEHW_AGENT_KUBECONFIG"] = plane.agent_kubeconfig
@@ -66,7 +69,7 @@ def _start_own_control_plane(config):
 def stop_own_control_plane():
     plane = _OWN_CONTROL_PLANE.pop("plane", None)
     if plane is not None:
-        plane.stop()
+        plane.stop(wipe=True)
 
 
 class Cluster:

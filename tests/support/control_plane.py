@@ -58,9 +58,13 @@ class ControlPlaneError(RuntimeError):
 
 
 class ControlPlane:
-    def __init__(self, home, state_dir):
+    """state_dir: where up.sh keeps this control plane's state; bin_dir: where it unpacks the binaries (default: in
+    state_dir), a folder runs can share so they unpack them once."""
+
+    def __init__(self, home, state_dir, bin_dir=None):
         self.home = home
         self.state_dir = os.path.abspath(state_dir)
+        self.bin_dir = os.path.abspath(bin_dir) if bin_dir else None
         self.kubeconfig = os.path.join(self.state_dir, "admin.kubeconfig")
         self.agent_kubeconfig = os.path.join(self.state_dir, "agent.kubeconfig")
         self.audit_log = os.path.join(self.state_dir, "logs", "audit.log")
@@ -73,6 +77,8 @@ class ControlPlane:
         # The node lifecycle controller looks at nodes every 5 s by default: a test's new node would wait up to that
         # long for its not-ready taint to go. 1 s keeps every other behaviour and makes a node join within a second.
         env["KCM_EXTRA_ARGS"] = (env.get("KCM_EXTRA_ARGS", "") + " --node-monitor-period=1s").strip()
+        if self.bin_dir:
+            env["KUBEHW_K8S_BIN"] = self.bin_dir
         os.makedirs(self.state_dir, exist_ok=True)
         self.stop()     # a leftover of an interrupted run under the same folder
         proc = subprocess.run(["bash", os.path.join(self.home, "up.sh"), self.state_dir], env=env, capture_output=True,
@@ -84,6 +90,7 @@ class ControlPlane:
                                     % (self.home, self.state_dir, proc.returncode, self.output))
         return self
 
-    def stop(self):
+    def stop(self, wipe=False):
+        """Stop the control plane; wipe: also remove its state folder."""
         subprocess.run(["bash", os.path.join(self.home, "down.sh"), self.state_dir], capture_output=True, timeout=60,
-                       check=False)
+                       check=False, env=dict(os.environ, WIPE="1" if wipe else "0"))

@@ -10,7 +10,7 @@ the simulated cluster's own fault table and Status bodies (imported, so both wor
     proxy.start()                        # serves https://127.0.0.1:<free port>, own CA and certificate in a temp dir
     proxy.url, proxy.ca_cert_path
     proxy.write_kubeconfig(path, token=None)  # a kubeconfig pointing at the proxy; returns path
-    proxy.requests                       # a list copy of {method, path, query, content_type, body, status, user, time}
+    proxy.requests                       # list copy of {method, path, query, content_type, body, status, user, username, time}
     proxy.clear_requests()
     proxy.inject_fault(method, path_regex, status=500, count=1, retry_after=None)
     proxy.clear_faults()
@@ -38,8 +38,15 @@ JSON when it is JSON or has no Content-Type and parses, else text, bytes when it
 ``status`` (what the client got: the apiserver's code, an injected one, or "drop" when the connection was closed
 instead of answered; set before the answer's first byte is sent, None until then); ``user`` ("upstream" when the
 request went with the kubeconfig's credentials, that is without an Authorization header or with the kubeconfig
-user's own token; else ``"token:<first 8 hex digits of the token's sha256>"``, never the token); ``time``
-(time.time() at arrival).
+user's own token; ``"cert:<CN>"`` for a client certificate signed by the proxy's CA; else ``"token:<first 8 hex
+digits of the token's sha256>"``, never the token); ``username`` (the certificate's CN, else None: ``usernames(entries)``
+fills in what the apiserver authenticates each credential as, by a SelfSubjectReview made with it once per credential
+when a test asks, None when it does not authenticate); ``time`` (time.time() at arrival).
+
+**Client certificates.** The proxy asks for (does not require) a client certificate signed by its own CA (its
+``ca.key`` lies beside ``ca_cert_path``, so tests issue one with tests/simcluster/auth.py make_client_cert). A request
+that carries one and no Authorization header goes upstream with the kubeconfig's credentials and the certificate's
+subject as Impersonate-User (CN) and Impersonate-Group (each O): the apiserver authorizes it as that user.
 
 **Faults** (the simulated cluster's vocabulary, tests/simcluster/server.py FAULT_VERBS): ``inject_fault`` adds one
 that the next ``count`` requests use whose method is ``method`` (or "*") and whose path (without query) matches
@@ -89,7 +96,7 @@ import urllib.parse
 
 import yaml
 
-from tests.simcluster.auth import make_tls
+from tests.simcluster.auth import _user_from_peer_cert, make_tls, server_ssl_context
 from tests.simcluster.kubeconfig import write_kubeconfig as _write_kubeconfig
 from tests.simcluster import server
 from tests.simcluster.server import (
@@ -335,6 +342,8 @@ class FaultProxy:
         self._upstream = None
         self._tables = _SimTables()
         self._lock = threading.Lock()
+        self._usernames = {}    # credential -> the name the apiserver authenticates it as
+        self._credentials = {}  # a log entry's user -> its credential (never logged or shown)
         self._watches = set()
         self._compacted_rv = None
         self._httpd = None
@@ -347,9 +356,10 @@ class FaultProxy:
         try:
             self._upstream = _Upstream(self.kubeconfig_path, self.context, self._tmpdir)
             self.ca_cert_path, cert, key = make_tls(os.path.join(self._tmpdir, "pki"))
-            # no client certificates asked for: a client's would be the upstream's, which the proxy adds itself
-            self.ssl_context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-            self.ssl_context.load_cert_chain(cert, key)
+            # A client certificate signed by the proxy's own CA (make_client_cert(dirname(ca_cert_path), ...)) is asked
+            # for, not required, as kube-apiserver's --client-ca-file does; its subject reaches the apiserver by
+            # impersonation (the proxy cannot present the client's certificate upstream).
+            self.ssl_context = server_ssl_context(self.ca_cert_path, cert, key)
             self._httpd = _ProxyServer(("127.0.0.1", 0), _Handler, self)
         except Exception:
             shutil.rmtree(self._tmpdir, ignore_errors=True)
@@ -396,11 +406,10 @@ class FaultProxy:
         if token:
             return _write_kubeconfig(path, self.url, self.ca_cert_path, token, context="fault-proxy",
                                      user="fault-proxy-user", cluster="fault-proxy")
-        up = self._upstream
-        return _write_kubeconfig(path, self.url, self.ca_cert_path, up.token, context="fault-proxy",
-                                 user="fault-proxy-user", cluster="fault-proxy",
-                                 client_cert=None if up.token else up.cert_path,
-                                 client_key=None if up.token else up.key_path)
+        # an upstream user with a client certificate: none in the proxy's kubeconfig (the proxy asks only for
+        # certificates of its own CA), the proxy adds it upstream to every request that brings no credential
+        return _write_kubeconfig(path, self.url, self.ca_cert_path, self._upstream.token, context="fault-proxy",
+                                 user="fault-proxy-user", cluster="fault-proxy")
 
     # -- request log
     @property
@@ -410,10 +419,10 @@ class FaultProxy:
     def clear_requests(self):
         self._tables.clear_requests()
 
-    def _log_request(self, method, path, query, content_type, body, user):
+    def _log_request(self, method, path, query, content_type, body, user, username=None):
         entry = {"method": method, "path": path, "query": dict((k, v[-1]) for k, v in query.items()),
                  "content_type": content_type or None, "body": _parse_body(body, content_type),
-                 "status": None, "user": user, "time": time.time()}
+                 "status": None, "user": user, "username": username, "time": time.time()}
         self._tables.append(entry)
         return entry
 
@@ -502,6 +511,46 @@ class FaultProxy:
                 time.sleep(0.05)
 
     # -- what the handler asks
+    def _remember_credential(self, user, authorization):
+        """Keep the credential behind a log entry's user (in memory only), so usernames() can ask who it is."""
+        with self._lock:
+            self._credentials.setdefault(user, authorization)
+
+    def usernames(self, entries):
+        """Fill in each entry's username: what the apiserver authenticates its credential as, asked (a
+        SelfSubjectReview made with it) only when a test reads it, once per credential."""
+        for entry in entries:
+            if entry.get("username") is None and entry.get("user") in self._credentials:
+                entry["username"] = self._username_of(self._credentials[entry["user"]])
+        return entries
+
+    def _username_of(self, authorization):
+        """The name the apiserver authenticates this credential as (a SelfSubjectReview made with it, once per
+        credential), or None when it does not authenticate (401)."""
+        key = authorization or ""
+        with self._lock:
+            if key in self._usernames:
+                return self._usernames[key]
+        up = self._upstream
+        conn = up.connection(with_cert=not authorization, timeout=10)
+        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        headers.update({"Authorization": authorization} if authorization else up.auth_headers())
+        try:
+            conn.request("POST", up.prefix + "/apis/authentication.k8s.io/v1/selfsubjectreviews", headers=headers,
+                         body=json.dumps({"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}))
+            answer = conn.getresponse()
+            data = answer.read()
+        except (OSError, http.client.HTTPException):
+            return None     # not cached: the next request asks again
+        finally:
+            conn.close()
+        name = None
+        if answer.status == 201:
+            name = ((json.loads(data).get("status") or {}).get("userInfo") or {}).get("username")
+        with self._lock:
+            self._usernames[key] = name
+        return name
+
     def _user_of(self, authorization):
         if not authorization:
             return "upstream"
@@ -548,6 +597,7 @@ class _Handler(server._Handler):
         self._conns = {}
         self._upstream_sock = None
         self._entry = None
+        self._peer = None
 
     def finish(self):
         try:
@@ -569,7 +619,14 @@ class _Handler(server._Handler):
         body = self._body()
         content_type = (self.headers.get("Content-Type") or "").split(";")[0].strip().lower()
         authorization = self.headers.get("Authorization")
-        entry = proxy._log_request(self.command, path, query, content_type, body, proxy._user_of(authorization))
+        # a client certificate counts where no Authorization header is sent, as on kube-apiserver
+        self._peer = None if authorization else _user_from_peer_cert(self.connection.getpeercert())
+        if self._peer is not None:
+            user, username = "cert:" + self._peer["user"], self._peer["user"]
+        else:
+            user, username = proxy._user_of(authorization), None
+            proxy._remember_credential(user, authorization)
+        entry = proxy._log_request(self.command, path, query, content_type, body, user, username)
         info = request_info(self.command, path, query)
         resource, name, verb = (info[0], info[2], info[4]) if info else (None, None, None)
         fault = proxy._tables.take(self.command, path, verb, query)
@@ -654,6 +711,10 @@ class _Handler(server._Handler):
         headers = [(k, v) for k, v in self.headers.items() if k.lower() not in _HOP_BY_HOP]
         if not authorization:
             headers += list(up.auth_headers().items())
+            if self._peer is not None:
+                headers.append(("Impersonate-User", self._peer["user"]))
+                headers += [("Impersonate-Group", group) for group in self._peer["groups"]
+                            if group != "system:authenticated"]
         headers.append(("Host", "%s:%d" % (up.host, up.port)))
         if body or self.command in ("POST", "PUT", "PATCH"):
             headers.append(("Content-Length", str(len(body))))

@@ -27,9 +27,11 @@ class RealControls:
     # the fault proxy
     @property
     def requests(self):
-        """The proxy's request log in the simulated cluster's shape: the body as the text that was sent."""
-        entries = self.proxy.requests
+        """The proxy's request log in the simulated cluster's shape: the body as the text that was sent, the user as
+        the name the apiserver authenticated (None for a request it did not)."""
+        entries = self.proxy.usernames(self.proxy.requests)
         for entry in entries:
+            entry["user"] = entry.pop("username")
             if entry["body"] is not None and not isinstance(entry["body"], (str, bytes)):
                 entry["body"] = json.dumps(entry["body"])
         return entries
