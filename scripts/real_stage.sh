@@ -12,6 +12,8 @@ set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 REPORTS="${1:-$ROOT/.cache/reports}"
 PY="$ROOT/.venv/bin/python"
+# ansible-playbook and ansible-runner's tools come from .venv, also when this script runs outside make
+export PATH="$ROOT/.venv/bin:$PATH"
 cd "$ROOT" || exit 1
 home="$("$PY" -c 'from tests.support.control_plane import locate; print(locate() or "")')"
 if [ -n "$home" ]; then

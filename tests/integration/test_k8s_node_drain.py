@@ -23,15 +23,25 @@ from tests.integration.conftest import wait_for
 MODULE = "kubehw.devices.k8s_node_drain"
 NODE = "gpu-1"
 OTHER = "gpu-2"
-RS_REF = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-5d9c8", "uid": "00000000-0000-4000-8000-000000000001",
-          "controller": True, "blockOwnerDeletion": True}
 DS_REF = {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "agent", "uid": "00000000-0000-4000-8000-000000000002",
           "controller": True, "blockOwnerDeletion": True}
 
 
-def make_pod(cluster, name, node, labels=None, owner="ReplicaSet", annotations=None, namespace="default"):
-    """A pod on a node of the simulated cluster (its simulated kubelet runs it): the lost-answer test."""
-    owner = dict(RS_REF) if owner == "ReplicaSet" else owner
+def existing_owner(cluster, namespace="default"):
+    """A controller reference to an object that exists (a ConfigMap of the namespace, removed after the test): the
+    garbage collector of a real control plane deletes a pod whose owner is absent, as one of a made-up ReplicaSet."""
+    name = cluster.unique_name("owner")
+    made = json.loads(cluster.core.create_namespaced_config_map(namespace, {
+        "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}}, _preload_content=False).data)
+    cluster.on_close("delete configmap %s" % name,
+                     lambda: cluster.core.delete_namespaced_config_map(name, namespace, _preload_content=False))
+    return {"apiVersion": "v1", "kind": "ConfigMap", "name": name, "uid": made["metadata"]["uid"], "controller": True}
+
+
+def make_pod(cluster, name, node, labels=None, owner=None, annotations=None, namespace="default"):
+    """A pod on a node the suite's kubelet runs pods on (simulated, or the stand-in), managed by a controller that
+    exists (owner: a controller reference, else existing_owner()): the lost-answer test."""
+    owner = owner or existing_owner(cluster, namespace)
     meta = {"name": name, "namespace": namespace, "labels": labels or {"app": "web"}}
     if owner:
         meta["ownerReferences"] = [owner]

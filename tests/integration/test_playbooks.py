@@ -455,7 +455,8 @@ class MachineRoom(threading.Thread):
 
 
 def test_driver_rollout_drains_reboots_and_uncordons_one_node_at_a_time(cluster, collections_path, tmp_path):
-    cluster.require_controlled("reboots the configured nodes (their kubelets stop and start)")
+    cluster.require_simulated("reboots nodes through the simulated cluster's test API, which marks a stopped kubelet's node "
+                              "Unknown at once (kube-controller-manager waits its 50 s node-monitor grace period)")
     if os.path.exists("/proc/modules"):
         with open("/proc/modules") as f:
             if any(line.split()[0] == "nvidia" for line in f if line.strip()):

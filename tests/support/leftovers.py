@@ -10,8 +10,8 @@ before it found it, as each test on the simulated cluster starts on a fresh one.
 Only objects created after the snapshot are deleted (by uid), so a cluster's own objects are never touched.
 Namespaces of a fixed name (a module's default namespace, a test's constant) are waited for: the namespace
 controller takes about 5 s to empty one, and a later test that creates one of the same name would otherwise find it
-terminating. A name with a random part (``kubehw-it-<run id>-...``, ``dp-<8 hex digits>``) never comes back, so its
-namespace is left to go on its own, which saves those 5 s on most tests.
+terminating. A name unique to one test (``kubehw-it-<run id>-<what>-<serial>``, ``dp-<8 random hex digits>``) never
+comes back, so its namespace is left to go on its own, which saves those 5 s on most tests.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -22,8 +22,10 @@ import json
 import re
 import time
 
-# a namespace name that no later test uses again: the suite's run-unique prefix, or a random hexadecimal part
-ONE_OFF_NAME = re.compile(r"^kubehw-it-[0-9a-f]{6}-|-[0-9a-f]{6,}(-|$)")
+# a namespace name that no later test uses again: the suite's run-unique prefix (a serial number follows), or the
+# eight random hexadecimal digits a test's own namespace fixture ends it with ("dp-1a2b3c4d"); a module-wide
+# random part (six digits, "kubehw-hostile-d3c8e1") is shared by the module's tests, so it is waited for
+ONE_OFF_NAME = re.compile(r"^kubehw-it-[0-9a-f]{6}-|-[0-9a-f]{8}$")
 
 # (group, version, plural, namespaced); DaemonSets first, so that no controller makes new pods while the rest goes
 KINDS = (
