@@ -875,13 +875,13 @@ class DevicePluginDeploy(object):
 
         def settled(daemonset):
             nodes = list(self.list_nodes().values())
-            self.joining, _ = ds_task.zero_nodes_outcome(daemonset, nodes)
+            self.joining = ds_task.zero_nodes_outcome(daemonset, nodes)[0]
             return not self.joining and not ds_rollout.selected_nodes(daemonset["spec"]["template"].get("spec"), nodes)
 
         return self._watch_daemonset(
             lambda ds: ds_rollout.rollout_done(ds) and ds_rollout.rollout_status(ds)["desired"] > 0,
-            "see DaemonSet %s/%s roll out on the joining node(s) %s" % (self.namespace, self.name,
-                                                                       ds_task.joining_text(joining)),
+            "see DaemonSet %s/%s roll out on the joining node(s) %s"
+            % (self.namespace, self.name, ds_task.joining_text(joining)),
             on_slice=settled)
 
     def _fail_joining(self):

@@ -144,19 +144,19 @@ options:
     default: false
   nvidia_driver_root:
     description:
-      - With O(preset=nvidia), where the NVIDIA driver is installed on the nodes (the chart's C(nvidiaDriverRoot)):
-        V(/) when the driver is installed on the host (the C(kubehw.devices.nvidia_driver) role), V(/run/nvidia/driver)
-        when the NVIDIA GPU Operator's driver container installs it. An absolute path in normal form.
+      - With O(preset=nvidia), where the NVIDIA driver is installed on the nodes (the chart's C(nvidiaDriverRoot)).
+        V(/) (the default) when the driver is installed on the host, as the C(kubehw.devices.nvidia_driver) role does;
+        V(/run/nvidia/driver) when the NVIDIA GPU Operator's driver container installs it. An absolute path in
+        normal form.
       - It is mounted as upstream does (the root as C(/driver-root), its parent as C(/driver-root-parent) for the
         init container, read-only for V(/), with C(HostToContainer) propagation otherwise) and set as
         C(NVIDIA_DRIVER_ROOT) in the init container and the plugin container.
     type: str
-    default: /
   adopt_daemonset:
     description:
-      - A DaemonSet of O(name) that this module did not create (no label C(app.kubernetes.io/managed-by=kubehw.devices):
-        a Helm release, an operator, made by hand) fails the task before any write, with O(state=present) and
-        O(state=absent) alike, unless this is true; then the module takes it over (present) or deletes it (absent).
+      - A DaemonSet of O(name) that this module did not create (no label C(app.kubernetes.io/managed-by=kubehw.devices),
+        as one of a Helm release, an operator or made by hand) fails the task before any write, with O(state=present)
+        and O(state=absent) alike, unless this is true; then the module takes it over (present) or deletes it (absent).
         The same rule as M(kubehw.devices.device_plugin_deploy)'s.
     type: bool
     default: false
@@ -179,10 +179,10 @@ notes:
     V(intel)), C(list) on C(events) in O(namespace) for the rollout wait, and with O(preset=nvidia) and O(rbac=create)
     C(get), C(create), C(update), C(delete) on C(roles) and C(rolebindings) in O(namespace).
   - Each preset's Kubernetes floor is checked before any write (the server version and the served
-    C(resource.k8s.io) version) - V(example) 1.33, V(nvidia) 1.32, V(intel) 1.34 with C(resource.k8s.io/v1) - and
+    C(resource.k8s.io) version), V(example) 1.33, V(nvidia) 1.32, V(intel) 1.34 with C(resource.k8s.io/v1), and
     the task refuses naming it.
   - The rollout wait fails within seconds, with the controller's message, when the DaemonSet controller reports
-    that it cannot create the pods (C(FailedCreate) events: a quota, PodSecurity, an admission webhook).
+    that it cannot create the pods (C(FailedCreate) events of a quota, PodSecurity or an admission webhook).
 seealso:
   - module: kubehw.devices.dra_device_class
   - module: kubehw.devices.device_plugin_deploy
@@ -325,12 +325,13 @@ from ansible_collections.kubehw.devices.plugins.module_utils._daemonset_manifest
     check_env_names,
 )
 from ansible_collections.kubehw.devices.plugins.module_utils._daemonset_manifest import positive_int as whole_number
-from ansible_collections.kubehw.devices.plugins.module_utils._dra import (  # noqa: F401 (the module's API)
+# The ResourceSlice aggregation and the builders live in module_utils; the names stay importable from here.
+from ansible_collections.kubehw.devices.plugins.module_utils._dra import (  # pylint: disable=unused-import
     node_results,
     nodes_missing_devices,
     published_by_node,
 )
-from ansible_collections.kubehw.devices.plugins.module_utils._dra_driver_manifest import (  # noqa: F401
+from ansible_collections.kubehw.devices.plugins.module_utils._dra_driver_manifest import (  # pylint: disable=unused-import
     COMPONENT,
     DEFAULT_NAMESPACE,
     DRIVER_ANNOTATION,
@@ -759,7 +760,7 @@ class DraDriverDeploy(object):
         def settled(daemonset):
             # nothing left to wait for: no node joining, and none the controller would still schedule on
             nodes = list(self.list_nodes().values())
-            state["joining"], _ = ds_task.zero_nodes_outcome(daemonset, nodes)
+            state["joining"] = ds_task.zero_nodes_outcome(daemonset, nodes)[0]
             pod_spec = daemonset["spec"]["template"].get("spec")
             return not state["joining"] and not ds_rollout.selected_nodes(pod_spec, nodes)
 

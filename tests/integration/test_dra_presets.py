@@ -1,0 +1,457 @@
+# Copyright (c) kubehw.devices contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The DRA driver presets against the cluster's own controllers (simulated unless KUBECONFIG is set).
+
+What issue 21 found only a real control plane shows, proved here with the real DaemonSet controller, scheduler
+and authorizer when KUBECONFIG names one (../shared/k8s, no kubelet needed), and on the simulated cluster:
+
+- each preset's DaemonSet gets pods exactly on the nodes labelled (and tainted) as upstream expects, and on no
+  other node: the DaemonSet controller decides, from Node objects the test makes Ready and keeps Ready;
+- a DRA driver next to a device plugin serving the same GPUs on the same node is refused with nothing written;
+- the example driver's own service account may do what the driver does (SubjectAccessReview for each right, the
+  Kubernetes 1.36 per-node claim-status verbs included, and real requests with its TokenRequest token);
+- ``wait: devices`` finishes on a mixed cluster, where only the Intel node runs the driver (needs running pods:
+  the simulated cluster, or a control plane with the kubelet stand-in of make real).
+
+Each test uses names of its own (nodes, namespace, driver name) and removes the driver's cluster-scoped objects,
+so it runs beside other tests and on a shared cluster.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import contextlib
+import json
+import threading
+import time
+
+import pytest
+from kubernetes import client
+from kubernetes import config as kube_config
+from kubernetes.client.rest import ApiException
+
+from tests.integration.conftest import wait_for
+
+MODULE = "kubehw.devices.dra_driver_deploy"
+NODE_CAPACITY = {"cpu": "8", "memory": "32Gi", "pods": "110"}
+GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
+NOT_READY = "node.kubernetes.io/not-ready"
+
+
+def pod_node(pod):
+    """The node a DaemonSet pod is for: spec.nodeName once bound, else the controller's matchFields pin."""
+    spec = pod.get("spec") or {}
+    if spec.get("nodeName"):
+        return spec["nodeName"]
+    terms = (((spec.get("affinity") or {}).get("nodeAffinity") or {})
+             .get("requiredDuringSchedulingIgnoredDuringExecution") or {}).get("nodeSelectorTerms") or []
+    for term in terms:
+        for field in term.get("matchFields") or []:
+            if field.get("key") == "metadata.name":
+                return field["values"][0]
+    return None
+
+
+@contextlib.contextmanager
+def ready_nodes(cluster, specs):
+    """Node objects of the test's own, Ready and schedulable, kept Ready (a heartbeat every 3 s, as a kubelet
+    would send, so the node lifecycle controller neither keeps nor adds the not-ready or unreachable taints).
+    Each spec: {"what", "labels", "taints"}; yields the names in order."""
+    names = cluster.create_nodes([dict(spec, capacity=NODE_CAPACITY) for spec in specs])
+    stop = threading.Event()
+
+    def heartbeat():
+        while not stop.wait(3):
+            for name in names:
+                try:
+                    cluster.report_ready(name)
+                except ApiException:
+                    pass
+
+    for name in names:
+        cluster.report_ready(name)
+    if cluster.simulated:
+        # the simulated node lifecycle adds the registration taint but does not lift it: do what the real one does
+        for name in names:
+            node = read_node(cluster, name)
+            taints = [t for t in (node.get("spec") or {}).get("taints") or [] if t.get("key") != NOT_READY]
+            cluster.core.patch_node(name, {"spec": {"taints": taints or None}}, _preload_content=False)
+    # the node lifecycle controller lifts node.kubernetes.io/not-ready once it sees Ready
+    wait_for(lambda: all(not [t for t in (read_node(cluster, n).get("spec") or {}).get("taints") or []
+                              if t.get("key") == NOT_READY] for n in names),
+             timeout=60, what="the not-ready taint lifted from %s" % ", ".join(names))
+    for name, spec in zip(names, specs):
+        if spec.get("taints"):
+            node = read_node(cluster, name)
+            taints = [t for t in (node.get("spec") or {}).get("taints") or [] if t.get("key") != NOT_READY]
+            cluster.core.patch_node(name, {"spec": {"taints": taints + spec["taints"]}}, _preload_content=False)
+    thread = threading.Thread(target=heartbeat, daemon=True)
+    thread.start()
+    try:
+        yield names
+    finally:
+        stop.set()
+        thread.join(5)
+
+
+def read_node(cluster, name):
+    return json.loads(cluster.core.read_node(name, _preload_content=False).data)
+
+
+def daemonset_pods(cluster, namespace, name):
+    pods = json.loads(cluster.core.list_namespaced_pod(
+        namespace, label_selector="app.kubernetes.io/name=%s" % name, _preload_content=False).data)["items"]
+    return [p for p in pods if not p["metadata"].get("deletionTimestamp")]
+
+
+def deploy(ansible, namespace, name, title="Deploy", **params):
+    args = dict(namespace=namespace, name=name, device_classes=False, wait="none", wait_timeout=60)
+    args.update(params)
+    run = ansible([{"name": title, MODULE: args, "register": "out"}])
+    return run, run.result(title)
+
+
+def remove(ansible, namespace, name, preset):
+    run = ansible([{"name": "Remove", MODULE: dict(preset=preset, namespace=namespace, name=name, state="absent",
+                                                   device_classes=False, wait="none"), "register": "out"}])
+    assert not run.result("Remove")["failed"], run.output()
+
+
+# -- each preset runs on the nodes upstream labels, and on no other ---------------------------------------------
+
+# (preset, extra options, nodes: (what, labels, taints, expected to run the plugin))
+SELECTION = {
+    # values.yaml kubeletPlugin.affinity and tolerations of kubernetes-sigs/dra-driver-nvidia-gpu v0.4.1
+    "nvidia": ({}, [
+        ("nfd-vga", {"feature.node.kubernetes.io/pci-0300_10de.present": "true"}, [GPU_TAINT], True),
+        ("nfd-3d", {"feature.node.kubernetes.io/pci-0302_10de.present": "true"}, [GPU_TAINT], True),
+        ("gfd", {"nvidia.com/gpu.present": "true"}, [GPU_TAINT], True),
+        ("cpu", {}, [], False),
+        # labelled, but tainted by someone else's key the preset does not tolerate
+        ("reserved", {"nvidia.com/gpu.present": "true"}, [{"key": "team", "value": "a", "effect": "NoSchedule"}],
+         False)]),
+    # deployments/gpu/overlays/nfd_labeled_nodes of intel-resource-drivers-for-kubernetes gpu-v0.11.0
+    "intel": ({}, [
+        ("arc", {"intel.feature.node.kubernetes.io/gpu": "true"}, [], True),
+        ("cpu", {}, [], False),
+        ("nv", {"nvidia.com/gpu.present": "true"}, [], False)]),
+    # dra-example-driver v0.4.0 runs on every node; node_selector narrows it
+    "example": ({"node_selector": {"kubehw-it.example.com/dra-example": "yes"}}, [
+        ("chosen", {"kubehw-it.example.com/dra-example": "yes"}, [], True),
+        ("other", {}, [], False)]),
+}
+
+
+@pytest.mark.parametrize("preset", sorted(SELECTION))
+def test_each_presets_daemonset_runs_on_the_nodes_upstream_labels_and_not_others(cluster, ansible, preset):
+    options, layout = SELECTION[preset]
+    specs = [{"what": what, "labels": labels, "taints": taints} for what, labels, taints, _runs in layout]
+    namespace, name = cluster.namespace(), cluster.unique_name("dra-" + preset)
+    with ready_nodes(cluster, specs) as nodes:
+        wanted = sorted(n for n, (_w, _l, _t, runs) in zip(nodes, layout) if runs)
+        # a device plugin of a real cluster may serve GPU-labelled nodes: not this test's point
+        run, res = deploy(ansible, namespace, name, preset=preset, allow_device_plugin_overlap=True, **options)
+        try:
+            assert not res["failed"], run.output()
+            # the DaemonSet controller makes one pod per selected node; give it time to reach every node
+            mine = set(nodes)
+
+            def placed():
+                on = sorted(pod_node(p) for p in daemonset_pods(cluster, namespace, name) if pod_node(p) in mine)
+                return on if on == wanted else None
+
+            wait_for(placed, timeout=60, what="pods of %s on exactly %s" % (name, ", ".join(wanted)))
+            time.sleep(2)   # and no more come: the nodes left out stay without a pod
+            assert sorted(pod_node(p) for p in daemonset_pods(cluster, namespace, name)
+                          if pod_node(p) in mine) == wanted
+            ds = json.loads(cluster.apps.read_namespaced_daemon_set(name, namespace, _preload_content=False).data)
+            assert ds["spec"]["template"]["spec"]["serviceAccountName"] == name
+        finally:
+            remove(ansible, namespace, name, preset)
+
+
+# -- a DRA driver next to a serving device plugin --------------------------------------------------------------
+
+def test_a_dra_driver_next_to_a_serving_nvidia_device_plugin_is_refused_with_nothing_written(cluster, ansible):
+    namespace = cluster.namespace()
+    plugin, driver = cluster.unique_name("nvdp"), cluster.unique_name("nvdra")
+    label = {"kubehw-it.example.com/gpu-pool": plugin}
+    specs = [{"what": "gpu", "labels": dict(label, **{"nvidia.com/gpu.present": "true"}), "taints": [GPU_TAINT]}]
+    with ready_nodes(cluster, specs) as (node,):
+        run = ansible([{"name": "Plugin", "kubehw.devices.device_plugin_deploy": dict(
+            preset="nvidia", namespace=namespace, name=plugin, node_selector=label, runtime_class_name="",
+            wait="none"), "register": "out"}])
+        assert not run.result("Plugin")["failed"], run.output()
+        try:
+            wait_for(lambda: [p for p in daemonset_pods(cluster, namespace, plugin) if pod_node(p) == node],
+                     timeout=60, what="the device plugin's pod on %s" % node)
+            # by watch: the heartbeat of the test's own node writes its status meanwhile, which the request log would count
+            observer = cluster.observe_writes(namespaces=[namespace], names=[driver], by_watch=True)
+            run, res = deploy(ansible, namespace, driver, preset="nvidia", node_selector=label, wait="devices")
+            assert res["failed"] and not res["changed"], run.output()
+            assert ("Refusing to deploy the DRA driver gpu.nvidia.com: the device plugin DaemonSet %s/%s (%s) serves "
+                    "nvidia.com/gpu" % (namespace, plugin, node)) in res["msg"], res["msg"]
+            assert "allow_device_plugin_overlap: true" in res["msg"] and "Nothing was written" in res["msg"]
+            assert observer.writes() == []
+            with pytest.raises(ApiException) as err:
+                cluster.apps.read_namespaced_daemon_set(driver, namespace, _preload_content=False)
+            assert err.value.status == 404
+        finally:
+            ansible([{"name": "Plugin gone", "kubehw.devices.device_plugin_deploy": dict(
+                preset="nvidia", namespace=namespace, name=plugin, state="absent", wait="none")}])
+
+
+# -- the example driver's service account can do what the driver does --------------------------------------------
+
+# What dra-example-driver v0.4.0's kubelet plugin does with the API (internal, through k8s.io/dynamic-resource-
+# allocation's kubeletplugin and resourceslice controller): publish and clean up its ResourceSlices, read claims
+# and its node, write claim device status (1.36: per driver and node, the associated-node verbs).
+DRIVER_RIGHTS = [
+    ("get", "resource.k8s.io", "resourceslices", "", ""), ("list", "resource.k8s.io", "resourceslices", "", ""),
+    ("watch", "resource.k8s.io", "resourceslices", "", ""), ("create", "resource.k8s.io", "resourceslices", "", ""),
+    ("update", "resource.k8s.io", "resourceslices", "", ""), ("patch", "resource.k8s.io", "resourceslices", "", ""),
+    ("delete", "resource.k8s.io", "resourceslices", "", ""),
+    ("get", "resource.k8s.io", "resourceclaims", "", ""), ("list", "resource.k8s.io", "resourceclaims", "", ""),
+    ("watch", "resource.k8s.io", "resourceclaims", "", ""),
+    ("update", "resource.k8s.io", "resourceclaims", "status", ""),
+    ("associated-node:update", "resource.k8s.io", "resourceclaims", "driver", "gpu.example.com"),
+    ("associated-node:patch", "resource.k8s.io", "resourceclaims", "driver", "gpu.example.com"),
+    ("get", "", "nodes", "", ""),
+]
+NOT_THE_DRIVERS = [
+    # another driver's claims, claims on other nodes, and the nodes themselves are not the driver's to write
+    ("associated-node:update", "resource.k8s.io", "resourceclaims", "driver", "gpu.nvidia.com"),
+    ("arbitrary-node:update", "resource.k8s.io", "resourceclaims", "driver", "gpu.example.com"),
+    ("update", "", "nodes", "", ""),
+    ("delete", "resource.k8s.io", "deviceclasses", "", ""),
+]
+
+
+def access(cluster, user, groups, verb, group, resource, subresource, name, namespace):
+    review = {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview", "spec": {
+        "user": user, "groups": groups, "resourceAttributes": {
+            "verb": verb, "group": group, "resource": resource, "subresource": subresource, "name": name,
+            "namespace": namespace if resource == "resourceclaims" else ""}}}
+    answer = client.AuthorizationV1Api(cluster.api_client).create_subject_access_review(review, _preload_content=False)
+    return json.loads(answer.data)["status"].get("allowed") is True
+
+
+def test_the_example_drivers_service_account_may_do_what_the_driver_does(cluster, ansible):
+    namespace, name = cluster.namespace(), cluster.unique_name("dra-rbac")
+    # no node carries the label: the DaemonSet runs nowhere, only its RBAC matters here
+    run, res = deploy(ansible, namespace, name, preset="example",
+                      node_selector={"kubehw-it.example.com/nowhere": name})
+    assert not res["failed"], run.output()
+    try:
+        user = "system:serviceaccount:%s:%s" % (namespace, name)
+        groups = ["system:serviceaccounts", "system:serviceaccounts:%s" % namespace, "system:authenticated"]
+        try:
+            denied = [r for r in DRIVER_RIGHTS if not access(cluster, user, groups, *r, namespace=namespace)]
+            reviewed = True
+        except ApiException as err:
+            if err.status != 404:
+                raise
+            reviewed = False    # the simulated cluster serves no SubjectAccessReview: the real requests below only
+        if reviewed:
+            assert denied == [], denied
+            allowed = [r for r in NOT_THE_DRIVERS if access(cluster, user, groups, *r, namespace=namespace)]
+            assert allowed == [], allowed
+
+        # real requests with the account's own token (TokenRequest), as the kubelet plugin makes them
+        token = json.loads(cluster.core.create_namespaced_service_account_token(name, namespace, {
+            "apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"expirationSeconds": 600}},
+            _preload_content=False).data)["status"]["token"]
+        as_driver = kube_config.new_client_from_config(config_file=cluster.token_kubeconfig(token))
+        try:
+            custom = client.CustomObjectsApi(as_driver)
+            with ready_nodes(cluster, [{"what": "example-node", "labels": {}}]) as (node,):
+                client.CoreV1Api(as_driver).read_node(node, _preload_content=False)
+                body = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+                        "metadata": {"name": "%s-%s" % (node, "gpu.example.com")[:63]},
+                        "spec": {"driver": "gpu.example.com", "nodeName": node,
+                                 "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+                                 "devices": [{"name": "gpu-0"}]}}
+                created = json.loads(custom.create_cluster_custom_object(
+                    "resource.k8s.io", "v1", "resourceslices", body, _preload_content=False).data)
+                try:
+                    listed = json.loads(custom.list_cluster_custom_object(
+                        "resource.k8s.io", "v1", "resourceslices", field_selector="spec.driver=gpu.example.com",
+                        _preload_content=False).data)["items"]
+                    assert created["metadata"]["name"] in [s["metadata"]["name"] for s in listed]
+                    custom.list_namespaced_custom_object("resource.k8s.io", "v1", namespace, "resourceclaims",
+                                                         _preload_content=False)
+                finally:
+                    custom.delete_cluster_custom_object("resource.k8s.io", "v1", "resourceslices",
+                                                        created["metadata"]["name"], _preload_content=False)
+                with pytest.raises(ApiException) as err:
+                    client.CoreV1Api(as_driver).delete_node(node, _preload_content=False)
+                assert err.value.status == 403
+        finally:
+            as_driver.close()
+    finally:
+        remove(ansible, namespace, name, "example")
+
+
+# -- wait: devices on a mixed cluster -------------------------------------------------------------------------------
+
+INTEL_LABEL = {"intel.feature.node.kubernetes.io/gpu": "true"}
+MIXED = {"sync_interval": 0.2, "pod_start_delay": 0.1, "nodes": [
+    {"name": "arc-1", "labels": INTEL_LABEL, "inventory": {"gpu.intel.com/i915": 2}},
+    {"name": "cpu-1"}, {"name": "cpu-2"}, {"name": "cpu-3"},
+]}
+
+
+@pytest.mark.simcluster_config(MIXED)
+def test_wait_devices_finishes_on_a_mixed_cluster_where_only_the_intel_node_runs_the_driver(cluster, ansible):
+    """Issue 21: with no node selection the Intel plugin ran on every node and the wait timed out on the nodes
+    without an Intel GPU; the preset's NFD node selector leaves them out."""
+    if not cluster.controlled:
+        pytest.skip("needs running kubelet-plugin pods: the simulated cluster or make real's kubelet stand-in")
+    namespace, name = cluster.namespace(), cluster.unique_name("dra-intel")
+    run, res = deploy(ansible, namespace, name, preset="intel", wait="devices", min_count=2)
+    try:
+        assert not res["failed"], run.output()
+        assert [(n["name"], n["device_count"]) for n in res["nodes"]] == [("arc-1", 2)]
+        assert sorted(pod_node(p) for p in daemonset_pods(cluster, namespace, name)) == ["arc-1"]
+    finally:
+        remove(ansible, namespace, name, "intel")
+
+
+# -- the shared rollout wait: pods that cannot be created, nodes still joining ------------------------------------
+
+class PodReporter(object):
+    """A kubelet's duties for nodes of the test's own, through the API: a Ready heartbeat every second (once
+    started) and the pods bound there reported Running and Ready, so a DaemonSet rollout can finish."""
+
+    def __init__(self, cluster, namespace, nodes, delay=0.0):
+        self.cluster, self.namespace, self.nodes, self.delay = cluster, namespace, set(nodes), delay
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        self.thread.join(5)
+
+    def _run(self):
+        if self.stop.wait(self.delay):
+            return
+        while not self.stop.is_set():
+            try:
+                self._tick()
+            except ApiException:
+                pass
+            self.stop.wait(1)
+
+    def _tick(self):
+        cluster = self.cluster
+        for name in self.nodes:
+            cluster.report_ready(name)
+            if cluster.simulated:
+                # the simulated node lifecycle does not lift the registration taint (see ready_nodes)
+                node = read_node(cluster, name)
+                taints = [t for t in (node.get("spec") or {}).get("taints") or [] if t.get("key") != NOT_READY]
+                if len(taints) != len((node.get("spec") or {}).get("taints") or []):
+                    cluster.core.patch_node(name, {"spec": {"taints": taints or None}}, _preload_content=False)
+        pods = json.loads(cluster.core.list_namespaced_pod(self.namespace, _preload_content=False).data)["items"]
+        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        for pod in pods:
+            spec, status = pod.get("spec") or {}, pod.get("status") or {}
+            if spec.get("nodeName") not in self.nodes or status.get("phase") == "Running":
+                continue
+            cluster.core.patch_namespaced_pod_status(pod["metadata"]["name"], self.namespace, {"status": {
+                "phase": "Running", "startTime": now,
+                "conditions": [{"type": t, "status": "True", "lastTransitionTime": now}
+                               for t in ("PodScheduled", "Initialized", "ContainersReady", "Ready")],
+                "containerStatuses": [{"name": c["name"], "image": c["image"], "imageID": "", "ready": True,
+                                       "restartCount": 0, "started": True, "state": {"running": {"startedAt": now}}}
+                                      for c in spec.get("containers") or []]}}, _preload_content=False)
+
+
+def register_not_ready(cluster, node):
+    """Report Ready=False, as a kubelet does when it registers: the node keeps node.kubernetes.io/not-ready:NoSchedule
+    until it reports Ready (a node with no Ready condition at all loses the taint at the node lifecycle controller's
+    first pass, measured on v1.36.2)."""
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    cluster.core.patch_node_status(node, [{"op": "add", "path": "/status/conditions", "value": [{
+        "type": "Ready", "status": "False", "reason": "KubeletNotReady", "message": "container runtime starting",
+        "lastHeartbeatTime": now, "lastTransitionTime": now}]}], _preload_content=False)
+    wait_for(lambda: [t for t in (read_node(cluster, node).get("spec") or {}).get("taints") or []
+                      if t.get("key") == NOT_READY], timeout=30, what="the registration taint on %s" % node)
+
+
+def test_a_rollout_started_while_its_node_is_still_joining_waits_for_it(cluster, ansible):
+    """Issue 21: a rollout right after a matching node registered failed at once with "selects no node
+    (desiredNumberScheduled is 0)": the node carried node.kubernetes.io/not-ready:NoSchedule, which the DaemonSet
+    controller's own tolerations do not cover. Now the wait names it as joining and goes on until it is Ready."""
+    namespace, name = cluster.namespace(), cluster.unique_name("dra-join")
+    label = {"kubehw-it.example.com/joining": name}
+    # registered NotReady, as a kubelet does: the apiserver adds the not-ready taint; Ready comes 4 s later
+    (node,) = cluster.create_nodes([{"what": "joining", "labels": label, "capacity": NODE_CAPACITY}])
+    register_not_ready(cluster, node)
+    with PodReporter(cluster, namespace, [node], delay=4):
+        start = time.monotonic()
+        run, res = deploy(ansible, namespace, name, preset="example", node_selector=label, wait="rollout",
+                          wait_timeout=90)
+        try:
+            assert not res["failed"], run.output()
+            assert res["rollout"]["desired"] == 1 and res["rollout"]["done"], res["rollout"]
+            assert time.monotonic() - start < 90
+        finally:
+            remove(ansible, namespace, name, "example")
+
+
+def test_a_node_that_never_becomes_ready_is_named_at_the_timeout(cluster, ansible):
+    namespace, name = cluster.namespace(), cluster.unique_name("dra-stuck")
+    label = {"kubehw-it.example.com/stuck": name}
+    (node,) = cluster.create_nodes([{"what": "stuck", "labels": label, "capacity": NODE_CAPACITY}])
+    register_not_ready(cluster, node)
+    run, res = deploy(ansible, namespace, name, preset="example", node_selector=label, wait="rollout", wait_timeout=8)
+    try:
+        assert res["failed"], run.output()
+        assert "the nodes it selects are still joining and never became schedulable: %s (%s:NoSchedule" % (
+            node, NOT_READY) in res["msg"], res["msg"]
+    finally:
+        remove(ansible, namespace, name, "example")
+
+
+def test_pods_the_controller_cannot_create_fail_the_rollout_within_seconds(cluster, ansible):
+    """Issue 21: the DaemonSet controller reported FailedCreate every few seconds while the wait ran out its whole
+    wait_timeout. A ResourceQuota that allows no pod makes every pod of the namespace fail admission."""
+    if cluster.simulated:
+        pytest.skip("the simulated cluster enforces no ResourceQuota and reports no FailedCreate event")
+    namespace, name = cluster.namespace(), cluster.unique_name("dra-quota")
+    cluster.core.create_namespaced_resource_quota(namespace, {
+        "apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "no-pods"}, "spec": {"hard": {"pods": "0"}}},
+        _preload_content=False)
+    label = {"kubehw-it.example.com/quota": name}
+    with ready_nodes(cluster, [{"what": "quota", "labels": label}]):
+        start = time.monotonic()
+        run, res = deploy(ansible, namespace, name, preset="example", node_selector=label, wait="rollout",
+                          wait_timeout=120)
+        took = time.monotonic() - start
+        try:
+            assert res["failed"], run.output()
+            assert "DaemonSet %s/%s cannot create its pods: the DaemonSet controller reports FailedCreate: " % (
+                namespace, name) in res["msg"] and "exceeded quota" in res["msg"], res["msg"]
+            assert took < 60, "the wait took %.0f s of its 120" % took
+        finally:
+            remove(ansible, namespace, name, "example")
+
+
+def test_device_plugin_deploy_refuses_a_missing_runtime_class_before_any_write(cluster, ansible):
+    namespace, plugin = cluster.namespace(), cluster.unique_name("nvdp-rc")
+    missing = cluster.unique_name("no-runtime")
+    observer = cluster.observe_writes(namespaces=[namespace], names=[plugin], by_watch=True)
+    run = ansible([{"name": "Plugin", "kubehw.devices.device_plugin_deploy": dict(
+        preset="nvidia", namespace=namespace, name=plugin, runtime_class_name=missing, wait="rollout",
+        wait_timeout=120), "register": "out"}])
+    res = run.result("Plugin")
+    assert res["failed"], run.output()
+    assert ("RuntimeClass %s, which the nvidia preset's pods name (runtime_class_name), does not exist" % missing
+            in res["msg"]) and "Nothing was written" in res["msg"], res["msg"]
+    assert observer.writes() == []
