@@ -214,26 +214,47 @@ def _started_control_plane():
     if not os.path.exists(up):
         yield None, "KUBECONFIG is not set and %s does not exist: no real control plane to compare with" % up
         return
-    state = os.path.join(REPO_ROOT, ".cache", "facts-k8s-%s-%d" % (RUN_ID, os.getpid()))
-    env = dict(os.environ, K8S_API_PORT=str(_free_port()), K8S_ETCD_PORT=str(_free_port(pair=True)),
-               K8S_KCM_PORT=str(_free_port()), K8S_SCHED_PORT=str(_free_port()))
-    # the unpacked binaries are kept for later runs (up.sh unpacks a newer .xz again); the lock keeps two xdist
-    # workers from unpacking into the same folder at once
-    env["KUBEHW_K8S_BIN"] = os.path.join(REPO_ROOT, ".cache", "facts-k8s-bin")
-    os.makedirs(env["KUBEHW_K8S_BIN"], exist_ok=True)
-    with open(os.path.join(env["KUBEHW_K8S_BIN"], ".lock"), "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        started = subprocess.run(["bash", up, state], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                 universal_newlines=True, timeout=180, check=False)
+    # pytest-xdist workers of one run share one control plane: the first starts it, the last stops it
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID", "%s-%d" % (RUN_ID, os.getpid()))[:12]
+    state = os.path.join(REPO_ROOT, ".cache", "facts-k8s-" + run)
+    users = state + ".users"
+    # the unpacked binaries are kept for later runs (up.sh unpacks a newer .xz again); their folder's lock also
+    # guards starting, sharing and stopping
+    binaries = os.path.join(REPO_ROOT, ".cache", "facts-k8s-bin")
+    os.makedirs(binaries, exist_ok=True)
+    with _locked(binaries):
+        reason = None
+        if not os.path.exists(os.path.join(state, "facts-ready")):
+            env = dict(os.environ, K8S_API_PORT=str(_free_port()), K8S_ETCD_PORT=str(_free_port(pair=True)),
+                       K8S_KCM_PORT=str(_free_port()), K8S_SCHED_PORT=str(_free_port()), KUBEHW_K8S_BIN=binaries)
+            started = subprocess.run(["bash", up, state], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                     universal_newlines=True, timeout=180, check=False)
+            if started.returncode == 0:
+                open(os.path.join(state, "facts-ready"), "w").close()
+            else:
+                reason = "%s %s failed (rc %d): %s" % (up, state, started.returncode, started.stdout[-2000:])
+        os.makedirs(users, exist_ok=True)
+        open(os.path.join(users, str(os.getpid())), "w").close()
     try:
-        if started.returncode != 0:
-            yield None, "%s %s failed (rc %d): %s" % (up, state, started.returncode, started.stdout[-2000:])
+        if reason:
+            yield None, reason
             return
         yield Target.from_kubeconfig("real", os.path.join(state, "admin.kubeconfig")), None
     finally:
-        subprocess.run(["bash", os.path.join(SHARED_K8S, "down.sh"), state], stdout=subprocess.DEVNULL,
-                       stderr=subprocess.DEVNULL, timeout=120, check=False)
-        shutil.rmtree(state, ignore_errors=True)
+        with _locked(binaries):
+            os.remove(os.path.join(users, str(os.getpid())))
+            if not os.listdir(users):
+                subprocess.run(["bash", os.path.join(SHARED_K8S, "down.sh"), state], stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL, timeout=120, check=False)
+                shutil.rmtree(state, ignore_errors=True)
+                shutil.rmtree(users, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def _locked(folder):
+    with open(os.path.join(folder, ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
 
 
 @pytest.fixture(scope="module")
@@ -535,9 +556,13 @@ def probe_node_create_without_status_stores_zero_values(t):
 # -- Pod validation of extended resources
 
 def _pod(name, resources=None, **spec):
+    """A pod; one that names neither a node nor a node selector gets a selector no node matches, so a real
+    scheduler leaves it unbound even where other probes' Ready nodes exist."""
     container = {"name": "c", "image": "registry.example/pause:1"}
     if resources is not None:
         container["resources"] = resources
+    if "nodeName" not in spec and "nodeSelector" not in spec:
+        spec["nodeSelector"] = {"kubehw-facts.example.com/never": "scheduled"}
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
             "spec": dict({"containers": [container]}, **spec)}
 
