@@ -8,8 +8,11 @@
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-COPY="$ROOT/.cache/sanity/ansible_collections/kubehw/devices"
+# a copy per run: two runs side by side (two developers' shells in one checkout) never delete each other's
+WORK="$ROOT/.cache/sanity/$$"
+COPY="$WORK/ansible_collections/kubehw/devices"
 VENV="$ROOT/.venv"
+trap 'rm -rf "$WORK"' EXIT
 
 rm -rf "$COPY"
 mkdir -p "$COPY"
@@ -31,4 +34,4 @@ cd "$COPY"
 # which ignores .cache, and skip every target.
 git init -q .
 export PATH="$VENV/bin:$PATH"
-exec ansible-test sanity --local --python 3.11 --color no "$@"
+ansible-test sanity --local --python 3.11 --color no "$@"

@@ -117,9 +117,12 @@ def test_standin_keeps_its_node_ready_runs_pods_registers_plugins_and_publishes_
         assert pod["status"]["phase"] == "Running"
         assert all(cs["ready"] and "running" in cs["state"] for cs in pod["status"]["containerStatuses"])
         # the plugin's resource registered into capacity, and allocatable follows it
-        status = wait_for("nvidia.com/gpu in capacity and allocatable", lambda: (lambda s: s if (
-            s.get("capacity") or {}).get("nvidia.com/gpu") == "2" and (s.get("allocatable") or {}).get(
-            "nvidia.com/gpu") == "2" else None)(read(api["core"].read_node, node)["status"]))
+        def registered():
+            status = read(api["core"].read_node, node)["status"]
+            capacity, allocatable = status.get("capacity") or {}, status.get("allocatable") or {}
+            return status if capacity.get("nvidia.com/gpu") == allocatable.get("nvidia.com/gpu") == "2" else None
+
+        status = wait_for("nvidia.com/gpu in capacity and allocatable", registered)
         assert "example.com/gpu" not in status["capacity"]    # the DRA driver publishes slices, not capacity
 
         def slices():
