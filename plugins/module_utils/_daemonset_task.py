@@ -27,8 +27,11 @@ from ansible_collections.kubehw.devices.plugins.module_utils._k8s_objects import
     owner_description,
 )
 
-# How often a rollout that has not finished looks at the DaemonSet controller's events, in seconds.
+# How often a rollout that has not finished looks at the DaemonSet controller's events, in seconds: every 2 s for
+# the first 30 s (a refusal shows at once), then every 5 s (a long rollout relists less often).
 EVENT_CHECK_INTERVAL = 2.0
+EVENT_CHECK_INTERVAL_LATER = 5.0
+EVENT_CHECK_SLOWDOWN_AFTER = 30.0
 
 
 # -- ownership and adoption -------------------------------------------------------------------------------
@@ -202,7 +205,9 @@ class RolloutWait(object):
         started = time.monotonic()
         while True:
             left = self.remaining()
-            step = min(left, EVENT_CHECK_INTERVAL)
+            interval = EVENT_CHECK_INTERVAL if time.monotonic() - started < EVENT_CHECK_SLOWDOWN_AFTER \
+                else EVENT_CHECK_INTERVAL_LATER
+            step = min(left, interval)
             try:
                 found = self.client.watch(
                     self.client.apps.list_namespaced_daemon_set, lambda objs: key in objs and predicate(objs[key]),

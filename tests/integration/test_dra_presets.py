@@ -302,20 +302,45 @@ MIXED = {"sync_interval": 0.2, "pod_start_delay": 0.1, "nodes": [
 ]}
 
 
+@contextlib.contextmanager
+def mixed_nodes(cluster):
+    """The MIXED nodes, each with a kubelet: the simulated cluster's or make real's stand-in serves them as configured;
+    on any other real cluster the test runs a kubelet stand-in of its own (tests/support/kubelet.py) for nodes of
+    run-unique names, and removes them afterwards. Yields {configured name: node name}."""
+    if cluster.controlled:
+        yield dict((n["name"], n["name"]) for n in MIXED["nodes"])
+        return
+    from tests.support.kubelet import KubeletStandIn
+
+    names = dict((n["name"], cluster.unique_name(n["name"])) for n in MIXED["nodes"])
+    config = dict(MIXED, nodes=[dict(n, name=names[n["name"]]) for n in MIXED["nodes"]])
+    standin = KubeletStandIn(cluster.kubeconfig.split(":")[0], config)
+    standin.start()
+    try:
+        wait_for(lambda: all(not [t for t in (read_node(cluster, n).get("spec") or {}).get("taints") or []
+                                  if t.get("key") == NOT_READY] for n in names.values()),
+                 timeout=60, what="the stand-in's nodes schedulable")
+        yield names
+    finally:
+        standin.stop()
+
+
 @pytest.mark.simcluster_config(MIXED)
 def test_wait_devices_finishes_on_a_mixed_cluster_where_only_the_intel_node_runs_the_driver(cluster, ansible):
     """Issue 21: with no node selection the Intel plugin ran on every node and the wait timed out on the nodes
     without an Intel GPU; the preset's NFD node selector leaves them out."""
-    if not cluster.controlled:
-        pytest.skip("needs running kubelet-plugin pods: the simulated cluster or make real's kubelet stand-in")
     namespace, name = cluster.namespace(), cluster.unique_name("dra-intel")
-    run, res = deploy(ansible, namespace, name, preset="intel", wait="devices", min_count=2)
-    try:
-        assert not res["failed"], run.output()
-        assert [(n["name"], n["device_count"]) for n in res["nodes"]] == [("arc-1", 2)]
-        assert sorted(pod_node(p) for p in daemonset_pods(cluster, namespace, name)) == ["arc-1"]
-    finally:
-        remove(ansible, namespace, name, "intel")
+    with mixed_nodes(cluster) as names:
+        run, res = deploy(ansible, namespace, name, preset="intel", wait="devices", min_count=2)
+        try:
+            assert not res["failed"], run.output()
+            mine = set(names.values())
+            assert [(n["name"], n["device_count"]) for n in res["nodes"] if n["name"] in mine] == \
+                [(names["arc-1"], 2)]
+            assert sorted(pod_node(p) for p in daemonset_pods(cluster, namespace, name)
+                          if pod_node(p) in mine) == [names["arc-1"]]
+        finally:
+            remove(ansible, namespace, name, "intel")
 
 
 # -- the shared rollout wait: pods that cannot be created, nodes still joining ------------------------------------

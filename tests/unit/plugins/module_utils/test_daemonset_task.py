@@ -190,3 +190,48 @@ def test_both_aggregators_agree_a_pool_counts_only_when_all_its_newest_slices_ar
     assert [d["device"] for d in devices["n1"]] == by_node["n1"]["devices"] == ["gpu-0", "gpu-1"]
     assert by_node["n2"]["devices"] == [] and by_node["n3"]["devices"] == []
     assert _dra.current_pools(slices)[("gpu.example.com", "n3")]["generation"] == 2
+
+
+# -- a missing RuntimeClass before any write ----------------------------------------------------------------------
+
+class RuntimeClasses(object):
+    def __init__(self, status=None):
+        self.status = status
+        self.node_api = self
+
+    def read_runtime_class(self, name):
+        if self.status:
+            raise KubeHwError("no", status=self.status, reason="x")
+        return {"metadata": {"name": name}}
+
+    def call_json(self, fn, *args, **kwargs):
+        kwargs.pop("what", None)
+        return fn(*args, **kwargs)
+
+
+def test_a_missing_runtime_class_is_found_before_any_write_and_an_unreadable_one_is_not_guessed():
+    spec = {"runtimeClassName": "nvidia"}
+    assert ds_task.missing_runtime_class(RuntimeClasses(404), spec) == "nvidia"
+    assert ds_task.missing_runtime_class(RuntimeClasses(), spec) is None
+    assert ds_task.missing_runtime_class(RuntimeClasses(403), spec) is None     # the identity may not read them
+    assert ds_task.missing_runtime_class(RuntimeClasses(404), {}) is None
+    with pytest.raises(KubeHwError):
+        ds_task.missing_runtime_class(RuntimeClasses(500), spec)
+
+
+def test_the_device_plugin_overlap_counts_only_shared_nodes_the_controller_would_use():
+    gpu = {"metadata": {"name": "gpu-1", "labels": {"pool": "a"}},
+           "spec": {"taints": [{"key": "nvidia.com/gpu", "effect": "NoSchedule"}]}}
+    other = {"metadata": {"name": "gpu-2", "labels": {"pool": "b"}}}
+    plugin = {"metadata": {"namespace": "ops", "name": "nvdp", "labels": {"app.kubernetes.io/name": "nvidia-device-plugin"}},
+              "spec": {"template": {"spec": {"tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists"}]}}}}
+    unrelated = {"metadata": {"namespace": "kube-system", "name": "kube-proxy", "labels": {"k8s-app": "kube-proxy"}},
+                 "spec": {"template": {"spec": {}}}}
+    found = ds_task.device_plugin_daemonsets([plugin, unrelated], {"resources": ["nvidia.com/gpu"],
+                                                                   "labels": [("app.kubernetes.io/name",
+                                                                               "nvidia-device-plugin")]})
+    assert found == [plugin]
+    driver = {"nodeSelector": {"pool": "a"}, "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists"}]}
+    assert ds_task.overlapping_nodes(driver, found, [gpu, other]) == {"ops/nvdp": ["gpu-1"]}
+    # the driver without the toleration does not run on the tainted node: no overlap there
+    assert ds_task.overlapping_nodes({"nodeSelector": {"pool": "a"}}, found, [gpu, other]) == {}
