@@ -156,9 +156,7 @@ class SimCluster:
     @property
     def faults(self):
         """The injected faults not yet used up: [{method, path_regex, status, count}] (as the fault proxy's)."""
-        with self.api._lock:  # pylint: disable=protected-access
-            return [{"method": f.method, "path_regex": f.regex.pattern, "status": f.status, "count": f.count}
-                    for f in self.api._faults]  # pylint: disable=protected-access
+        return self.api.pending_faults()
 
     @property
     def open_watches(self):

@@ -214,6 +214,22 @@ def pod_requests(pod):
     return total
 
 
+def served_by(pod, device_plugins):
+    """Extended resources a (device plugin) pod serves: its annotation, else what device_plugins (image substring ->
+    resource names) says of its images. The simulated kubelets and the kubelet stand-in share it."""
+    note = (_meta(pod).get("annotations") or {}).get(RESOURCES_ANNOTATION)
+    if note:
+        return set(r.strip() for r in note.split(",") if r.strip())
+    served = set()
+    spec = pod.get("spec") or {}
+    for container in (spec.get("containers") or []) + (spec.get("initContainers") or []):
+        image = container.get("image") or ""
+        for needle, resources in device_plugins.items():
+            if needle and needle in image:
+                served.update(resources)
+    return served
+
+
 def toleration_tolerates(tol, taint):
     if tol.get("effect") and tol.get("effect") != taint.get("effect"):
         return False
@@ -763,18 +779,7 @@ class Controllers:
     # ------------------------------------------------------------ kubelet: device plugins
 
     def _served_by(self, pod):
-        """Extended resources a (device plugin) pod serves: its annotation, else the image map."""
-        note = (_meta(pod).get("annotations") or {}).get(RESOURCES_ANNOTATION)
-        if note:
-            return set(r.strip() for r in note.split(",") if r.strip())
-        served = set()
-        spec = pod.get("spec") or {}
-        for container in (spec.get("containers") or []) + (spec.get("initContainers") or []):
-            image = container.get("image") or ""
-            for needle, resources in self.device_plugins.items():
-                if needle and needle in image:
-                    served.update(resources)
-        return served
+        return served_by(pod, self.device_plugins)
 
     def _plugin_sync(self, name, pods):
         """Plugins running on a node register their resources; a vanished plugin's resource is unhealthy for the

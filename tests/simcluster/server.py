@@ -940,6 +940,12 @@ class ApiServer:
         with self._lock:
             del self._faults[:]
 
+    def pending_faults(self):
+        """The injected faults not yet used up: [{method, path_regex, status, count}]."""
+        with self._lock:
+            return [{"method": f.method, "path_regex": f.regex.pattern, "status": f.status, "count": f.count}
+                    for f in self._faults]
+
     def _take_fault(self, method, path, verb=None, query=None):
         with self._lock:
             for fault in self._faults:

@@ -183,11 +183,6 @@ class _SimTables(ApiServer):
         """(code, Status body, headers) of an HTTP-status fault, or "drop"."""
         return self._fault_answer(fault, resource, name)
 
-    def pending(self):
-        with self._lock:
-            return [{"method": f.method, "path_regex": f.regex.pattern, "status": f.status, "count": f.count}
-                    for f in self._faults]
-
 
 def _closed_by_peer(sock):
     """Whether an idle kept-alive connection was closed by the apiserver (it is readable: the close, since nothing
@@ -439,7 +434,7 @@ class FaultProxy:
 
     @property
     def faults(self):
-        return self._tables.pending()
+        return self._tables.pending_faults()
 
     # -- watches and compaction
     @property

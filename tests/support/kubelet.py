@@ -41,8 +41,7 @@ import time
 
 from tests.simcluster.config import load_config
 from tests.simcluster.controllers import (
-    PENDING_FAILURES, RESOURCES_ANNOTATION, Controllers, controller_ref, is_extended_resource, pod_ready,
-    pod_terminal)
+    PENDING_FAILURES, Controllers, controller_ref, is_extended_resource, pod_ready, pod_terminal, served_by)
 from tests.simcluster.dra import DEFAULT_DRA_DRIVERS, _PROFILES, _plain_device, slice_name
 from tests.simcluster.store import now_rfc3339
 
@@ -434,18 +433,6 @@ class KubeletStandIn:
 
     # ------------------------------------------------------------ device plugins
 
-    def _served_by(self, pod):
-        note = (_meta(pod).get("annotations") or {}).get(RESOURCES_ANNOTATION)
-        if note:
-            return set(r.strip() for r in note.split(",") if r.strip())
-        served = set()
-        spec = pod.get("spec") or {}
-        for container in (spec.get("containers") or []) + (spec.get("initContainers") or []):
-            for needle, resources in self.device_plugins.items():
-                if needle and needle in (container.get("image") or ""):
-                    served.update(resources)
-        return served
-
     @staticmethod
     def _serving(pod):
         status = pod.get("status") or {}
@@ -457,7 +444,7 @@ class KubeletStandIn:
         serving = set()
         for pod in pods:
             if self._serving(pod):
-                serving |= self._served_by(pod)
+                serving |= served_by(pod, self.device_plugins)
         registered = set(r for r in serving if r in inventory)
         gone = self._registered.get(name, set()) - registered
         status = node.get("status") or {}

@@ -29,34 +29,13 @@ import yaml
 from tests.simcluster.auth import make_client_cert, make_tls
 from tests.simcluster.kubeconfig import write_kubeconfig as sim_write_kubeconfig
 from tests.simcluster.server import COMMIT_TIMEOUT_MESSAGE, CONTINUE_EXPIRED_MESSAGE
-from tests.support import control_plane
 from tests.support.fault_proxy import FaultProxy, request_info
 
 kubernetes = pytest.importorskip("kubernetes")
 urllib3 = pytest.importorskip("urllib3")
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 # on the ConfigMaps the tests make; watches select it, since the controller manager adds ConfigMaps of its own
 OWN_LABEL = "fault-proxy-test"
-
-
-@pytest.fixture(scope="session")
-def upstream_kubeconfig():
-    """KUBECONFIG's first file when set; else a control plane of our own (free ports, state under .cache/)."""
-    if os.environ.get("KUBECONFIG"):
-        yield os.environ["KUBECONFIG"].split(os.pathsep)[0]
-        return
-    home = control_plane.locate()
-    if home is None:
-        pytest.skip("no apiserver to test the fault proxy against: KUBECONFIG is not set and no real control plane "
-                    "was found ($KUBEHW_K8S_HOME, or ../shared/k8s beside the checkout)")
-    # one state folder per xdist worker; the binaries unpacked there the first time are reused by later runs
-    state = os.path.join(REPO_ROOT, ".cache", "fault-proxy-k8s", os.environ.get("PYTEST_XDIST_WORKER", "main"))
-    plane = control_plane.ControlPlane(home, state).start()
-    try:
-        yield plane.kubeconfig
-    finally:
-        plane.stop()
 
 
 def _client(kubeconfig, retries=False):

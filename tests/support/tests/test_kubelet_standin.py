@@ -8,38 +8,16 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import json
-import os
 import time
 import uuid
 
 import pytest
 
-from tests.support import control_plane
+from tests.support.cluster import wait_for
 from tests.support.kubelet import STANDIN_LABEL, KubeletStandIn
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 PLUGIN_IMAGE = "nvcr.io/nvidia/k8s-device-plugin:v0.17.0"
 DRA_IMAGE = "registry.k8s.io/dra-example-driver/dra-example-driver:v0.4.0"
-
-
-@pytest.fixture(scope="module")
-def kubeconfigs():
-    """(admin, agent) kubeconfigs: the real stage's control plane (KUBECONFIG, KUBEHW_AGENT_KUBECONFIG), or one of
-    this module's own."""
-    if os.environ.get("KUBECONFIG"):
-        admin = os.environ["KUBECONFIG"].split(os.pathsep)[0]
-        yield admin, os.environ.get("KUBEHW_AGENT_KUBECONFIG") or admin
-        return
-    home = control_plane.locate()
-    if home is None:
-        pytest.skip("no apiserver for the kubelet stand-in: KUBECONFIG is not set and no real control plane was found "
-                    "($KUBEHW_K8S_HOME, or ../shared/k8s beside the checkout)")
-    state = os.path.join(REPO_ROOT, ".cache", "kubelet-standin-k8s", os.environ.get("PYTEST_XDIST_WORKER", "main"))
-    plane = control_plane.ControlPlane(home, state).start()
-    try:
-        yield plane.kubeconfig, plane.agent_kubeconfig
-    finally:
-        plane.stop()
 
 
 @pytest.fixture
@@ -74,17 +52,6 @@ def daemonset(name, tag, image):
                 "containers": [{"name": "c", "image": image}]}}}}
 
 
-def wait_for(what, predicate, timeout=30):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError("timed out after %ss waiting for %s" % (timeout, what))
-        time.sleep(0.2)
-
-
 def read(fn, *args):
     return json.loads(fn(*args, _preload_content=False).data)
 
@@ -98,9 +65,9 @@ def test_standin_keeps_its_node_ready_runs_pods_registers_plugins_and_publishes_
         assert registered["metadata"]["labels"][STANDIN_LABEL] == "true"
         assert any(c["type"] == "Ready" and c["status"] == "True" for c in registered["status"]["conditions"])
         # the node lifecycle controller lifts the not-ready taint it got at registration once it sees Ready
-        wait_for("the not-ready taint to go", lambda: not [
+        wait_for(lambda: not [
             t for t in read(api["core"].read_node, node)["spec"].get("taints") or []
-            if t["key"] == "node.kubernetes.io/not-ready"])
+            if t["key"] == "node.kubernetes.io/not-ready"], what="the not-ready taint to go")
         lease = read(api["coordination"].read_namespaced_lease, node, "kube-node-lease")
         assert lease["spec"]["holderIdentity"] == node and lease["spec"]["renewTime"]
 
@@ -111,18 +78,19 @@ def test_standin_keeps_its_node_ready_runs_pods_registers_plugins_and_publishes_
             status = read(api["apps"].read_namespaced_daemon_set, name, namespace).get("status") or {}
             return status.get("desiredNumberScheduled") == 1 and status.get("numberReady") == 1
 
-        wait_for("the plugin DaemonSet's pod to be ready", lambda: rolled_out("plugin"))
-        wait_for("the DRA driver DaemonSet's pod to be ready", lambda: rolled_out("dra"))
+        wait_for(lambda: rolled_out("plugin"), what="the plugin DaemonSet's pod to be ready")
+        wait_for(lambda: rolled_out("dra"), what="the DRA driver DaemonSet's pod to be ready")
         pod = read(api["core"].list_namespaced_pod, namespace)["items"][0]
         assert pod["status"]["phase"] == "Running"
         assert all(cs["ready"] and "running" in cs["state"] for cs in pod["status"]["containerStatuses"])
-        # the plugin's resource registered into capacity, and allocatable follows it
+
         def registered():
+            """The plugin's resource registered into capacity, and allocatable following it."""
             status = read(api["core"].read_node, node)["status"]
             capacity, allocatable = status.get("capacity") or {}, status.get("allocatable") or {}
             return status if capacity.get("nvidia.com/gpu") == allocatable.get("nvidia.com/gpu") == "2" else None
 
-        status = wait_for("nvidia.com/gpu in capacity and allocatable", registered)
+        status = wait_for(registered, what="nvidia.com/gpu in capacity and allocatable")
         assert "example.com/gpu" not in status["capacity"]    # the DRA driver publishes slices, not capacity
 
         def slices():
@@ -130,18 +98,18 @@ def test_standin_keeps_its_node_ready_runs_pods_registers_plugins_and_publishes_
                 "resource.k8s.io", "v1", "resourceslices", **kw))["items"]
             return [s for s in found if s["spec"].get("nodeName") == node]
 
-        published = wait_for("the example driver's ResourceSlice", slices)
+        published = wait_for(slices, what="the example driver's ResourceSlice")
         assert [s["spec"]["driver"] for s in published] == ["gpu.example.com"]
         assert len(published[0]["spec"]["devices"]) == 3
 
         # the driver goes: its slice goes too; a deleted pod is confirmed gone (grace period 0), not left Terminating
         api["apps"].delete_namespaced_daemon_set("dra", namespace)
-        wait_for("the slice to go with its driver", lambda: not slices())
+        wait_for(lambda: not slices(), what="the slice to go with its driver")
         victim = [p for p in read(api["core"].list_namespaced_pod, namespace)["items"]
                   if p["metadata"]["labels"]["app"] == "plugin"][0]["metadata"]["name"]
         api["core"].delete_namespaced_pod(victim, namespace)
-        wait_for("the deleted pod to be gone", lambda: victim not in [
-            p["metadata"]["name"] for p in read(api["core"].list_namespaced_pod, namespace)["items"]])
+        wait_for(lambda: victim not in [
+            p["metadata"]["name"] for p in read(api["core"].list_namespaced_pod, namespace)["items"]], what="the deleted pod to be gone")
         assert standin.errors == []
     finally:
         standin.stop()
@@ -155,17 +123,17 @@ def test_without_the_standin_pods_never_run_and_the_lease_is_not_renewed(kubecon
     node = "standin-%s" % tag
     standin = KubeletStandIn(kubeconfigs[1], node_config(tag), heartbeat_interval=1.0).start()
     try:
-        wait_for("the not-ready taint to go", lambda: not [
+        wait_for(lambda: not [
             t for t in read(api["core"].read_node, node)["spec"].get("taints") or []
-            if t["key"] == "node.kubernetes.io/not-ready"])
+            if t["key"] == "node.kubernetes.io/not-ready"], what="the not-ready taint to go")
         renewed = read(api["coordination"].read_namespaced_lease, node, "kube-node-lease")["spec"]["renewTime"]
-        wait_for("a lease renewal while the stand-in runs", lambda: read(
-            api["coordination"].read_namespaced_lease, node, "kube-node-lease")["spec"]["renewTime"] != renewed)
+        wait_for(lambda: read(
+            api["coordination"].read_namespaced_lease, node, "kube-node-lease")["spec"]["renewTime"] != renewed, what="a lease renewal while the stand-in runs")
         standin.stop(delete_nodes=False)
         stopped = read(api["coordination"].read_namespaced_lease, node, "kube-node-lease")["spec"]["renewTime"]
         api["apps"].create_namespaced_daemon_set(namespace, daemonset("plugin", tag, PLUGIN_IMAGE))
-        pod = wait_for("the DaemonSet controller's pod", lambda: read(
-            api["core"].list_namespaced_pod, namespace)["items"])[0]
+        pod = wait_for(lambda: read(
+            api["core"].list_namespaced_pod, namespace)["items"], what="the DaemonSet controller's pod")[0]
         assert pod["spec"]["nodeName"] == node or pod["spec"]["affinity"]
         time.sleep(4)
         pod = read(api["core"].read_namespaced_pod, pod["metadata"]["name"], namespace)
