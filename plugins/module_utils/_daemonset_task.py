@@ -14,6 +14,7 @@ __metaclass__ = type
 
 import time
 
+from ansible_collections.kubehw.devices.plugins.module_utils import _daemonset_compare as compare
 from ansible_collections.kubehw.devices.plugins.module_utils import _daemonset_rollout as ds_rollout
 from ansible_collections.kubehw.devices.plugins.module_utils._client import KubeHwError
 from ansible_collections.kubehw.devices.plugins.module_utils._daemonset_manifest import (
@@ -25,6 +26,7 @@ from ansible_collections.kubehw.devices.plugins.module_utils._k8s_objects import
     MANAGED_BY_LABEL,
     TaskFailed,
     owner_description,
+    update_body,
 )
 
 # How often a rollout that has not finished looks at the DaemonSet controller's events, in seconds: every 2 s for
@@ -56,6 +58,29 @@ def adoption_warning(live, namespace, name):
         return ("DaemonSet %s/%s was not created by this module; it is now managed by it (adopt_daemonset)"
                 % (namespace, name))
     return None
+
+
+# -- the write ------------------------------------------------------------------------------------------------
+
+def write_daemonset(client, namespace, name, desired, live, create, read):
+    """Create (``create(body)``, the module's own, which names a missing namespace) or replace the DaemonSet.
+    On 409 Conflict (someone wrote in between, or created it first) it reads again (``read()``) and recomputes,
+    three times at most. Returns (stored DaemonSet, whether this call wrote it)."""
+    for _attempt in range(3):
+        try:
+            if live is None:
+                return create(desired), True
+            return client.replace_json(client.apps.replace_namespaced_daemon_set, name, namespace,
+                                       update_body(desired, live),
+                                       what='replace DaemonSet "%s/%s"' % (namespace, name)), True
+        except KubeHwError as err:
+            if err.status != 409:
+                raise
+            live = read()
+            if live is not None and not compare.differences(desired, live):
+                return live, False
+    raise KubeHwError('Failed to write DaemonSet "%s/%s": it kept changing under us (409 Conflict three times)'
+                      % (namespace, name), status=409, reason="Conflict")
 
 
 # -- checks before any write ---------------------------------------------------------------------------------

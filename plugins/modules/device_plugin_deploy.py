@@ -803,27 +803,13 @@ class DevicePluginDeploy(object):
             raise
 
     def _write_daemonset(self, desired, live):
-        what = 'write DaemonSet "%s/%s"' % (self.namespace, self.name)
-        for _attempt in range(3):
-            try:
-                if live is None:
-                    written = self._create(self.client.apps.create_namespaced_daemon_set, desired,
-                                           what.replace("write", "create"))
-                else:
-                    written = self.client.replace_json(self.client.apps.replace_namespaced_daemon_set, self.name,
-                                                       self.namespace, objects.update_body(desired, live),
-                                                       what=what.replace("write", "replace"))
-                self.result["changed"] = True
-                return written
-            except KubeHwError as err:
-                # Someone wrote in between (409), or created it first: read again and recompute.
-                if err.status != 409:
-                    raise
-                live = self.read_daemonset()
-                if live is not None and not compare.differences(desired, live):
-                    return live
-        raise KubeHwError("Failed to write DaemonSet %s/%s: it kept changing under us (409 Conflict three times)"
-                          % (self.namespace, self.name), status=409, reason="Conflict")
+        written, wrote = ds_task.write_daemonset(
+            self.client, self.namespace, self.name, desired, live, read=self.read_daemonset,
+            create=lambda body: self._create(self.client.apps.create_namespaced_daemon_set, body,
+                                             'create DaemonSet "%s/%s"' % (self.namespace, self.name)))
+        if wrote:
+            self.result["changed"] = True
+        return written
 
     def _watch_daemonset(self, predicate, what, on_slice=None):
         """The shared rollout wait (_daemonset_task.RolloutWait): fails fast on the controller's FailedCreate."""

@@ -688,26 +688,13 @@ class DraDriverDeploy(object):
                 self._changed("DeviceClass", params["name"])
 
     def _write_daemonset(self, desired, live):
-        what = 'DaemonSet "%s/%s"' % (self.namespace, self.name)
-        for _attempt in range(3):
-            try:
-                if live is None:
-                    written = self._create(self.client.apps.create_namespaced_daemon_set, (self.namespace,), desired,
-                                           "create " + what, None)
-                else:
-                    written = self.client.replace_json(self.client.apps.replace_namespaced_daemon_set, self.name,
-                                                       self.namespace, objects.update_body(desired, live),
-                                                       what="replace " + what)
-                self._changed("DaemonSet", self.name)
-                return written
-            except KubeHwError as err:
-                if err.status != 409:
-                    raise
-                live = self.read_daemonset()
-                if live is not None and not compare.differences(desired, live):
-                    return live
-        raise KubeHwError("Failed to write %s: it kept changing under us (409 Conflict three times)" % what,
-                          status=409, reason="Conflict")
+        written, wrote = ds_task.write_daemonset(
+            self.client, self.namespace, self.name, desired, live, read=self.read_daemonset,
+            create=lambda body: self._create(self.client.apps.create_namespaced_daemon_set, (self.namespace,), body,
+                                             'create DaemonSet "%s/%s"' % (self.namespace, self.name), None))
+        if wrote:
+            self._changed("DaemonSet", self.name)
+        return written
 
     # -- waiting -----------------------------------------------------------------------------------
     def _wait_rollout(self, current, since=None):

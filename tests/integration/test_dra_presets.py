@@ -31,26 +31,13 @@ from kubernetes import client
 from kubernetes import config as kube_config
 from kubernetes.client.rest import ApiException
 
+from ansible_collections.kubehw.devices.plugins.module_utils._daemonset_rollout import pod_node
 from tests.integration.conftest import wait_for
 
 MODULE = "kubehw.devices.dra_driver_deploy"
 NODE_CAPACITY = {"cpu": "8", "memory": "32Gi", "pods": "110"}
 GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
 NOT_READY = "node.kubernetes.io/not-ready"
-
-
-def pod_node(pod):
-    """The node a DaemonSet pod is for: spec.nodeName once bound, else the controller's matchFields pin."""
-    spec = pod.get("spec") or {}
-    if spec.get("nodeName"):
-        return spec["nodeName"]
-    terms = (((spec.get("affinity") or {}).get("nodeAffinity") or {})
-             .get("requiredDuringSchedulingIgnoredDuringExecution") or {}).get("nodeSelectorTerms") or []
-    for term in terms:
-        for field in term.get("matchFields") or []:
-            if field.get("key") == "metadata.name":
-                return field["values"][0]
-    return None
 
 
 @contextlib.contextmanager
