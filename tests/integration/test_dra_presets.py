@@ -467,3 +467,96 @@ def test_device_plugin_deploy_refuses_a_missing_runtime_class_before_any_write(c
     assert ("RuntimeClass %s, which the nvidia preset's pods name (runtime_class_name), does not exist" % missing
             in res["msg"]) and "Nothing was written" in res["msg"], res["msg"]
     assert observer.writes() == []
+
+
+def test_the_example_driver_writes_device_status_of_a_claim_on_its_node_with_its_pod_bound_token(cluster, ansible):
+    """Kubernetes 1.36 authorizes a driver's claim status writes per driver and node
+    (DRAResourceClaimGranularStatusAuthorization): the driver's token must be bound to a pod on the claim's node
+    (associated-node) unless it may write claims of any node (arbitrary-node, which the driver is not given). The
+    example driver writes device status (cmd/dra-example-kubeletplugin/state.go updateDeviceStatus, v0.4.0); here
+    its account does so with a token bound to its own kubelet-plugin pod, and is refused with an unbound one."""
+    if cluster.simulated:
+        pytest.skip("needs kube-apiserver's claim status authorization and the scheduler's DRA allocation")
+    namespace, name = cluster.namespace(), cluster.unique_name("dra-status")
+    label = {"kubehw-it.example.com/dra-status": name}
+    custom = client.CustomObjectsApi(cluster.api_client)
+    group, version = "resource.k8s.io", "v1"
+    with ready_nodes(cluster, [{"what": "status", "labels": label}]) as (node,):
+        run, res = deploy(ansible, namespace, name, preset="example", node_selector=label)
+        try:
+            assert not res["failed"], run.output()
+            plugin = wait_for(lambda: [p for p in daemonset_pods(cluster, namespace, name)
+                                       if (p.get("spec") or {}).get("nodeName") == node],
+                              timeout=60, what="the kubelet-plugin pod bound to %s" % node)[0]
+            device_class = cluster.unique_name("gpu.example.com")
+            custom.create_cluster_custom_object(group, version, "deviceclasses", {
+                "apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": device_class},
+                "spec": {"selectors": [{"cel": {"expression": "device.driver == 'gpu.example.com'"}}]}},
+                _preload_content=False)
+            cluster.on_close("delete deviceclass %s" % device_class, lambda: custom.delete_cluster_custom_object(
+                group, version, "deviceclasses", device_class, _preload_content=False))
+            slice_name = cluster.unique_name("slice")
+            custom.create_cluster_custom_object(group, version, "resourceslices", {
+                "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": slice_name},
+                "spec": {"driver": "gpu.example.com", "nodeName": node,
+                         "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+                         "devices": [{"name": "gpu-0"}]}}, _preload_content=False)
+            cluster.on_close("delete resourceslice %s" % slice_name, lambda: custom.delete_cluster_custom_object(
+                group, version, "resourceslices", slice_name, _preload_content=False))
+            custom.create_namespaced_custom_object(group, version, namespace, "resourceclaims", {
+                "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": "gpu"},
+                "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": device_class}}]}}},
+                _preload_content=False)
+            cluster.core.create_namespaced_pod(namespace, {
+                "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "workload"},
+                "spec": {"nodeSelector": label, "terminationGracePeriodSeconds": 0,
+                         "resourceClaims": [{"name": "gpu", "resourceClaimName": "gpu"}],
+                         "containers": [{"name": "c", "image": "registry.example/kubehw-it:1",
+                                         "resources": {"claims": [{"name": "gpu"}]}}]}}, _preload_content=False)
+
+            def allocated():
+                claim = json.loads(custom.get_namespaced_custom_object(
+                    group, version, namespace, "resourceclaims", "gpu", _preload_content=False).data)
+                return claim if (claim.get("status") or {}).get("allocation") else None
+
+            claim = wait_for(allocated, timeout=60, what="the scheduler to allocate gpu-0 of %s" % node)
+            now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+            status = dict(claim["status"], devices=[{
+                "driver": "gpu.example.com", "pool": node, "device": "gpu-0",
+                "conditions": [{"type": "Ready", "status": "True", "reason": "Healthy", "message": "kubehw-it",
+                                "lastTransitionTime": now}]}])
+
+            def write_status(bound_pod):
+                spec = {"expirationSeconds": 600}
+                if bound_pod is not None:
+                    spec["boundObjectRef"] = {"apiVersion": "v1", "kind": "Pod", "name": bound_pod["metadata"]["name"],
+                                              "uid": bound_pod["metadata"]["uid"]}
+                token = json.loads(cluster.core.create_namespaced_service_account_token(name, namespace, {
+                    "apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": spec},
+                    _preload_content=False).data)["status"]["token"]
+                as_driver = kube_config.new_client_from_config(config_file=cluster.token_kubeconfig(token))
+                try:
+                    current = json.loads(client.CustomObjectsApi(as_driver).get_namespaced_custom_object(
+                        group, version, namespace, "resourceclaims", "gpu", _preload_content=False).data)
+                    body = dict(current, status=status)
+                    return json.loads(client.CustomObjectsApi(as_driver).replace_namespaced_custom_object_status(
+                        group, version, namespace, "resourceclaims", "gpu", body, _preload_content=False).data)
+                finally:
+                    as_driver.close()
+
+            # a token not bound to a pod names no node: that is arbitrary-node, which the driver is not granted
+            # (v1.36.2 answers 422 FieldValueForbidden on status.devices, naming the permission it checked)
+            with pytest.raises(ApiException) as err:
+                write_status(None)
+            assert err.value.status == 422, err.value.body
+            assert 'changing status.devices requires resource=\\"resourceclaims/driver\\", ' \
+                'verb=\\"[arbitrary-node:update]\\"' in (err.value.body or ""), err.value.body
+            written = write_status(plugin)
+            assert written["status"]["devices"][0]["conditions"][0]["reason"] == "Healthy"
+        finally:
+            try:
+                cluster.core.delete_namespaced_pod("workload", namespace, grace_period_seconds=0,
+                                                   _preload_content=False)
+            except ApiException:
+                pass
+            remove(ansible, namespace, name, "example")
