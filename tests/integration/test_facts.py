@@ -1550,9 +1550,7 @@ def _taints_become(t, node, wanted, seconds=15):
 
 
 @row("node-not-ready-taint-until-ready", {"created": [("node.kubernetes.io/not-ready", "NoSchedule")],
-                                          "after_ready": []}, controllers=True,
-     known_difference="nothing in the simulated cluster lifts node.kubernetes.io/not-ready from a node that reports Ready "
-     "after its creation (controllers.py taints new nodes, never untaints); v1.36.2's node lifecycle controller does")
+                                          "after_ready": []}, controllers=True)
 def probe_node_not_ready_taint_until_ready(t):
     node = t.node()
     created = _taints(t, node)

@@ -529,6 +529,7 @@ class Controllers:
             self._taint_new_node(obj)
         if resource == "nodes" and event_type != "DELETED":
             self._taint_unschedulable(obj)
+            self._untaint_ready_node(obj)
 
     def _intake_nodes(self, event_type, key, old, obj):
         name = key[1]
@@ -606,6 +607,31 @@ class Controllers:
 
         try:
             self.store.mutate("nodes", None, name, fn)
+        except Exception as err:  # pylint: disable=broad-except
+            self._record_error(err)
+
+    def _untaint_ready_node(self, node):
+        """Node lifecycle: once a node reports Ready, its not-ready:NoSchedule taint goes (kube-controller-manager's
+        node lifecycle controller does it at its next look, within a second on v1.36.2 with a 1 s monitor period)."""
+        if (_condition(node, "Ready") or {}).get("status") != "True" or not any(
+                t.get("key") == TAINT_NOT_READY and t.get("effect") == "NoSchedule"
+                for t in (node.get("spec") or {}).get("taints") or []):
+            return
+
+        def fn(obj):
+            if (_condition(obj, "Ready") or {}).get("status") != "True":
+                return
+            spec = obj.get("spec") or {}
+            kept = [t for t in spec.get("taints") or []
+                    if not (t.get("key") == TAINT_NOT_READY and t.get("effect") == "NoSchedule")]
+            if kept != (spec.get("taints") or []):
+                if kept:
+                    spec["taints"] = kept
+                else:
+                    spec.pop("taints", None)
+
+        try:
+            self.store.mutate("nodes", None, _meta(node).get("name"), fn)
         except Exception as err:  # pylint: disable=broad-except
             self._record_error(err)
 
