@@ -2,7 +2,7 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The DRA driver presets against the cluster's own controllers (simulated unless KUBECONFIG is set).
 
-What issue 21 found only a real control plane shows, proved here with the real DaemonSet controller, scheduler
+What only a real control plane shows of the presets, proved here with the real DaemonSet controller, scheduler
 and authorizer when KUBECONFIG names one (../shared/k8s, no kubelet needed), and on the simulated cluster:
 
 - each preset's DaemonSet gets pods exactly on the nodes labelled (and tainted) as upstream expects, and on no
@@ -58,12 +58,6 @@ def ready_nodes(cluster, specs):
 
     for name in names:
         cluster.report_ready(name)
-    if cluster.simulated:
-        # the simulated node lifecycle adds the registration taint but does not lift it: do what the real one does
-        for name in names:
-            node = read_node(cluster, name)
-            taints = [t for t in (node.get("spec") or {}).get("taints") or [] if t.get("key") != NOT_READY]
-            cluster.core.patch_node(name, {"spec": {"taints": taints or None}}, _preload_content=False)
     # the node lifecycle controller lifts node.kubernetes.io/not-ready once it sees Ready
     wait_for(lambda: all(not [t for t in (read_node(cluster, n).get("spec") or {}).get("taints") or []
                               if t.get("key") == NOT_READY] for n in names),
@@ -314,7 +308,7 @@ def mixed_nodes(cluster):
 
 @pytest.mark.simcluster_config(MIXED)
 def test_wait_devices_finishes_on_a_mixed_cluster_where_only_the_intel_node_runs_the_driver(cluster, ansible):
-    """Issue 21: with no node selection the Intel plugin ran on every node and the wait timed out on the nodes
+    """With no node selection the Intel plugin ran on every node and the wait timed out on the nodes
     without an Intel GPU; the preset's NFD node selector leaves them out."""
     namespace, name = cluster.namespace(), cluster.unique_name("dra-intel")
     with mixed_nodes(cluster) as names:
@@ -363,12 +357,6 @@ class PodReporter(object):
         cluster = self.cluster
         for name in self.nodes:
             cluster.report_ready(name)
-            if cluster.simulated:
-                # the simulated node lifecycle does not lift the registration taint (see ready_nodes)
-                node = read_node(cluster, name)
-                taints = [t for t in (node.get("spec") or {}).get("taints") or [] if t.get("key") != NOT_READY]
-                if len(taints) != len((node.get("spec") or {}).get("taints") or []):
-                    cluster.core.patch_node(name, {"spec": {"taints": taints or None}}, _preload_content=False)
         pods = json.loads(cluster.core.list_namespaced_pod(self.namespace, _preload_content=False).data)["items"]
         now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         for pod in pods:
@@ -397,7 +385,7 @@ def register_not_ready(cluster, node):
 
 
 def test_a_rollout_started_while_its_node_is_still_joining_waits_for_it(cluster, ansible):
-    """Issue 21: a rollout right after a matching node registered failed at once with "selects no node
+    """A rollout right after a matching node registered failed at once with "selects no node
     (desiredNumberScheduled is 0)": the node carried node.kubernetes.io/not-ready:NoSchedule, which the DaemonSet
     controller's own tolerations do not cover. Now the wait names it as joining and goes on until it is Ready."""
     namespace, name = cluster.namespace(), cluster.unique_name("dra-join")
@@ -432,7 +420,7 @@ def test_a_node_that_never_becomes_ready_is_named_at_the_timeout(cluster, ansibl
 
 
 def test_pods_the_controller_cannot_create_fail_the_rollout_within_seconds(cluster, ansible):
-    """Issue 21: the DaemonSet controller reported FailedCreate every few seconds while the wait ran out its whole
+    """The DaemonSet controller reported FailedCreate every few seconds while the wait ran out its whole
     wait_timeout. A ResourceQuota that allows no pod makes every pod of the namespace fail admission."""
     if cluster.simulated:
         pytest.skip("the simulated cluster enforces no ResourceQuota and reports no FailedCreate event")

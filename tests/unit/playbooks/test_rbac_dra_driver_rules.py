@@ -1,6 +1,6 @@
 # Copyright (c) kubehw.devices contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""playbooks/templates/rbac.yaml.j2 and issue 21: the DRA drivers' own rights as the presets grant them (the
+"""playbooks/templates/rbac.yaml.j2: the DRA drivers' own rights as the presets grant them (the
 example driver's granular claim-status verbs of 1.36, NVIDIA's MPS Role in the driver namespace), and what the
 automation identity needs for the checks the modules now make (device plugins in any namespace, the
 DaemonSet controller's events)."""

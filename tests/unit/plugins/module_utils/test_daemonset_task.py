@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) kubehw.devices contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The DaemonSet pieces device_plugin_deploy and dra_driver_deploy share (issue 21): which nodes a template
+"""The DaemonSet pieces device_plugin_deploy and dra_driver_deploy share: which nodes a template
 selects (the DaemonSet controller's predicates), nodes still joining, the FailedCreate fail-fast of the rollout
 wait, and the one definition of the devices a node published."""
 
@@ -47,7 +47,7 @@ def test_selection_follows_selector_affinity_and_taints_with_the_controllers_own
 
 
 def test_a_node_still_joining_is_told_from_one_that_does_not_match():
-    """Issue 21: a node created right before the rollout carries node.kubernetes.io/not-ready:NoSchedule (the
+    """A node created right before the rollout carries node.kubernetes.io/not-ready:NoSchedule (the
     DaemonSet controller's own tolerations cover not-ready only for NoExecute) until the node lifecycle controller
     sees it Ready."""
     spec = {"nodeSelector": {"acc4-norc": "y"}}
@@ -111,7 +111,7 @@ def remaining_for(seconds):
 
 
 def test_the_rollout_wait_fails_fast_when_the_controller_cannot_create_pods():
-    """Issue 21 (a): the controller reports FailedCreate every few seconds; the wait stops at the next look with
+    """The controller reports FailedCreate every few seconds; the wait stops at the next look with
     that reason instead of waiting out the whole wait_timeout (120 s measured)."""
     message = 'pods "nvidia-device-plugin-" is forbidden: pod rejected: RuntimeClass "nvidia" not found'
     old = failed_create("e1", 3, message)
@@ -179,7 +179,7 @@ def rs(node_name, pool, generation, count, names, driver="gpu.example.com"):
 
 
 def test_both_aggregators_agree_a_pool_counts_only_when_all_its_newest_slices_are_there():
-    """Issue 21 (d): _dra.published_devices (extended_resource_info, the smoke test) counted the devices of an
+    """_dra.published_devices (extended_resource_info, the smoke test) counted the devices of an
     incomplete pool, dra_driver_deploy's aggregator did not."""
     slices = [rs("n1", "n1", 2, 2, ["gpu-0"]), rs("n1", "n1", 2, 2, ["gpu-1"]),    # complete
               rs("n2", "n2", 1, 2, ["gpu-0"]),                                     # 1 of 2 slices

@@ -388,7 +388,7 @@ def test_v1beta1_only_cluster_gets_v1beta1_objects(dra, capsys):
 
 @pytest.mark.parametrize("served", [["v1beta2", "v1beta1"], ["v1beta1"]])
 def test_extended_resource_name_below_v1_is_refused_before_any_request_that_writes(dra, capsys, served):
-    """Issue 21, defect 5: spec.extendedResourceName came with Kubernetes 1.34 (resource.k8s.io/v1); a cluster
+    """Version floor: spec.extendedResourceName came with Kubernetes 1.34 (resource.k8s.io/v1); a cluster
     serving only v1beta2 or v1beta1 is refused naming the version it needs, not even a dry run sent."""
     dra.served = served
     result = run(capsys, dict(CLASS, extended_resource_name="example.com/gpu"))

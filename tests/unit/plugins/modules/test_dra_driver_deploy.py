@@ -91,7 +91,7 @@ def test_example_preset_is_the_dra_example_driver_chart_v0_4_0():
 
 
 def test_nvidia_preset_is_the_gpu_part_of_dra_driver_nvidia_gpu_v0_4_1():
-    """kubernetes-sigs/dra-driver-nvidia-gpu v0.4.1, deployments/helm/dra-driver-nvidia-gpu/ (issue 21, defect 10:
+    """kubernetes-sigs/dra-driver-nvidia-gpu v0.4.1, deployments/helm/dra-driver-nvidia-gpu/ (which driver is current:
     the project's current home; NVIDIA/k8s-dra-driver-gpu v25.12.0 stays selectable by image)."""
     ds = mod.build_daemonset(params(preset="nvidia"))
     pod = ds["spec"]["template"]["spec"]
@@ -136,7 +136,7 @@ def test_the_previous_nvidia_release_runs_from_the_preset_by_image():
     assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in pod["tolerations"]
 
 
-# -- issue 21: the defects of the presets, each against the upstream file -------------------------------------
+# -- the presets against the upstream files, one defect each -------------------------------------------------
 
 def test_nvidia_driver_root_is_mounted_as_upstream_and_set_in_every_container_that_reads_it():
     """Defect 1: values.yaml nvidiaDriverRoot; templates/kubeletplugin.yaml mounts the root as /driver-root and its
@@ -247,7 +247,7 @@ def test_intel_preset_is_the_gpu_resource_driver_gpu_v0_11_0():
     assert plugin["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
     assert mounts_of(plugin)["/sysfs"]["name"] == "sysfs" and host_paths(ds)["sysfs"] == {"path": "/sys"}
     assert "priorityClassName" not in pod and "updateStrategy" not in ds["spec"] and "affinity" not in pod
-    # the nfd_labeled_nodes overlay's node selection (issue 21, defect 4)
+    # the nfd_labeled_nodes overlay's node selection
     assert pod["nodeSelector"] == {"intel.feature.node.kubernetes.io/gpu": "true"}
     assert {"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaims"], "verbs": ["get"]} in presets.INTEL["rules"]
     assert [c["metadata"]["name"] for c in mod.build_device_classes(params(preset="intel"))] == ["gpu.intel.com"]
@@ -607,7 +607,7 @@ def test_a_dropped_extended_resource_name_fails_before_anything_is_written(fakes
     assert [c for c in api.calls if c[0] == "write"] == []
 
 
-# -- issue 21: refusals before any write ---------------------------------------------------------------------
+# -- refusals before any write ----------------------------------------------------------------------------------
 
 def writes_of(api, dra_api):
     return [c for c in api.calls if c[0] == "write"] + dra_api.writes

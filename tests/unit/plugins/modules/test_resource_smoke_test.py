@@ -103,7 +103,7 @@ def test_allocation_results_and_node_of_a_claim():
     assert _dra.allocation_results({"status": {}}) == []
 
 
-# --- input refused before any request (issue 10: node, namespace and name_prefix are whole-string checked)
+# --- input refused before any request (node, namespace and name_prefix are whole-string checked)
 
 @pytest.mark.parametrize("option, value, rule", [
     ("node", "", "must not be empty or blank"),
