@@ -221,3 +221,39 @@ def test_changelog_fragments_are_valid_for_antsibull_changelog():
     proc = subprocess.run([command, 'lint'], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                           check=False)
     assert (proc.returncode, proc.stdout) == (0, '')
+
+
+# Users never see the project's tracker: what they read (and what a newcomer reads in the tests) names the rule or the
+# design choice itself, never a tracker number or "where the issue was silent".
+TRACKER_HISTORY = re.compile(r"issue [0-9]+|issues? (was|were|is) silent|\(issue", re.IGNORECASE)
+READ_BY_PEOPLE = ("README.md", "docs", "changelogs", "plugins", "roles", "playbooks", "extensions", "meta", "benchmarks",
+                  "tests")
+
+
+def tracker_history(root):
+    """(path, line number, line) of every line under root's READ_BY_PEOPLE that names the tracker."""
+    found = []
+    for top in READ_BY_PEOPLE:
+        start = os.path.join(root, top)
+        paths = [start] if os.path.isfile(start) else [
+            os.path.join(d, f) for d, dirs, files in os.walk(start) for f in files
+            if not any(part in ("output", "__pycache__", "recorded") for part in os.path.relpath(d, root).split(os.sep))]
+        for path in paths:
+            if path == os.path.abspath(__file__) or not path.endswith((".py", ".md", ".yml", ".yaml", ".j2", ".sh", ".txt")):
+                continue
+            with open(path, errors="replace") as f:
+                for number, line in enumerate(f, 1):
+                    if TRACKER_HISTORY.search(line):
+                        found.append((os.path.relpath(path, root), number, line.strip()))
+    return found
+
+
+def test_nothing_a_person_reads_names_the_tracker():
+    assert tracker_history(ROOT) == []
+
+
+def test_the_tracker_check_finds_a_number(tmp_path):
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "page.md").write_text("Fixed as issue 12 asked.\n")
+    (tmp_path / "README.md").write_text("Choices made where the issues were silent\n")
+    assert [(p, n) for p, n, _line in tracker_history(str(tmp_path))] == [("README.md", 1), ("docs/page.md", 1)]
