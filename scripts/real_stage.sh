@@ -23,7 +23,7 @@ if [ -n "$home" ]; then
 elif [ -n "${KUBECONFIG:-}" ]; then
     echo "real: no control plane folder (../shared/k8s, KUBEHW_K8S_HOME); using the cluster of KUBECONFIG=$KUBECONFIG"
 else
-    reason="no ../shared/k8s beside the checkout, KUBEHW_K8S_HOME unset and KUBECONFIG unset"
+    reason="no control plane folder with up.sh (${KUBEHW_K8S_HOME:-../shared/k8s beside the checkout}) and KUBECONFIG unset"
     echo "real: did not run: $reason"
     echo "$reason" > "$REPORTS/real.not-run"
     exit 0

@@ -554,3 +554,18 @@ def test_run_molecule_refuses_a_scenario_name_it_does_not_have(capsys, monkeypat
     monkeypatch.setattr(run_molecule.subprocess, 'call', lambda *a, **k: pytest.fail('ran molecule'))
     assert run_molecule.main() == 2
     assert "no scenario named defualt; there are: " in capsys.readouterr().err
+
+
+def test_real_stage_without_a_control_plane_says_so_and_does_not_fail(tmp_path):
+    """No control plane folder and no KUBECONFIG (a user's machine): `make real` prints that it did not run and why,
+    exits 0, and the summary shows the stage as not run, neither passed nor failed."""
+    env = dict((k, v) for k, v in os.environ.items() if k != 'KUBECONFIG')
+    env['KUBEHW_K8S_HOME'] = str(tmp_path / 'no-control-plane-here')
+    proc = subprocess.run(['bash', os.path.join(ROOT, 'scripts', 'real_stage.sh'), str(tmp_path)], env=env,
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert 'real: did not run: ' in proc.stdout and 'KUBECONFIG unset' in proc.stdout, proc.stdout
+    assert not (tmp_path / 'real.xml').exists()
+    stage = run_tests.evaluate('real', 0, str(tmp_path), 0.1)
+    assert stage.ok and (stage.passed, stage.failed, stage.skipped) == (0, 0, 0)
+    assert stage.note == 'not run: no control plane folder with up.sh (%s) and KUBECONFIG unset' % env['KUBEHW_K8S_HOME']

@@ -7,7 +7,7 @@
                              # identity a kubelet stand-in writes as), plane.audit_log
     plane.stop()
 
-`locate()` finds the folder: $KUBEHW_K8S_HOME, else ../shared/k8s beside the checkout, else None.
+`locate()` finds the folder: $KUBEHW_K8S_HOME when set, else ../shared/k8s beside the checkout; None without up.sh.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -22,10 +22,11 @@ REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__fi
 
 
 def locate():
-    """The folder holding up.sh and the control-plane binaries, or None."""
-    for candidate in (os.environ.get("KUBEHW_K8S_HOME"), os.path.join(os.path.dirname(REPO_ROOT), "shared", "k8s")):
-        if candidate and os.path.isfile(os.path.join(candidate, "up.sh")):
-            return os.path.abspath(candidate)
+    """The folder holding up.sh and the control-plane binaries: $KUBEHW_K8S_HOME when set (and only there, so a
+    user can say "none"), else ../shared/k8s beside the checkout; None when it has no up.sh."""
+    candidate = os.environ.get("KUBEHW_K8S_HOME") or os.path.join(os.path.dirname(REPO_ROOT), "shared", "k8s")
+    if os.path.isfile(os.path.join(candidate, "up.sh")):
+        return os.path.abspath(candidate)
     return None
 
 
