@@ -125,7 +125,7 @@ def test_nvidia_preset_is_the_gpu_part_of_dra_driver_nvidia_gpu_v0_4_1():
 
 
 def test_the_previous_nvidia_release_runs_from_the_preset_by_image():
-    """Defect 10: NVIDIA/k8s-dra-driver-gpu v25.12.0 is selectable by image, keeping the preset's options."""
+    """NVIDIA/k8s-dra-driver-gpu v25.12.0 is selectable by image, keeping the preset's options."""
     ds = mod.build_daemonset(params(preset="nvidia", image=presets.NVIDIA_PREVIOUS_IMAGE,
                                     nvidia_driver_root="/run/nvidia/driver"))
     pod = ds["spec"]["template"]["spec"]
@@ -136,10 +136,10 @@ def test_the_previous_nvidia_release_runs_from_the_preset_by_image():
     assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in pod["tolerations"]
 
 
-# -- the presets against the upstream files, one defect each -------------------------------------------------
+# -- the presets against the upstream files, field by field --------------------------------------------------
 
 def test_nvidia_driver_root_is_mounted_as_upstream_and_set_in_every_container_that_reads_it():
-    """Defect 1: values.yaml nvidiaDriverRoot; templates/kubeletplugin.yaml mounts the root as /driver-root and its
+    """values.yaml nvidiaDriverRoot; templates/kubeletplugin.yaml mounts the root as /driver-root and its
     parent (sprig dir) as /driver-root-parent, read-only for "/" and HostToContainer otherwise; NVIDIA_DRIVER_ROOT in
     the init container and in the gpus container."""
     ds = mod.build_daemonset(params(preset="nvidia", nvidia_driver_root="/run/nvidia/driver/"))
@@ -172,7 +172,7 @@ def test_nvidia_driver_root_must_be_an_absolute_normal_path(root, message):
 
 
 def test_nvidia_tolerates_the_gpu_taint_so_the_plugin_lands_on_tainted_gpu_nodes():
-    """Defect 2: values.yaml kubeletPlugin.tolerations (v0.4.1) nvidia.com/gpu Exists NoSchedule; the DaemonSet
+    """values.yaml kubeletPlugin.tolerations (v0.4.1) nvidia.com/gpu Exists NoSchedule; the DaemonSet
     controller's predicates then select a node labelled and tainted as GPU nodes commonly are."""
     ds = mod.build_daemonset(params(preset="nvidia"))
     pod = ds["spec"]["template"]["spec"]
@@ -184,7 +184,7 @@ def test_nvidia_tolerates_the_gpu_taint_so_the_plugin_lands_on_tainted_gpu_nodes
 
 
 def test_nvidia_affinity_has_the_nfd_pci_class_labels():
-    """Defect 3: values.yaml kubeletPlugin.affinity (v0.4.1): NFD's pci-10de, pci-0302_10de, pci-0300_10de, the CPU
+    """values.yaml kubeletPlugin.affinity (v0.4.1): NFD's pci-10de, pci-0302_10de, pci-0300_10de, the CPU
     vendor and GFD's gpu.present, ORed."""
     pod = mod.build_daemonset(params(preset="nvidia"))["spec"]["template"]["spec"]
     terms = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
@@ -201,7 +201,7 @@ def test_nvidia_affinity_has_the_nfd_pci_class_labels():
 
 
 def test_intel_runs_only_on_nodes_nfd_labels_as_intel_gpu_nodes():
-    """Defect 4: deployments/gpu/overlays/nfd_labeled_nodes/add-nodeselector-intel-gpu.yaml is the default; the
+    """deployments/gpu/overlays/nfd_labeled_nodes/add-nodeselector-intel-gpu.yaml is the default; the
     user's node_selector replaces it."""
     pod = mod.build_daemonset(params(preset="intel"))["spec"]["template"]["spec"]
     assert pod["nodeSelector"] == {"intel.feature.node.kubernetes.io/gpu": "true"}
@@ -215,7 +215,7 @@ def test_intel_runs_only_on_nodes_nfd_labels_as_intel_gpu_nodes():
 
 
 def test_example_role_grants_the_granular_claim_status_verbs_of_kubernetes_1_36():
-    """Defect 7: templates/clusterrole.yaml (v0.4.0) resourceclaims/driver associated-node:update and :patch for the
+    """templates/clusterrole.yaml (v0.4.0) resourceclaims/driver associated-node:update and :patch for the
     driver's own name, which 1.36's DRAResourceClaimGranularStatusAuthorization requires."""
     _account, role, _binding = mod.build_rbac(params())
     assert {"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaims/driver"],
@@ -225,7 +225,7 @@ def test_example_role_grants_the_granular_claim_status_verbs_of_kubernetes_1_36(
 
 
 def test_nvidia_gets_the_mps_role_in_its_namespace():
-    """Defect 8: templates/rbac-kubeletplugin.yaml's Role (MPSSupport): deployments in the driver's namespace."""
+    """templates/rbac-kubeletplugin.yaml's Role (MPSSupport): deployments in the driver's namespace."""
     role, binding = mod.build_namespace_rbac(params(preset="nvidia", namespace="dra", name="gpus"))
     assert role["kind"] == "Role" and role["metadata"]["namespace"] == "dra" and role["metadata"]["name"] == "gpus"
     assert role["rules"] == [{"apiGroups": ["apps"], "resources": ["deployments"],
@@ -620,7 +620,7 @@ def writes_of(api, dra_api):
     ("intel", "v1.34.1-gke.1000", ("v1beta2",), "speaks resource.k8s.io/v1; this cluster serves resource.k8s.io/v1beta2"),
 ])
 def test_a_cluster_below_the_presets_floor_is_refused_before_any_write(fakes, capsys, preset, server, served, floor):
-    """Defect 5: Intel gpu-v0.11.0 needs 1.34 (resource.k8s.io/v1), the example chart 1.33 (Chart.yaml kubeVersion)."""
+    """Intel gpu-v0.11.0 needs 1.34 (resource.k8s.io/v1), the example chart 1.33 (Chart.yaml kubeVersion)."""
     api, dra_api = FakeApi(), FakeDra(server=server, served=served)
     fakes(api, dra_api)
     out = run_module(mod, capsys, params(preset=preset))
@@ -668,7 +668,7 @@ def plugin_daemonset(namespace="kube-system", name="nvidia-device-plugin-daemons
     plugin_daemonset(namespace="kubehw-device-plugins", name="nvidia-device-plugin", ours=True),  # device_plugin_deploy's
 ])
 def test_a_dra_driver_next_to_a_serving_device_plugin_is_refused_before_any_write(fakes, capsys, daemonset):
-    """Defect 6: templates/validation.yaml (gpuResourcesEnabledOverride): the driver and the device plugin must not
+    """templates/validation.yaml (gpuResourcesEnabledOverride): the driver and the device plugin must not
     hand out the same GPUs. Refused naming the DaemonSet, the nodes and the option; nothing written."""
     nodes = [gpu_node("gpu-1"), gpu_node("gpu-2"), {"metadata": {"name": "cpu-1"}, "status": {"conditions": [READY]}}]
     api, dra_api = FakeApi(daemonsets=[daemonset], nodes=nodes), FakeDra()
