@@ -69,6 +69,16 @@ def test_add_empty_capacity_map_is_dropped_and_next_add_still_fails(sim, core):
     assert_generic_422(code, body)
 
 
+def test_add_empty_conditions_list_is_dropped_and_an_append_fails(sim, core):
+    """NodeStatus.conditions is omitempty too: kube-apiserver v1.36.2 stores no empty list, so appending to it
+    ("/status/conditions/-") answers the generic 422 (a concurrent-writer test seeded [] and got 422 on every write)."""
+    core.patch_node_status("bare-1", [{"op": "add", "path": "/status/conditions", "value": []}])
+    assert "conditions" not in status_of(sim, "bare-1")
+    code, body = patch_error(core, "bare-1", [{"op": "add", "path": "/status/conditions/-",
+                                               "value": {"type": "Writer1", "status": "True"}}])
+    assert_generic_422(code, body)
+
+
 def test_add_whole_capacity_map_is_accepted(sim, core):
     rv_before = sim.store.get("nodes", None, "bare-1")["metadata"]["resourceVersion"]
     node = core.patch_node_status("bare-1", [{"op": "add", "path": "/status/capacity",
