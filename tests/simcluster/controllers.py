@@ -33,7 +33,6 @@ __metaclass__ = type
 
 import copy
 import datetime
-import fractions
 import hashlib
 import heapq
 import itertools
@@ -46,6 +45,7 @@ import time
 
 from .config import load_config
 from . import dra  # DRA claims in the scheduler (DynamicResources filter, allocation before binding)
+from .quantity import quantity_amount as parse_quantity
 from .store import StoreError, missing_runtime_class, now_rfc3339
 
 
@@ -82,44 +82,9 @@ NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 
 _QUALIFIED_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-_QUANTITY = re.compile(r"^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$")
-
-_SUFFIX = {
-    "": fractions.Fraction(1), "n": fractions.Fraction(1, 10 ** 9), "u": fractions.Fraction(1, 10 ** 6),
-    "m": fractions.Fraction(1, 1000), "k": fractions.Fraction(10 ** 3), "M": fractions.Fraction(10 ** 6),
-    "G": fractions.Fraction(10 ** 9), "T": fractions.Fraction(10 ** 12), "P": fractions.Fraction(10 ** 15),
-    "E": fractions.Fraction(10 ** 18), "Ki": fractions.Fraction(2 ** 10), "Mi": fractions.Fraction(2 ** 20),
-    "Gi": fractions.Fraction(2 ** 30), "Ti": fractions.Fraction(2 ** 40), "Pi": fractions.Fraction(2 ** 50),
-    "Ei": fractions.Fraction(2 ** 60),
-}
 
 
 # ---------------------------------------------------------------- small helpers
-
-def parse_quantity(value):
-    """A Kubernetes quantity as an exact Fraction; unparsable values count as 0."""
-    if value is None:
-        return fractions.Fraction(0)
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return fractions.Fraction(value)
-    text = str(value).strip()
-    m = _QUANTITY.match(text)
-    if not m:
-        return fractions.Fraction(0)
-    number, suffix = m.group(1), m.group(2)
-    try:
-        base = fractions.Fraction(number)
-    except (ValueError, ZeroDivisionError):
-        return fractions.Fraction(0)
-    if suffix in _SUFFIX:
-        return base * _SUFFIX[suffix]
-    if suffix[:1] in ("e", "E"):
-        try:
-            return base * fractions.Fraction(10) ** int(suffix[1:] or "0")
-        except ValueError:
-            return fractions.Fraction(0)
-    return fractions.Fraction(0)
-
 
 def is_extended_resource(name):
     """v1helper.IsExtendedResourceName: fully qualified, outside kubernetes.io, valid as requests.<name>."""
