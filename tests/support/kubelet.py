@@ -41,7 +41,7 @@ import time
 
 from tests.simcluster.config import load_config
 from tests.simcluster.controllers import (
-    PENDING_FAILURES, Controllers, controller_ref, is_extended_resource, pod_ready, pod_terminal, served_by)
+    PENDING_FAILURES, Controllers, is_extended_resource, pod_ready, pod_terminal, served_by)
 from tests.simcluster.dra import DEFAULT_DRA_DRIVERS, _PROFILES, _plain_device, slice_name
 from tests.simcluster.store import now_rfc3339
 
@@ -53,6 +53,10 @@ KUBELET_VERSION = "v1.36.2"
 
 def _meta(obj):
     return obj.get("metadata") or {}
+
+
+# a pod that runs to completion (restartPolicy Never, a command, no DaemonSet): the simulated kubelets' rule
+runs_to_completion = Controllers._runs_to_completion  # pylint: disable=protected-access
 
 
 class KubeletStandIn:
@@ -303,7 +307,7 @@ class KubeletStandIn:
             elif phase == "Running":
                 if not pod_ready(pod):
                     self._write_status(pod, self._running_status(pod, node))
-                elif self._runs_to_completion(pod) and time.monotonic() - first >= 2 * self.pod_start_delay:
+                elif runs_to_completion(pod) and time.monotonic() - first >= 2 * self.pod_start_delay:
                     self._write_status(pod, self._completed_status(pod))
 
     def _confirm_deletion(self, pod):
@@ -326,14 +330,6 @@ class KubeletStandIn:
         body = dict(pod, status=status)
         meta = _meta(pod)
         self.core.replace_namespaced_pod_status(meta["name"], meta["namespace"], body, _preload_content=False)
-
-    @staticmethod
-    def _runs_to_completion(pod):
-        spec = pod.get("spec") or {}
-        ref = controller_ref(pod)
-        if ref and ref.get("kind") == "DaemonSet":
-            return False
-        return spec.get("restartPolicy") == "Never" and any(c.get("command") for c in spec.get("containers") or [])
 
     def _base_status(self, pod, node, stamp):
         status = copy.deepcopy(pod.get("status") or {})
