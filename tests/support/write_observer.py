@@ -11,6 +11,9 @@ import json
 
 WRITE_METHODS = frozenset(["POST", "PUT", "PATCH", "DELETE"])
 
+# Node annotations that kube-controller-manager writes on its own (the TTL controller's), never the collection.
+CONTROLLER_ANNOTATIONS = frozenset(["node.alpha.kubernetes.io/ttl"])
+
 
 class _LogObserver:
     """Writes since it was made, from the simulated cluster's request log (exact: every write request)."""
@@ -103,9 +106,13 @@ class WriteObserver:
 
     @staticmethod
     def _node_view(node):
-        """What the collection writes on a node: labels, annotations, status capacity and allocatable, cordon."""
+        """What the collection writes on a node: labels, annotations, status capacity and allocatable, cordon.
+        Annotations kube-controller-manager keeps on every node (CONTROLLER_ANNOTATIONS) are not the collection's:
+        the TTL controller adds its own to a new node whenever its queue gets to it, seconds later under load."""
         meta, status = node.get("metadata") or {}, node.get("status") or {}
-        return (meta.get("labels") or {}, meta.get("annotations") or {}, status.get("capacity") or {},
+        annotations = dict((key, value) for key, value in (meta.get("annotations") or {}).items()
+                           if key not in CONTROLLER_ANNOTATIONS)
+        return (meta.get("labels") or {}, annotations, status.get("capacity") or {},
                 status.get("allocatable") or {}, bool((node.get("spec") or {}).get("unschedulable")))
 
     def writes(self):
