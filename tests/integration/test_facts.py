@@ -21,19 +21,15 @@ import itertools
 import json
 import os
 import re
-import shutil
-import socket
-import subprocess
 import time
 import uuid
 
 import pytest
 
 from tests.simcluster import SimCluster
+from tests.support import control_plane
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-# the real control plane's scripts (up.sh, down.sh): ../shared/k8s beside the checkout, or KUBEHW_SHARED_K8S
-SHARED_K8S = os.environ.get("KUBEHW_SHARED_K8S") or os.path.join(os.path.dirname(REPO_ROOT), "shared", "k8s")
 RUN_ID = uuid.uuid4().hex[:6]
 _SERIAL = itertools.count(1)
 JSON_PATCH = "application/json-patch+json"
@@ -149,23 +145,6 @@ class Target:
         return self.ok("GET", path, expect=(200,))
 
 
-def _free_port(pair=False):
-    """A free TCP port on 127.0.0.1 (pair: port+1 free too)."""
-    for _attempt in range(50):
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            port = sock.getsockname()[1]
-        if not pair:
-            return port
-        with socket.socket() as other:
-            try:
-                other.bind(("127.0.0.1", port + 1))
-            except OSError:
-                continue
-        return port
-    raise RuntimeError("no free port pair found")
-
-
 @pytest.fixture(scope="module")
 def sim_target():
     with _sim(controllers=False) as target:
@@ -210,44 +189,38 @@ def _started_control_plane():
     if os.environ.get("KUBECONFIG"):
         yield Target.from_kubeconfig("real", os.environ["KUBECONFIG"]), None
         return
-    up = os.path.join(SHARED_K8S, "up.sh")
-    if not os.path.exists(up):
-        yield None, "KUBECONFIG is not set and %s does not exist: no real control plane to compare with" % up
+    home = control_plane.locate()
+    if home is None:
+        yield None, ("KUBECONFIG is not set and no real control plane was found ($KUBEHW_K8S_HOME, or ../shared/k8s "
+                     "beside the checkout): none to compare with")
         return
-    # pytest-xdist workers of one run share one control plane: the first starts it, the last stops it
+    # pytest-xdist workers of one run share one control plane: the first starts it, the last owner stops it
     run = os.environ.get("PYTEST_XDIST_TESTRUNUID", "%s-%d" % (RUN_ID, os.getpid()))[:12]
-    state = os.path.join(REPO_ROOT, ".cache", "facts-k8s-" + run)
-    users = state + ".users"
+    base = os.path.join(REPO_ROOT, ".cache", "facts-k8s")
     # the unpacked binaries are kept for later runs (up.sh unpacks a newer .xz again); their folder's lock also
     # guards starting, sharing and stopping
-    binaries = os.path.join(REPO_ROOT, ".cache", "facts-k8s-bin")
+    binaries = os.path.join(base, "bin")
     os.makedirs(binaries, exist_ok=True)
+    plane = control_plane.ControlPlane(home, os.path.join(base, run), bin_dir=binaries)
+    reason = None
     with _locked(binaries):
-        reason = None
-        if not os.path.exists(os.path.join(state, "facts-ready")):
-            env = dict(os.environ, K8S_API_PORT=str(_free_port()), K8S_ETCD_PORT=str(_free_port(pair=True)),
-                       K8S_KCM_PORT=str(_free_port()), K8S_SCHED_PORT=str(_free_port()), KUBEHW_K8S_BIN=binaries)
-            started = subprocess.run(["bash", up, state], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                     universal_newlines=True, timeout=180, check=False)
-            if started.returncode == 0:
-                open(os.path.join(state, "facts-ready"), "w").close()
-            else:
-                reason = "%s %s failed (rc %d): %s" % (up, state, started.returncode, started.stdout[-2000:])
-        os.makedirs(users, exist_ok=True)
-        open(os.path.join(users, str(os.getpid())), "w").close()
+        if os.path.exists(os.path.join(plane.state_dir, "facts-ready")):
+            plane.add_owner()
+        else:
+            try:
+                plane.start()
+                open(os.path.join(plane.state_dir, "facts-ready"), "w").close()
+            except control_plane.ControlPlaneError as err:
+                reason = str(err)[-2000:]
     try:
         if reason:
             yield None, reason
             return
-        yield Target.from_kubeconfig("real", os.path.join(state, "admin.kubeconfig")), None
+        yield Target.from_kubeconfig("real", plane.kubeconfig), None
     finally:
         with _locked(binaries):
-            os.remove(os.path.join(users, str(os.getpid())))
-            if not os.listdir(users):
-                subprocess.run(["bash", os.path.join(SHARED_K8S, "down.sh"), state], stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL, timeout=120, check=False)
-                shutil.rmtree(state, ignore_errors=True)
-                shutil.rmtree(users, ignore_errors=True)
+            if not plane.remove_owner():
+                plane.stop(wipe=True)
 
 
 @contextlib.contextmanager

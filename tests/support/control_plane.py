@@ -7,6 +7,10 @@
                              # identity a kubelet stand-in writes as), plane.audit_log
     plane.stop()
 
+A control plane belongs to the processes listed in its state folder's ``owners/`` (the one that started it, and any
+that share it). `start()` first stops and removes the sibling control planes whose owners have all gone (a run killed
+before it could stop its own), so an interrupted run leaves nothing running past the next one.
+
 `locate()` finds the folder: $KUBEHW_K8S_HOME when set, else ../shared/k8s beside the checkout; None without up.sh.
 """
 
@@ -15,6 +19,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import os
+import shutil
 import socket
 import subprocess
 
@@ -58,6 +63,41 @@ class ControlPlaneError(RuntimeError):
     pass
 
 
+def _alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def owners(state_dir):
+    """The pids of the processes a control plane's state folder belongs to. A folder without ``owners/`` (made before
+    owners were recorded) belongs to the pid its name ends with (``<worker>-<pid>``), if any."""
+    folder = os.path.join(state_dir, "owners")
+    if os.path.isdir(folder):
+        return [int(name) for name in os.listdir(folder) if name.isdigit()]
+    tail = os.path.basename(state_dir.rstrip(os.sep)).rsplit("-", 1)[-1]
+    return [int(tail)] if tail.isdigit() else []
+
+
+def reap_abandoned(home, base):
+    """Stop and remove every control plane under base (folders holding up.sh's ``run/``) whose owners are all gone;
+    returns their folders."""
+    reaped = []
+    for name in sorted(os.listdir(base)) if os.path.isdir(base) else []:
+        state = os.path.join(base, name)
+        if not os.path.isdir(os.path.join(state, "run")) or any(_alive(pid) for pid in owners(state)):
+            continue
+        subprocess.run(["bash", os.path.join(home, "down.sh"), state], capture_output=True, timeout=60, check=False,
+                       env=dict(os.environ, WIPE="1"))
+        shutil.rmtree(state, ignore_errors=True)
+        reaped.append(state)
+    return reaped
+
+
 class ControlPlane:
     """state_dir: where up.sh keeps this control plane's state; bin_dir: where it unpacks the binaries (default: in
     state_dir), a folder runs can share so they unpack them once."""
@@ -71,7 +111,22 @@ class ControlPlane:
         self.audit_log = os.path.join(self.state_dir, "logs", "audit.log")
         self.output = ""
 
+    def add_owner(self, pid=None):
+        """Record a process this control plane belongs to (the one starting it is recorded by start())."""
+        folder = os.path.join(self.state_dir, "owners")
+        os.makedirs(folder, exist_ok=True)
+        open(os.path.join(folder, str(pid or os.getpid())), "w").close()
+
+    def remove_owner(self, pid=None):
+        """Forget a process; returns the pids still owning the control plane."""
+        try:
+            os.remove(os.path.join(self.state_dir, "owners", str(pid or os.getpid())))
+        except FileNotFoundError:
+            pass
+        return owners(self.state_dir)
+
     def start(self, timeout=180):
+        reap_abandoned(self.home, os.path.dirname(self.state_dir))
         api, etcd, kcm, sched = free_ports(4)
         env = dict(os.environ, K8S_API_PORT=str(api), K8S_ETCD_PORT=str(etcd), K8S_KCM_PORT=str(kcm),
                    K8S_SCHED_PORT=str(sched), FRESH="1")
@@ -82,6 +137,7 @@ class ControlPlane:
             env["KUBEHW_K8S_BIN"] = self.bin_dir
         os.makedirs(self.state_dir, exist_ok=True)
         self.stop()     # a leftover of an interrupted run under the same folder
+        self.add_owner()
         proc = subprocess.run(["bash", os.path.join(self.home, "up.sh"), self.state_dir], env=env, capture_output=True,
                               text=True, timeout=timeout, check=False)
         self.output = proc.stdout + proc.stderr

@@ -4,7 +4,7 @@
 
 The apiserver is the one KUBECONFIG names when it is set (CI's real-cluster stage); else this file starts its own
 control plane from ../shared/k8s (tests/support/control_plane.py: free ports) with its state under
-.cache/fault-proxy-k8s/, and stops it at the end. Without either, the tests that need it skip and say why; the last
+.cache/support-k8s/ (tests/support/tests/conftest.py), and stops it at the end. Without either, the tests that need it skip and say why; the last
 three run against the simulated cluster, whose request log shows which identity reached it. Each fault test also
 checks what the apiserver itself holds, read around the proxy, so a fault that was not injected (or a write that was
 not forwarded) fails it.
