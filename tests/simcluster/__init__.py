@@ -74,7 +74,7 @@ class SimCluster:
         self.api = ApiServer(self.store, self.authenticator, ssl_context=ssl_context, host=self.host,
                              port=self.port, bookmark_interval=self.config["bookmark_interval"],
                              admin_hooks=hooks)
-        # resource.k8s.io versions served (tests/simcluster/dra.py); default v1
+        # resource.k8s.io versions served (tests/simcluster/dra_versions.py); default v1
         self.api.dra_versions = self.config.get("dra_versions")
         self.api.start()
         self.port = self.api.port
@@ -145,7 +145,7 @@ class SimCluster:
             self.api.clear_requests()
 
     def inject_fault(self, method, path_regex, status=500, count=1, retry_after=None):
-        """status: an HTTP status (409, 429, 5xx), "drop", or a fault kind of server.FAULT_VERBS:
+        """status: an HTTP status (409, 429, 5xx), "drop", or a fault kind of faults.FAULT_VERBS:
         "commit-504"/"commit-drop" (store the write, then lose the answer), "too-large-rv" and
         "continue-expired" (lists), "watch-expired"/"watch-too-large" (a watch's ERROR event)."""
         self.api.inject_fault(method, path_regex, status=status, count=count, retry_after=retry_after)

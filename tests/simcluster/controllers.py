@@ -44,7 +44,7 @@ import threading
 import time
 
 from .config import load_config
-from . import dra  # DRA claims in the scheduler (DynamicResources filter, allocation before binding)
+from . import dra_allocation as dra  # DRA claims in the scheduler (DynamicResources filter, allocation before binding)
 from .quantity import quantity_amount as parse_quantity
 from .store import StoreError, missing_runtime_class, now_rfc3339
 

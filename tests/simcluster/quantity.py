@@ -1,7 +1,7 @@
 # Copyright (c) kubehw.devices contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Kubernetes quantities for the simulated cluster, one parser for all of it: the apiserver's validation and
-canonical form (server.py) and the scheduler's and kubelets' arithmetic (controllers.py)."""
+canonical form (validation.py, decoding.py) and the scheduler's and kubelets' arithmetic (controllers.py)."""
 
 from __future__ import absolute_import, division, print_function
 

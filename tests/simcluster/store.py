@@ -34,7 +34,7 @@ RESOURCES = {
     "roles": ("rbac.authorization.k8s.io", "v1", "Role", True, []),
     "rolebindings": ("rbac.authorization.k8s.io", "v1", "RoleBinding", True, []),
     "runtimeclasses": ("node.k8s.io", "v1", "RuntimeClass", False, []),
-    # Dynamic Resource Allocation, stored as v1; tests/simcluster/dra.py serves the other versions
+    # Dynamic Resource Allocation, stored as v1; tests/simcluster/dra_versions.py serves the other versions
     "deviceclasses": ("resource.k8s.io", "v1", "DeviceClass", False, []),
     "resourceslices": ("resource.k8s.io", "v1", "ResourceSlice", False, []),
     "resourceclaims": ("resource.k8s.io", "v1", "ResourceClaim", True, []),

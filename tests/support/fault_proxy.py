@@ -48,7 +48,7 @@ when a test asks, None when it does not authenticate); ``time`` (time.time() at 
 that carries one and no Authorization header goes upstream with the kubeconfig's credentials and the certificate's
 subject as Impersonate-User (CN) and Impersonate-Group (each O): the apiserver authorizes it as that user.
 
-**Faults** (the simulated cluster's vocabulary, tests/simcluster/server.py FAULT_VERBS): ``inject_fault`` adds one
+**Faults** (the simulated cluster's vocabulary, tests/simcluster/faults.py FAULT_VERBS): ``inject_fault`` adds one
 that the next ``count`` requests use whose method is ``method`` (or "*") and whose path (without query) matches
 ``path_regex`` (re.search), oldest fault first; a fault kind limited to some verbs (below) is skipped by other
 requests. Unlike the simulated cluster, the proxy does not know whether the apiserver will authorize a request,
@@ -98,10 +98,12 @@ import yaml
 
 from tests.simcluster.auth import _user_from_peer_cert, make_tls, server_ssl_context
 from tests.simcluster.kubeconfig import write_kubeconfig as _write_kubeconfig
-from tests.simcluster import server
-from tests.simcluster.server import (
-    COMMIT_TIMEOUT_MESSAGE, CONTINUE_EXPIRED_MESSAGE, FAULT_VERBS, ApiServer, status_body, too_large_rv,
+from tests.simcluster.errors import status_body
+from tests.simcluster.faults import (
+    COMMIT_TIMEOUT_MESSAGE, CONTINUE_EXPIRED_MESSAGE, FAULT_VERBS, FaultTableMixin, too_large_rv,
 )
+from tests.simcluster.http_front import ApiHTTPServer, ApiRequestHandler
+from tests.simcluster.request_log import RequestLogMixin
 from tests.simcluster.store import StoreError
 
 __all__ = ["FaultProxy", "request_info"]
@@ -157,13 +159,12 @@ def request_info(method, path, query):
     return resource, namespace, name, subresource, verb
 
 
-class _SimTables(ApiServer):
+class _SimTables(FaultTableMixin, RequestLogMixin):
     """The simulated apiserver's fault table and request log alone: the same fault checks, matching, counting and
     answers, the same log copies."""
 
     def __init__(self):
-        # not ApiServer's: only what inject_fault, clear_faults, _take_fault, _fault_answer, requests and
-        # clear_requests use
+        # what the two tables need (see their mixins)
         self._faults = []
         self._log = []
         self._lock = threading.Lock()
@@ -573,14 +574,14 @@ class FaultProxy:
         return None
 
 
-class _ProxyServer(server._HTTPServer):
+class _ProxyServer(ApiHTTPServer):
     """The simulated cluster's threading TLS server (handshakes in the handler threads, every connection closed at
     stop); its ``api`` is the FaultProxy."""
 
     request_queue_size = 128
 
 
-class _Handler(server._Handler):
+class _Handler(ApiRequestHandler):
     """Keeps the simulated cluster's handler's connection handling (TLS handshake, HTTP/1.1 keep-alive, request
     bodies); answers by forwarding."""
 

@@ -681,7 +681,7 @@ def test_pod_spec_is_immutable_but_labels_and_image_are_not(sim, clients):
     (4, "4"), (4.0, "4"), ("0.5Ki", "512"), ("2048Ki", "2Mi"), ("0.1", "100m"), ("+3", "3"),
 ])
 def test_quantities_are_stored_in_canonical_form(given, canonical):
-    from tests.simcluster.server import canonical_quantity
+    from tests.simcluster.quantity import canonical_quantity
     assert canonical_quantity(given) == canonical
 
 

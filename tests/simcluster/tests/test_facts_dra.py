@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from tests.simcluster.dra import compile_cel
+from tests.simcluster.cel import compile_cel
 from tests.simcluster.tests.test_api import Raw
 
 DC = "/apis/resource.k8s.io/v1/deviceclasses"
@@ -363,7 +363,7 @@ def test_extended_resource_is_served_by_dra_only_where_no_device_plugin_advertis
 def test_the_later_class_serves_an_extended_resource_two_classes_name():
     """DeviceClassSpec.extendedResourceName (resource/v1/types.go): the class created later is picked; created at
     the same time, the first by name. Every class also maps deviceclass.resource.kubernetes.io/<its name>."""
-    from tests.simcluster.dra import extended_resource_classes
+    from tests.simcluster.dra_allocation import extended_resource_classes
 
     class Store:
         @staticmethod
@@ -384,7 +384,7 @@ def test_the_later_class_serves_an_extended_resource_two_classes_name():
     ('device.capacity["gpu.example.com"].memory.compareTo(quantity("1Gi")) > 0', False),   # beyond the subset
 ])
 def test_selector_subset_evaluates_against_a_device(expression, matches):
-    from tests.simcluster.dra import selector_matches
+    from tests.simcluster.cel import selector_matches
 
     device = {"driver": "gpu.example.com", "name": "gpu-1",
               "attributes": {"model": {"string": "a100"}, "index": {"int": 1}}}

@@ -28,7 +28,7 @@ import yaml
 
 from tests.simcluster.auth import make_client_cert, make_tls
 from tests.simcluster.kubeconfig import write_kubeconfig as sim_write_kubeconfig
-from tests.simcluster.server import COMMIT_TIMEOUT_MESSAGE, CONTINUE_EXPIRED_MESSAGE
+from tests.simcluster.faults import COMMIT_TIMEOUT_MESSAGE, CONTINUE_EXPIRED_MESSAGE
 from tests.support.fault_proxy import FaultProxy, request_info
 
 kubernetes = pytest.importorskip("kubernetes")
