@@ -26,14 +26,16 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from tests.support.playbook_runner import collections_path, run_inventory, run_playbook  # noqa: E402  (test equipment)
+
 CONFIG = os.path.join(ROOT, "tests", "simcluster", "examples", "demo.yaml")
 # The inventory is read from the simulated cluster by the kubehw.devices.k8s_nodes inventory plugin.
 INVENTORY_REL = "playbooks/inventory/demo_k8s_nodes/demo.k8s_nodes.yml"
 INVENTORY = os.path.join(ROOT, *INVENTORY_REL.split("/"))
 STATIC_ANNOTATION = "kubehw.devices/static-resources"
 DONGLE_NODE = "dongle-node-1"
-# Writes each task's result as a JSON line (the integration tests read results the same way).
-CALLBACKS = os.path.join(ROOT, "tests", "integration", "callback_plugins")
 DONGLE = "example.com/dongle"
 GPU = "nvidia.com/gpu"
 GPU_NODES = ("gpu-node-1", "gpu-node-2")
@@ -73,24 +75,10 @@ def start_cluster(workdir):
     raise SystemExit("the simulated cluster did not start")
 
 
-def ansible_env(kubeconfig, workdir):
-    env = dict(os.environ)
-    for key in list(env):
-        if key.startswith("K8S_AUTH_") or key == "KUBECONFIG":
-            del env[key]
-    env.setdefault("ANSIBLE_COLLECTIONS_PATH", os.path.join(ROOT, ".cache", "collections"))
-    env["ANSIBLE_NOCOLOR"] = "1"
-    # the inventory plugin reaches the cluster as the modules do: here through K8S_AUTH_KUBECONFIG
-    env["K8S_AUTH_KUBECONFIG"] = kubeconfig
-    # an inventory source the plugin cannot read stops the run instead of leaving an empty inventory
-    env["ANSIBLE_INVENTORY_UNPARSED_FAILED"] = "1"
-    env["ANSIBLE_LOCAL_TEMP"] = os.path.join(workdir, "tmp")
-    return env
-
-
-def tool(name):
-    path = os.path.join(os.path.dirname(sys.executable), name)
-    return path if os.path.exists(path) else name
+def collections(workdir):
+    """The collections path make demo's environment names (.cache/collections, where make setup linked this
+    checkout), else one made here."""
+    return os.environ.get("ANSIBLE_COLLECTIONS_PATH") or collections_path(os.path.join(workdir, "collections"))
 
 
 def show_inventory(kubeconfig, workdir):
@@ -99,15 +87,16 @@ def show_inventory(kubeconfig, workdir):
     say("No hand-written inventory: the kubehw.devices.k8s_nodes inventory plugin lists the cluster's nodes and")
     say("groups them (gpu_nodes from the NFD PCI labels, static_resource_nodes from the annotation).")
     say("$ ansible-inventory -i %s --graph" % INVENTORY_REL)
-    env = ansible_env(kubeconfig, workdir)
-    graph = subprocess.run([tool("ansible-inventory"), "-i", INVENTORY, "--graph"], cwd=workdir, env=env,
-                           capture_output=True, text=True, timeout=300, check=False)
+    # the inventory plugin reaches the cluster as the modules do: here through K8S_AUTH_KUBECONFIG
+    graph = run_inventory(INVENTORY, ["--graph"], workdir, collections(workdir), kubeconfig)
     if graph.returncode != 0:
         say(graph.stderr[-3000:])
         raise SystemExit("the inventory plugin failed (exit %d)" % graph.returncode)
     say(graph.stdout.rstrip())
-    listed = subprocess.run([tool("ansible-inventory"), "-i", INVENTORY, "--list"], cwd=workdir, env=env,
-                            capture_output=True, text=True, timeout=300, check=True)
+    listed = run_inventory(INVENTORY, ["--list"], workdir, collections(workdir), kubeconfig)
+    if listed.returncode != 0:
+        say(listed.stderr[-3000:])
+        raise SystemExit("the inventory plugin failed (exit %d)" % listed.returncode)
     data = json.loads(listed.stdout)
     hosts = []
     for group in ("gpu_nodes", "static_resource_nodes"):
@@ -133,28 +122,19 @@ def declare_static_resources(core):
     say(" extended_resources_static, what the hand-written inventory said of it)")
 
 
-def run_site(kubeconfig, workdir, extra=(), shown=""):
-    env = ansible_env(kubeconfig, workdir)
-    env["ANSIBLE_DISPLAY_SKIPPED_HOSTS"] = "0"
-    env["ANSIBLE_CALLBACK_PLUGINS"] = CALLBACKS
-    env["ANSIBLE_CALLBACKS_ENABLED"] = "kubehw_results"
-    results_file = os.path.join(workdir, "results-%d.jsonl" % len(os.listdir(workdir)))
-    env["KUBEHW_RESULTS_FILE"] = results_file
-    cmd = [tool("ansible-playbook"), "-i", INVENTORY, "kubehw.devices.site", "-e",
-           "kubehw_kubeconfig=%s" % kubeconfig] + list(extra)
+def run_site(kubeconfig, workdir, extra=(), shown="", limit=None):
     say("$ ansible-playbook -i %s kubehw.devices.site%s" % (INVENTORY_REL, shown))
-    proc = subprocess.run(cmd, cwd=workdir, env=env, capture_output=True, text=True, timeout=900, check=False)
-    recap = proc.stdout[proc.stdout.rfind("PLAY RECAP"):] if "PLAY RECAP" in proc.stdout else proc.stdout[-3000:]
+    run = run_playbook("kubehw.devices.site", workdir, inventory=INVENTORY, collections=collections(workdir),
+                       kubeconfig=kubeconfig, env={"ANSIBLE_DISPLAY_SKIPPED_HOSTS": "0"},
+                       extra_vars=dict({"kubehw_kubeconfig": kubeconfig}, **dict(extra)),
+                       args=["--limit", limit] if limit else [], timeout=900)
+    recap = run.stdout[run.stdout.rfind("PLAY RECAP"):] if "PLAY RECAP" in run.stdout else run.stdout[-3000:]
     say(recap.rstrip())
-    if proc.returncode != 0:
-        say(proc.stdout[-6000:])
-        say(proc.stderr[-3000:])
-        raise SystemExit("site.yml failed (exit %d)" % proc.returncode)
-    results = []
-    if os.path.exists(results_file):
-        with open(results_file) as handle:
-            results = [json.loads(line) for line in handle if line.strip()]
-    return results
+    if run.returncode != 0:
+        say(run.stdout[-6000:])
+        say(run.stderr[-3000:])
+        raise SystemExit("site.yml failed (exit %d)" % run.returncode)
+    return run.results
 
 
 def _module_results(results):
@@ -337,10 +317,10 @@ def move_to_dra(core, kubeconfig, workdir):
         core.patch_node(node, {"metadata": {"labels": {ALLOCATION_LABEL: "dra"}}}, _preload_content=False)
     say("(the inventory plugin reads the label: these hosts are now in dra_gpu_nodes with")
     say(" accelerator_node_allocation=dra, so site.yml needs no inventory change for the move)")
-    extra = ["-e", "accelerator_node_device_plugin_conflict=remove",
-             "-e", "accelerator_node_dra_extended_resource_name=%s" % GPU]
+    extra = [("accelerator_node_device_plugin_conflict", "remove"), ("accelerator_node_dra_extended_resource_name", GPU)]
     started = time.monotonic()
-    results = run_site(kubeconfig, workdir, ["--limit", "gpu_nodes"] + extra, " --limit gpu_nodes " + " ".join(extra))
+    results = run_site(kubeconfig, workdir, extra, " --limit gpu_nodes " + " ".join("-e %s=%s" % kv for kv in extra),
+                       limit="gpu_nodes")
     say("site.yml took %.0fs" % (time.monotonic() - started))
     driver = None
     for _res, item in _module_results(results):
@@ -424,7 +404,6 @@ def main():
     say("The inventory is not written by hand: the kubehw.devices.k8s_nodes inventory plugin reads it from")
     say("the cluster. First the GPUs are served by the device plugin, then the same nodes through DRA.")
     workdir = tempfile.mkdtemp(prefix="kubehw-demo-")
-    os.makedirs(os.path.join(workdir, "tmp"))
     sim, url, kubeconfig = start_cluster(workdir)
     try:
         say("Simulated API server: %s" % url)

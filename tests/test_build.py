@@ -8,13 +8,13 @@ __metaclass__ = type
 import glob
 import json
 import os
-import shutil
 import subprocess
-import sys
 import tarfile
 
 import pytest
 import yaml
+
+from tests.support.playbook_runner import tool
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODULES = sorted(
@@ -22,12 +22,6 @@ MODULES = sorted(
     for path in glob.glob(os.path.join(ROOT, 'plugins', 'modules', '*.py'))
     if not os.path.basename(path).startswith('__')
 )
-
-
-def _tool(name):
-    # the ansible-core next to the running interpreter (.venv), not whatever is first on PATH
-    candidate = os.path.join(os.path.dirname(sys.executable), name)
-    return candidate if os.path.exists(candidate) else shutil.which(name)
 
 
 def _run(args, env=None, cwd=None):
@@ -54,12 +48,12 @@ def installed(tmp_path_factory):
         ANSIBLE_CONFIG=str(config),
         ANSIBLE_NOCOLOR='1',
     )
-    _run([_tool('ansible-galaxy'), 'collection', 'build', ROOT, '--output-path', str(dist)], env=env)
+    _run([tool('ansible-galaxy'), 'collection', 'build', ROOT, '--output-path', str(dist)], env=env)
     with open(os.path.join(ROOT, 'galaxy.yml')) as handle:
         galaxy = yaml.safe_load(handle)
     tarball = dist / ('%s-%s-%s.tar.gz' % (galaxy['namespace'], galaxy['name'], galaxy['version']))
     assert tarball.is_file(), 'build produced %s' % sorted(p.name for p in dist.iterdir())
-    _run([_tool('ansible-galaxy'), 'collection', 'install', '--offline', '-p', str(collections), str(tarball)], env=env)
+    _run([tool('ansible-galaxy'), 'collection', 'install', '--offline', '-p', str(collections), str(tarball)], env=env)
     return {'tarball': tarball, 'galaxy': galaxy, 'env': env,
             'path': collections / 'ansible_collections' / galaxy['namespace'] / galaxy['name']}
 
@@ -92,7 +86,7 @@ def test_collection_has_modules():
 @pytest.mark.parametrize('module', MODULES)
 def test_module_doc_renders_from_installed_copy(installed, module):
     fqcn = 'kubehw.devices.%s' % module
-    data = json.loads(_run([_tool('ansible-doc'), '-t', 'module', '--json', fqcn], env=installed['env']).stdout)
+    data = json.loads(_run([tool('ansible-doc'), '-t', 'module', '--json', fqcn], env=installed['env']).stdout)
     doc = data[fqcn]['doc']
     # rendered from the installed tarball, not from the checkout
     assert doc['filename'].startswith(str(installed['path']))
@@ -100,7 +94,7 @@ def test_module_doc_renders_from_installed_copy(installed, module):
     assert doc.get('short_description')
     assert data[fqcn].get('examples')
 
-    text = _run([_tool('ansible-doc'), '-t', 'module', fqcn], env=installed['env'])
+    text = _run([tool('ansible-doc'), '-t', 'module', fqcn], env=installed['env'])
     assert fqcn in text.stdout
     assert 'OPTIONS' in text.stdout
     assert 'ERROR' not in text.stderr

@@ -9,17 +9,13 @@ __metaclass__ = type
 import os
 import shutil
 import subprocess
-import sys
 
 import yaml
 
+from tests.support.playbook_runner import tool
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EE_DIR = os.path.join(ROOT, "playbooks", "awx")
-
-
-def _tool(name):
-    candidate = os.path.join(os.path.dirname(sys.executable), name)
-    return candidate if os.path.exists(candidate) else shutil.which(name)
 
 
 def _run(args, cwd=None, env=None):
@@ -33,9 +29,9 @@ def test_ansible_builder_creates_a_build_context(tmp_path):
     work.mkdir()
     shutil.copy(os.path.join(EE_DIR, "execution-environment.yml"), str(work))
     env = dict(os.environ, ANSIBLE_CONFIG=str(tmp_path / "none.cfg"))
-    _run([_tool("ansible-galaxy"), "collection", "build", ROOT, "--output-path", str(work)], env=env)
+    _run([tool("ansible-galaxy"), "collection", "build", ROOT, "--output-path", str(work)], env=env)
     assert (work / "kubehw-devices-0.1.0.tar.gz").exists()
-    _run([_tool("ansible-builder"), "create", "-f", "execution-environment.yml", "--context", "context"],
+    _run([tool("ansible-builder"), "create", "-f", "execution-environment.yml", "--context", "context"],
          cwd=str(work))
     names = [n for n in ("Containerfile", "Dockerfile") if (work / "context" / n).exists()]
     assert names, "ansible-builder wrote no Containerfile or Dockerfile"
@@ -50,10 +46,10 @@ def test_ansible_builder_creates_a_build_context(tmp_path):
 def test_builder_introspection_reads_our_requirements(tmp_path):
     install = tmp_path / "collections"
     env = dict(os.environ, ANSIBLE_CONFIG=str(tmp_path / "none.cfg"))
-    _run([_tool("ansible-galaxy"), "collection", "build", ROOT, "--output-path", str(tmp_path)], env=env)
-    _run([_tool("ansible-galaxy"), "collection", "install", "--force", "-p", str(install),
+    _run([tool("ansible-galaxy"), "collection", "build", ROOT, "--output-path", str(tmp_path)], env=env)
+    _run([tool("ansible-galaxy"), "collection", "install", "--force", "-p", str(install),
           str(tmp_path / "kubehw-devices-0.1.0.tar.gz")], env=env)
-    out = _run([_tool("ansible-builder"), "introspect", "--sanitize", str(install)]).stdout
+    out = _run([tool("ansible-builder"), "introspect", "--sanitize", str(install)]).stdout
     data = yaml.safe_load(out)
     assert data, out
     python_reqs = " ".join(data["python"])

@@ -9,7 +9,8 @@ modules; every task changes an env var of the same DaemonSet, so each starts a r
   rollout complete  the moment an observer watching the DaemonSet first sees the facts-file condition
                     (observedGeneration >= generation, updated == available == desired) for the
                     generation the task wrote
-  task return       the moment the task's result reaches ansible-playbook (callback plugin task_clock)
+  task return       the moment the task's result reaches ansible-playbook (_returned_at of the kubehw_results
+                    callback, tests/support/callback_plugins)
 
 Usage: python benchmarks/daemonset_rollout/run.py [--rounds 5] [--output FILE]
 """
@@ -22,7 +23,6 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -31,6 +31,8 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path[:0] = [ROOT, os.path.join(ROOT, ".cache", "collections")]
+
+from tests.support.playbook_runner import has_test_collection, run_playbook  # noqa: E402  (test equipment, found from the checkout)
 
 NAMESPACE = "bench"
 NAME = "nvidia-device-plugin"
@@ -99,8 +101,7 @@ def tasks_for(rounds, kubeconfig):
     return tasks
 
 
-def generation_of(line):
-    result = line["result"]
+def generation_of(result):
     if "generation" in result and isinstance(result["generation"], dict):
         return result["generation"].get("after")
     return ((result.get("result") or {}).get("metadata") or {}).get("generation")
@@ -115,47 +116,30 @@ def main():
     from tests.simcluster import SimCluster
     from kubernetes import client, config
 
-    if not os.path.isdir(os.path.join(ROOT, ".cache", "collections", "ansible_collections", "kubernetes", "core")):
+    if not has_test_collection("kubernetes.core"):
         sys.exit("kubernetes.core is missing: run `make setup` (it unpacks it from the PyPI ansible wheel)")
     workdir = tempfile.mkdtemp(prefix="bench-ds-")
-    coll = os.path.join(workdir, "collections")
-    os.makedirs(os.path.join(coll, "ansible_collections", "kubehw"))
-    os.symlink(ROOT, os.path.join(coll, "ansible_collections", "kubehw", "devices"))
 
     sim = SimCluster(CLUSTER)
     sim.start()
     try:
-        core = client.CoreV1Api(config.new_client_from_config(config_file=sim.kubeconfig_path))
-        core.create_namespace({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
+        api = config.new_client_from_config(config_file=sim.kubeconfig_path)
+        client.CoreV1Api(api).create_namespace({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
+        # the nvidia preset's pods name RuntimeClass nvidia, which device_plugin_deploy requires to exist
+        client.NodeV1Api(api).create_runtime_class({"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass",
+                                                    "metadata": {"name": "nvidia"}, "handler": "nvidia"})
         observer = RolloutObserver(sim.kubeconfig_path)
         observer.start()
         play = [{"name": "daemonset rollout benchmark", "hosts": "localhost", "connection": "local",
                  "gather_facts": False, "vars": {"ansible_python_interpreter": sys.executable},
                  "tasks": tasks_for(opts.rounds, sim.kubeconfig_path)}]
-        playbook = os.path.join(workdir, "bench.yml")
-        with open(playbook, "w") as f:
-            json.dump(play, f)  # JSON is YAML
-        clock = os.path.join(workdir, "clock.jsonl")
-        env = dict((k, v) for k, v in os.environ.items() if not k.startswith(("ANSIBLE_", "K8S_AUTH_")))
-        env.update({
-            "ANSIBLE_COLLECTIONS_PATH": os.pathsep.join([coll, os.path.join(ROOT, ".cache", "collections")]),
-            "ANSIBLE_CALLBACK_PLUGINS": os.path.join(HERE, "callback_plugins"),
-            "ANSIBLE_CALLBACKS_ENABLED": "task_clock",
-            "ANSIBLE_LOCALHOST_WARNING": "0",
-            "ANSIBLE_INVENTORY_UNPARSED_WARNING": "0",
-            "K8S_AUTH_KUBECONFIG": sim.kubeconfig_path,
-            "TASK_CLOCK_FILE": clock,
-        })
-        started = time.time()
-        proc = subprocess.run(["ansible-playbook", "-i", "localhost,", playbook], env=env, cwd=workdir,
-                              capture_output=True, text=True, timeout=1800, check=False)
-        elapsed = time.time() - started
+        run = run_playbook(play, workdir, kubeconfig=sim.kubeconfig_path, timeout=1800)
+        elapsed = run.seconds
         time.sleep(0.2)
         observer.stopped.set()
-        if proc.returncode != 0:
-            sys.exit("ansible-playbook failed (rc %d):\n%s\n%s" % (proc.returncode, proc.stdout[-4000:], proc.stderr[-4000:]))
-        with open(clock) as f:
-            lines = [json.loads(line) for line in f if line.strip()]
+        if run.returncode != 0:
+            sys.exit("ansible-playbook failed (rc %d):\n%s\n%s" % (run.returncode, run.stdout[-4000:], run.stderr[-4000:]))
+        lines = run.results
     finally:
         sim.stop()
 
@@ -165,7 +149,7 @@ def main():
         if line["task"].startswith("warm-up"):
             continue
         if line["task"].startswith("baseline"):
-            latency = line["returned_at"] - float(line["result"]["stdout"])
+            latency = line["_returned_at"] - float(line["stdout"])
             samples["baseline"].append(latency)
             rows.append({"task": line["task"], "work_done_to_return_s": round(latency, 3)})
             continue
@@ -175,7 +159,7 @@ def main():
         if done is None:
             sys.exit("no rollout-complete time for generation %s (task %s); seen %r; watch errors %r"
                      % (generation, line["task"], observer.done_at, observer.errors[-3:]))
-        latency = line["returned_at"] - done
+        latency = line["_returned_at"] - done
         samples[tool].append(latency)
         rows.append({"task": line["task"], "generation": generation, "rollout_complete_to_return_s": round(latency, 3)})
 

@@ -9,8 +9,9 @@ One simulated cluster per node count, one ansible-playbook run per cluster whose
 ways; every round starts from nothing (the previous round's objects deleted and its ResourceSlices gone) and deploys
 the DRA example driver (the same objects, built by the module's own code, for both ways).
 
-  start   the moment the first task of the way starts (callback plugin task_span)
-  end     the moment its last task's result reaches ansible-playbook
+  start   the moment the first task of the way starts (_started_at of the kubehw_results callback,
+          tests/support/callback_plugins)
+  end     the moment its last task's result reaches ansible-playbook (_returned_at)
   requests  the simulated cluster's request log between the two
 
 Usage: python benchmarks/dra_rollout/run.py [--nodes 20 100] [--rounds 3] [--output FILE]
@@ -24,7 +25,6 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -32,6 +32,8 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path[:0] = [ROOT, os.path.join(ROOT, ".cache", "collections")]
+
+from tests.support.playbook_runner import has_test_collection, run_playbook  # noqa: E402  (test equipment, found from the checkout)
 
 NAMESPACE = "bench"
 DEVICES_PER_NODE = 2
@@ -99,7 +101,7 @@ def spans(lines, sim_requests):
     for i in rounds:
         for way, first, last in (("kubehw.devices.dra_driver_deploy", "kubehw %d: deploy" % i, "kubehw %d: deploy" % i),
                                  ("kubernetes.core k8s + k8s_info until", "k8s %d: objects" % i, "k8s %d: slices" % i)):
-            start, end = by_task[first]["started_at"], by_task[last]["returned_at"]
+            start, end = by_task[first]["_started_at"], by_task[last]["_returned_at"]
             requests = [r for r in sim_requests if start <= r.get("time", 0) <= end]
             out.append({"round": i, "way": way, "seconds": round(end - start, 3), "requests": len(requests),
                         "watch_requests": len([r for r in requests if r["query"].get("watch")]),
@@ -109,7 +111,7 @@ def spans(lines, sim_requests):
     return out
 
 
-def run_size(nodes, rounds, workdir, coll):
+def run_size(nodes, rounds, workdir):
     from tests.simcluster import SimCluster
     from kubernetes import client, config
 
@@ -120,28 +122,11 @@ def run_size(nodes, rounds, workdir, coll):
         core.create_namespace({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
         play = [{"name": "dra rollout benchmark", "hosts": "localhost", "connection": "local", "gather_facts": False,
                  "vars": {"ansible_python_interpreter": sys.executable}, "tasks": tasks_for(rounds, nodes)}]
-        playbook = os.path.join(workdir, "bench-%d.yml" % nodes)
-        with open(playbook, "w") as f:
-            json.dump(play, f)  # JSON is YAML
-        clock = os.path.join(workdir, "spans-%d.jsonl" % nodes)
-        env = dict((k, v) for k, v in os.environ.items() if not k.startswith(("ANSIBLE_", "K8S_AUTH_")))
-        env.update({
-            "ANSIBLE_COLLECTIONS_PATH": os.pathsep.join([coll, os.path.join(ROOT, ".cache", "collections")]),
-            "ANSIBLE_CALLBACK_PLUGINS": os.path.join(HERE, "callback_plugins"),
-            "ANSIBLE_CALLBACKS_ENABLED": "task_span",
-            "ANSIBLE_LOCALHOST_WARNING": "0",
-            "ANSIBLE_INVENTORY_UNPARSED_WARNING": "0",
-            "K8S_AUTH_KUBECONFIG": sim.kubeconfig_path,
-            "TASK_SPAN_FILE": clock,
-        })
-        proc = subprocess.run([os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", "localhost,",
-                               playbook], env=env, cwd=workdir, capture_output=True, text=True, timeout=3600,
-                              check=False)
-        if proc.returncode != 0:
+        run = run_playbook(play, workdir, kubeconfig=sim.kubeconfig_path, timeout=3600)
+        if run.returncode != 0:
             sys.exit("ansible-playbook failed (rc %d):\n%s\n%s"
-                     % (proc.returncode, proc.stdout[-4000:], proc.stderr[-4000:]))
-        with open(clock) as f:
-            lines = [json.loads(line) for line in f if line.strip()]
+                     % (run.returncode, run.stdout[-4000:], run.stderr[-4000:]))
+        lines = run.results
         return spans(lines, list(sim.requests))
     finally:
         sim.stop()
@@ -153,17 +138,14 @@ def main():
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--output", default=os.path.join(ROOT, "benchmarks", "results", "dra_rollout.json"))
     opts = parser.parse_args()
-    if not os.path.isdir(os.path.join(ROOT, ".cache", "collections", "ansible_collections", "kubernetes", "core")):
+    if not has_test_collection("kubernetes.core"):
         sys.exit("kubernetes.core is missing: run `make setup` (it unpacks it from the PyPI ansible wheel)")
     workdir = tempfile.mkdtemp(prefix="bench-dra-")
-    coll = os.path.join(workdir, "collections")
-    os.makedirs(os.path.join(coll, "ansible_collections", "kubehw"))
-    os.symlink(ROOT, os.path.join(coll, "ansible_collections", "kubehw", "devices"))
 
     rows, summary = [], {}
     for nodes in opts.nodes:
         started = time.time()
-        size_rows = run_size(nodes, opts.rounds, workdir, coll)
+        size_rows = run_size(nodes, opts.rounds, workdir)
         for row in size_rows:
             row["nodes"] = nodes
         rows += size_rows

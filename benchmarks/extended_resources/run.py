@@ -36,12 +36,11 @@ import sys
 import tempfile
 import time
 
-import yaml
-
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, ROOT)
 
 from tests.simcluster import SimCluster  # noqa: E402  (test equipment, found from the checkout)
+from tests.support.playbook_runner import ansible_env, collections_path, run_playbook  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 WAYS = ["module", "bare", "uri", "kubectl"]
@@ -106,17 +105,17 @@ def peak_rss_mib(rss_file):
     return round(max(values) / 1024.0, 1) if values else None
 
 
-def run_playbook(workdir, playbook, env):
-    path = os.path.join(workdir, "play.yml")
-    with open(path, "w") as f:
-        yaml.safe_dump(playbook, f, sort_keys=False)
-    started = time.monotonic()
-    proc = subprocess.run([shutil.which("ansible-playbook") or "ansible-playbook", "-i", "localhost,", path],
-                          env=env, cwd=workdir, capture_output=True, text=True, check=False)
-    elapsed = time.monotonic() - started
-    if proc.returncode != 0:
-        raise RuntimeError("ansible-playbook failed:\n%s\n%s" % (proc.stdout[-4000:], proc.stderr[-4000:]))
-    return elapsed
+def fresh_home(workdir):
+    """kubectl's discovery cache starts empty, as on a fresh runner."""
+    return {"HOME": workdir}
+
+
+def run_plays(workdir, plays, collections):
+    # the results callback off: the measurement is the whole ansible-playbook process, which writes no results
+    run = run_playbook(plays, workdir, collections=collections, env=fresh_home(workdir), results=False, timeout=None)
+    if run.returncode != 0:
+        raise RuntimeError("ansible-playbook failed:\n%s\n%s" % (run.stdout[-4000:], run.stderr[-4000:]))
+    return run.seconds
 
 
 def run_bare(workdir, sim, names, parallel, env):
@@ -149,10 +148,7 @@ def bench(way, nodes, parallel, collections):
     sim = SimCluster(config, controllers=False)
     sim.start()
     workdir = tempfile.mkdtemp(prefix="kubehw-bench-")
-    env = dict((k, v) for k, v in os.environ.items() if not k.startswith(("K8S_AUTH_", "ANSIBLE_")))
-    env.update(ANSIBLE_COLLECTIONS_PATH=collections, ANSIBLE_NOCOLOR="1", ANSIBLE_LOCALHOST_WARNING="0",
-               ANSIBLE_INVENTORY_UNPARSED_WARNING="0", ANSIBLE_RETRY_FILES_ENABLED="0",
-               HOME=workdir)  # kubectl's discovery cache starts empty, as on a fresh runner
+    env = ansible_env(collections, workdir, extra=fresh_home(workdir))
     rows = []
     try:
         for phase in ("first run", "re-run"):
@@ -162,10 +158,10 @@ def bench(way, nodes, parallel, collections):
                 elapsed, peak = run_bare(workdir, sim, names, parallel, env)
             elif way == "module":
                 interpreter, rss_file = timed_interpreter(workdir)
-                elapsed = run_playbook(workdir, plays(way, sim, names, parallel, interpreter), env)
+                elapsed = run_plays(workdir, plays(way, sim, names, parallel, interpreter), collections)
                 peak = peak_rss_mib(rss_file)
             else:
-                elapsed = run_playbook(workdir, plays(way, sim, names, parallel), env)
+                elapsed = run_plays(workdir, plays(way, sim, names, parallel), collections)
             log = [r for r in sim.requests if not r["path"].startswith("/simcluster")]
             row = {"way": way, "nodes": nodes, "phase": phase, "seconds": round(elapsed, 2)}
             row.update(count(log))
@@ -182,14 +178,6 @@ def bench(way, nodes, parallel, collections):
         sim.stop()
         shutil.rmtree(workdir, ignore_errors=True)
     return rows
-
-
-def collections_path():
-    root = tempfile.mkdtemp(prefix="kubehw-bench-collections-")
-    ns = os.path.join(root, "ansible_collections", "kubehw")
-    os.makedirs(ns)
-    os.symlink(ROOT, os.path.join(ns, "devices"))
-    return root
 
 
 def table(rows):
@@ -223,7 +211,9 @@ def main():
     parser.add_argument("--merge", action="store_true",
                         help="keep the rows of --out for other node counts and ways (replace only the ones measured now)")
     args = parser.parse_args()
-    collections = collections_path()
+    collections_root = tempfile.mkdtemp(prefix="kubehw-bench-collections-")
+    # kubehw.devices alone: the ways use ansible.builtin and the collection under test
+    collections = collections_path(collections_root, test_collections=False)
     rows = []
     started = time.time()
     load = os.getloadavg()[0]
@@ -233,7 +223,7 @@ def main():
                 rows.extend(bench(way, nodes, args.parallel, collections))
                 sys.stderr.write("done: %s on %d nodes\n" % (way, nodes))
     finally:
-        shutil.rmtree(collections, ignore_errors=True)
+        shutil.rmtree(collections_root, ignore_errors=True)
     print(table(rows))
     for ratio in ratios(rows):
         print("module / bare at %(nodes)d nodes, %(phase)s: %(module_over_bare).2f" % ratio)

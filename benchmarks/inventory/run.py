@@ -27,7 +27,6 @@ import os
 import platform
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -38,9 +37,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 sys.path.insert(0, ROOT)
 
 from tests.simcluster import SimCluster  # noqa: E402  (test equipment, found from the checkout)
+from tests.support.playbook_runner import collections_path, run_inventory, run_playbook  # noqa: E402
 
 NVIDIA_LABEL = "feature.node.kubernetes.io/pci-10de.present"
-CACHED_COLLECTIONS = os.path.join(ROOT, ".cache", "collections")
 WAYS = ("plugin", "graph", "k8s_info")
 COUNTED = re.compile(r'"msg": "gpu_nodes has (\d+) hosts"')
 
@@ -77,29 +76,17 @@ def k8s_info_plays(kubeconfig):
     return [build, REACH_GPU_NODES]
 
 
-def run(cmd, workdir, env):
-    started = time.monotonic()
-    proc = subprocess.run(cmd, env=env, cwd=workdir, capture_output=True, text=True, check=False)
-    elapsed = time.monotonic() - started
-    if proc.returncode != 0:
-        raise RuntimeError("%s failed:\n%s\n%s" % (cmd[0], proc.stdout[-4000:], proc.stderr[-4000:]))
-    return elapsed, proc.stdout
-
-
-def tool(name):
-    path = os.path.join(os.path.dirname(sys.executable), name)
-    return path if os.path.exists(path) else (shutil.which(name) or name)
+def checked(run):
+    if run.returncode != 0:
+        raise RuntimeError("%s failed:\n%s\n%s" % (run.cmd[0], run.stdout[-4000:], run.stderr[-4000:]))
+    return run.seconds, run.stdout
 
 
 def bench(nodes, ways, collections):
     sim = SimCluster(node_config(nodes), controllers=False)
     sim.start()
     workdir = tempfile.mkdtemp(prefix="kubehw-bench-inventory-")
-    env = dict((k, v) for k, v in os.environ.items() if not k.startswith(("K8S_AUTH_", "ANSIBLE_")))
-    env.update(ANSIBLE_COLLECTIONS_PATH=collections, ANSIBLE_NOCOLOR="1", ANSIBLE_LOCALHOST_WARNING="0",
-               ANSIBLE_INVENTORY_UNPARSED_WARNING="0", ANSIBLE_RETRY_FILES_ENABLED="0",
-               ANSIBLE_INVENTORY_UNPARSED_FAILED="1", ANSIBLE_LOCAL_TEMP=os.path.join(workdir, "tmp"),
-               ANSIBLE_PYTHON_INTERPRETER=sys.executable, HOME=workdir)
+    env = {"ANSIBLE_PYTHON_INTERPRETER": sys.executable, "HOME": workdir}
     config = os.path.join(workdir, "bench.k8s_nodes.yml")
     with open(config, "w") as f:
         yaml.safe_dump({"plugin": "kubehw.devices.k8s_nodes", "kubeconfig": sim.kubeconfig_path}, f)
@@ -109,15 +96,15 @@ def bench(nodes, ways, collections):
         for way in ways:
             sim.clear_requests()
             if way == "graph":
-                elapsed, out = run([tool("ansible-inventory"), "-i", config, "--graph", "gpu_nodes"], workdir, env)
+                elapsed, out = checked(run_inventory(config, ["--graph", "gpu_nodes"], workdir, collections, env=env,
+                                                     timeout=None))
                 counted = len(set(re.findall(r"\|--(bench-\d+)", out)))
             else:
-                playbook = os.path.join(workdir, "%s.yml" % way)
-                with open(playbook, "w") as f:
-                    yaml.safe_dump([REACH_GPU_NODES] if way == "plugin" else k8s_info_plays(sim.kubeconfig_path),
-                                   f, sort_keys=False)
+                plays = [REACH_GPU_NODES] if way == "plugin" else k8s_info_plays(sim.kubeconfig_path)
                 inventory = config if way == "plugin" else "localhost,"
-                elapsed, out = run([tool("ansible-playbook"), "-i", inventory, playbook], workdir, env)
+                # the results callback off: the measurement is the whole process, which writes no results
+                elapsed, out = checked(run_playbook(plays, workdir, inventory=inventory, collections=collections, env=env,
+                                                    results=False, timeout=None))
                 found = COUNTED.search(out)
                 counted = int(found.group(1)) if found else None
             if counted != gpu:
@@ -131,14 +118,6 @@ def bench(nodes, ways, collections):
         sim.stop()
         shutil.rmtree(workdir, ignore_errors=True)
     return rows
-
-
-def collections_path():
-    root = tempfile.mkdtemp(prefix="kubehw-bench-collections-")
-    ns = os.path.join(root, "ansible_collections", "kubehw")
-    os.makedirs(ns)
-    os.symlink(ROOT, os.path.join(ns, "devices"))
-    return root
 
 
 def table(rows):
@@ -155,8 +134,8 @@ def main():
     parser.add_argument("--ways", nargs="+", default=list(WAYS), choices=WAYS)
     parser.add_argument("--out", help="also write the rows as JSON here")
     args = parser.parse_args()
-    collections = collections_path()
-    paths = collections + (os.pathsep + CACHED_COLLECTIONS if os.path.isdir(CACHED_COLLECTIONS) else "")
+    collections_root = tempfile.mkdtemp(prefix="kubehw-bench-collections-")
+    paths = collections_path(collections_root)
     rows = []
     started = time.time()
     load = os.getloadavg()[0]
@@ -164,7 +143,7 @@ def main():
         for nodes in args.nodes:
             rows.extend(bench(nodes, args.ways, paths))
     finally:
-        shutil.rmtree(collections, ignore_errors=True)
+        shutil.rmtree(collections_root, ignore_errors=True)
     print(table(rows))
     if args.out:
         os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)

@@ -3,7 +3,7 @@
 """Integration harness: the fixtures. What they hand out lives in tests/support/, one concern a file:
 cluster.py (the Cluster a test sees: simulated, a real control plane of the suite's own behind the kubelet stand-in
 and the fault proxy, or the cluster of KUBECONFIG), identities.py (the least-privilege identity the module suites
-run as), playbook_runner.py (ansible-playbook on localhost with this checkout), write_observer.py (what a test's
+run as), playbook_runner.py (ansible-playbook and ansible-inventory with this checkout), write_observer.py (what a test's
 modules wrote).
 
 The suite brings what it needs, so the same tests run on every cluster: Node objects of its own, service accounts
@@ -19,7 +19,8 @@ Fixtures:
             cluster with that configuration instead of the default one.
   kubelet_node  a Ready, schedulable node with a kubelet (pods run there), or a skip naming why
   ansible   ansible(tasks, check=False, diff=False, extra_vars=None, env=None, module_defaults=None)
-            -> PlaybookRun with .rc, .results, .result(name), .stdout, .stderr
+            -> PlaybookRun with .rc, .results, .result(name), .stdout, .stderr; .run(plays, inventory) for plays of
+            the test's own
 """
 
 from __future__ import absolute_import, division, print_function
@@ -32,19 +33,16 @@ import os
 import pytest
 
 from tests.support.cluster import (
-    REPO_ROOT, _node_runs_pods, _start_own_control_plane, _use_real_cluster, open_cluster, stop_own_control_plane,
+    _node_runs_pods, _start_own_control_plane, _use_real_cluster, open_cluster, stop_own_control_plane,
     wait_for)
 from tests.support.identities import (
     IDENTITIES, LEAST_PRIVILEGE_SUITES, _RUNNING, create_objects, grant_plugin_namespace, identity_of, identity_user,
     least_privilege, least_privilege_kubeconfig, own_rbac_names, rbac_identity_kubeconfig, rbac_objects)
-from tests.support.playbook_runner import AnsibleRunner
+from tests.support.playbook_runner import AnsibleRunner, collections_path as make_collections_path
 
 # what the test files import from here (the helpers live in tests/support/, one concern a file)
 __all__ = ["LEAST_PRIVILEGE_SUITES", "create_objects", "grant_plugin_namespace", "identity_user", "least_privilege",
            "own_rbac_names", "rbac_identity_kubeconfig", "rbac_objects", "wait_for"]
-
-CACHED_COLLECTIONS = os.path.join(REPO_ROOT, ".cache", "collections")
-
 
 def pytest_unconfigure(config):
     del config
@@ -108,14 +106,7 @@ def kubelet_node(cluster):
 @pytest.fixture(scope="session")
 def collections_path(tmp_path_factory):
     """ansible_collections/kubehw/devices pointing at this checkout (plus the cached test deps)."""
-    root = tmp_path_factory.mktemp("collections")
-    ns = root / "ansible_collections" / "kubehw"
-    ns.mkdir(parents=True)
-    os.symlink(REPO_ROOT, str(ns / "devices"))
-    paths = [str(root)]
-    if os.path.isdir(CACHED_COLLECTIONS):
-        paths.append(CACHED_COLLECTIONS)
-    return os.pathsep.join(paths)
+    return make_collections_path(str(tmp_path_factory.mktemp("collections")))
 
 
 @pytest.fixture

@@ -16,7 +16,6 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import json
-import os
 import uuid
 
 import pytest
@@ -316,7 +315,6 @@ def test_hostile_role_variables_fail_cleanly_and_write_nothing(cluster, ansible)
 def test_two_hosts_naming_one_node_fail_the_role(cluster, ansible, tmp_path):
     """Two inventory hosts with the same extended_resources_node_name would fight over one node."""
     bring_nodes(cluster)
-    import subprocess
     import sys
 
     import yaml
@@ -325,17 +323,13 @@ def test_two_hosts_naming_one_node_fail_the_role(cluster, ansible, tmp_path):
              "vars": {"ansible_python_interpreter": sys.executable, "extended_resources_node_name": NODES[0],
                       "extended_resources_wait": "none"},
              "roles": [{"role": "kubehw.devices.extended_resources"}]}]
-    playbook = tmp_path / "two_hosts.yml"
-    playbook.write_text(yaml.safe_dump(play))
     inventory = tmp_path / "hosts.yml"
     inventory.write_text(yaml.safe_dump({"all": {"hosts": {
         "host-a": {"extended_resources_static": {DONGLE: 1}},
         "host-b": {"extended_resources_static": {DONGLE: 2}}}}}))
     observer = cluster.observe_writes(**WATCHED)
     mark = cluster.mark()
-    cmd = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", str(inventory), str(playbook)]
-    proc = subprocess.run(cmd, env=ansible.env(), cwd=str(tmp_path), capture_output=True, text=True, check=False,
-                          timeout=300)
+    proc = ansible.run(play, inventory=str(inventory))
     output = proc.stdout + proc.stderr
     assert proc.returncode != 0, output
     assert "several hosts of the play name the same node (%s)" % NODES[0] in output, output

@@ -13,36 +13,19 @@ __metaclass__ = type
 import json
 import os
 import re
-import subprocess
-import sys
 
 import pytest
 import yaml
+
+from tests.support.playbook_runner import run_inventory, run_playbook
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DEMO_INVENTORY = os.path.join(REPO_ROOT, "playbooks", "inventory", "demo", "hosts.yml")
 DEMO_PLUGIN_INVENTORY = os.path.join(REPO_ROOT, "playbooks", "inventory", "demo_k8s_nodes", "demo.k8s_nodes.yml")
 STATIC_ANNOTATION = "kubehw.devices/static-resources"
 ALLOCATION_LABEL = "kubehw.devices/gpu-allocation"
-RECAP = re.compile(r"^(\S+)\s+: ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", re.M)
 PLUGIN_GROUPS = ("gpu_nodes", "nvidia_gpu_nodes", "amd_gpu_nodes", "intel_gpu_nodes", "dra_gpu_nodes",
                  "static_resource_nodes")
-
-
-def tool(name):
-    path = os.path.join(os.path.dirname(sys.executable), name)
-    return path if os.path.exists(path) else name
-
-
-def clean_env(collections_path, tmp_path, extra=None):
-    env = dict((k, v) for k, v in os.environ.items()
-               if not (k.startswith("K8S_AUTH_") or k.startswith("ANSIBLE_") or k == "KUBECONFIG"))
-    env.update(ANSIBLE_COLLECTIONS_PATH=collections_path, ANSIBLE_NOCOLOR="1",
-               ANSIBLE_LOCAL_TEMP=str(tmp_path / "ansible-tmp"),
-               # a source the plugin cannot read fails the command instead of leaving an empty inventory
-               ANSIBLE_INVENTORY_UNPARSED_FAILED="1")
-    env.update(extra or {})
-    return env
 
 
 def write_config(tmp_path, name="nodes", **options):
@@ -52,9 +35,7 @@ def write_config(tmp_path, name="nodes", **options):
 
 
 def inventory(collections_path, tmp_path, config, *args, env=None):
-    return subprocess.run([tool("ansible-inventory"), "-i", config] + list(args), cwd=str(tmp_path),
-                          env=clean_env(collections_path, tmp_path, env), capture_output=True, text=True,
-                          timeout=180, check=False)
+    return run_inventory(config, args, str(tmp_path), collections=collections_path, env=env, timeout=180)
 
 
 def plain(value):
@@ -286,15 +267,14 @@ for _node in DEMO_CLUSTER["nodes"]:
 
 
 def site(collections_path, tmp_path, inventory_path, kubeconfig):
-    cmd = [tool("ansible-playbook"), "-i", inventory_path, "kubehw.devices.site", "-e", "kubehw_kubeconfig=%s" % kubeconfig]
-    env = clean_env(collections_path, tmp_path, {"K8S_AUTH_KUBECONFIG": kubeconfig})
-    proc = subprocess.run(cmd, cwd=str(tmp_path), env=env, capture_output=True, text=True, timeout=600, check=False)
+    proc = run_playbook("kubehw.devices.site", str(tmp_path), inventory=inventory_path, collections=collections_path,
+                        kubeconfig=kubeconfig, extra_vars={"kubehw_kubeconfig": kubeconfig}, timeout=600)
     assert proc.returncode == 0, proc.stdout[-5000:] + proc.stderr[-3000:]
     plays = {}
     for block in proc.stdout.split("\nPLAY [")[1:]:
         title = block.split("]", 1)[0]
         plays[title] = set(re.findall(r"^(?:ok|changed): \[([^\]]+)\]", block, re.M))
-    recap = dict((m.group(1), int(m.group(3))) for m in RECAP.finditer(proc.stdout))
+    recap = dict((host, counts["changed"]) for host, counts in proc.recap().items())
     return plays, recap, proc
 
 

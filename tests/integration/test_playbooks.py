@@ -17,13 +17,14 @@ import glob
 import json
 import os
 import re
-import subprocess
 import sys
 import threading
 import time
 
 import pytest
 import yaml
+
+from tests.support.playbook_runner import run_playbook
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 INVENTORY = os.path.join(REPO_ROOT, "playbooks", "inventory", "demo", "hosts.yml")
@@ -44,36 +45,17 @@ for _node in CONFIG["nodes"]:
 CONFIG["nodes"].append({"name": "gpu-node-3", "labels": {"feature.node.kubernetes.io/pci-10de.present": "true",
                                                          ALLOCATION_LABEL: "dra"},
                         "inventory": {"nvidia.com/gpu": 2}})
-RECAP = re.compile(r"^(\S+)\s+: ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", re.M)
 
 pytestmark = pytest.mark.simcluster_config(CONFIG)
 
 
-def playbook_env(collections_path, tmp_path, extra=None):
-    env = dict((k, v) for k, v in os.environ.items()
-               if not (k.startswith("K8S_AUTH_") or k.startswith("ANSIBLE_") or k == "KUBECONFIG"))
-    env.update(ANSIBLE_COLLECTIONS_PATH=collections_path, ANSIBLE_NOCOLOR="1",
-               ANSIBLE_LOCAL_TEMP=str(tmp_path / "ansible-tmp"), ANSIBLE_RETRY_FILES_ENABLED="0")
-    env.update(extra or {})
-    return env
-
-
 def play(collections_path, tmp_path, playbook, kubeconfig=None, check=False, env=None, extra_vars=None,
          inventory=INVENTORY):
-    cmd = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", inventory,
-           "kubehw.devices.%s" % playbook]
-    if not os.path.exists(cmd[0]):
-        cmd[0] = "ansible-playbook"
-    if kubeconfig:
-        cmd += ["-e", "kubehw_kubeconfig=%s" % kubeconfig]
-    for key, value in (extra_vars or {}).items():
-        cmd += ["-e", json.dumps({key: value})]
-    if check:
-        cmd.append("--check")
-    proc = subprocess.run(cmd, cwd=str(tmp_path), env=playbook_env(collections_path, tmp_path, env),
-                          capture_output=True, text=True, timeout=600, check=False)
-    recap = dict((m.group(1), dict(ok=int(m.group(2)), changed=int(m.group(3)), failed=int(m.group(5))))
-                 for m in RECAP.finditer(proc.stdout))
+    variables = dict({"kubehw_kubeconfig": kubeconfig} if kubeconfig else {}, **(extra_vars or {}))
+    proc = run_playbook("kubehw.devices.%s" % playbook, str(tmp_path), inventory=inventory,
+                        collections=collections_path, env=env, extra_vars=variables, check=check, timeout=600)
+    recap = dict((host, dict(ok=counts["ok"], changed=counts["changed"], failed=counts["failed"]))
+                 for host, counts in proc.recap().items())
     return proc, recap
 
 
@@ -412,9 +394,9 @@ def rollout_inventory(tmp_path, cluster):
         "name": "Cache the facts of a Debian 12 host",
         "ansible.builtin.set_fact": dict(facts, cacheable=True)}]}]
     _write(str(tmp_path / "seed.yml"), yaml.safe_dump(seed))
-    subprocess.run([os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", str(tmp_path / "rollout.yml"),
-                    str(tmp_path / "seed.yml")], env=playbook_env("", tmp_path, env), check=True,
-                   capture_output=True, timeout=120)
+    seeded = run_playbook(str(tmp_path / "seed.yml"), str(tmp_path), inventory=str(tmp_path / "rollout.yml"), env=env,
+                          timeout=120)
+    assert seeded.returncode == 0, seeded.output()
     return str(tmp_path / "rollout.yml"), env
 
 

@@ -14,12 +14,12 @@ __metaclass__ = type
 
 import json
 import os
-import shutil
-import subprocess
 import sys
 
 import pytest
 import yaml
+
+from tests.support import playbook_runner
 
 # One xdist worker takes every test of this file (make's pytest stages run --dist loadgroup): the
 # module-scoped `planned` fixture is one ansible-playbook run of tens of CPU seconds, which every
@@ -27,7 +27,6 @@ import yaml
 # roles lane on a loaded 2-core machine it took more than pytest.ini's 300 s (measured 2026-11-23).
 pytestmark = [pytest.mark.xdist_group('nvidia_driver_plan'), pytest.mark.timeout(900)]
 
-COLLECTION_ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..', '..'))
 UPSTREAM = 'https://developer.download.nvidia.com/compute/cuda/repos'
 
 
@@ -137,47 +136,6 @@ PLAYBOOK = FAKE_FACTS_PLAY % 'Plan the NVIDIA driver per fake distribution' + ""
 """
 
 
-# Test equipment: records every task result as one JSON line (the json stdout callback lives in
-# ansible.posix, which a bare ansible-core install does not have).
-RECORDER = """
-from __future__ import absolute_import, division, print_function
-__metaclass__ = type
-
-import json
-import os
-
-from ansible.plugins.callback import CallbackBase
-
-
-class CallbackModule(CallbackBase):
-    CALLBACK_VERSION = 2.0
-    CALLBACK_TYPE = 'notification'
-    CALLBACK_NAME = 'kubehw_record'
-    CALLBACK_NEEDS_ENABLED = True
-
-    def _record(self, status, result):
-        data = getattr(result, 'result', None)
-        if data is None:
-            data = result._result
-        line = {'status': status, 'host': result._host.get_name(), 'task': result._task.get_name(),
-                'result': json.loads(self._dump_results(data))}
-        with open(os.environ['KUBEHW_RECORD'], 'a') as f:
-            f.write(json.dumps(line) + '\\n')
-
-    def v2_runner_on_ok(self, result, **kwargs):
-        self._record('ok', result)
-
-    def v2_runner_on_failed(self, result, ignore_errors=False, **kwargs):
-        self._record('ignored' if ignore_errors else 'failed', result)
-
-    def v2_runner_on_skipped(self, result, **kwargs):
-        self._record('skipped', result)
-
-    def v2_runner_on_unreachable(self, result, **kwargs):
-        self._record('unreachable', result)
-"""
-
-
 def write(path, content, mode=0o644):
     parent = os.path.dirname(path)
     if not os.path.isdir(parent):
@@ -201,14 +159,6 @@ def make_sysfs(root, with_gpu):
         write(os.path.join(pci, '0000:17:00.0', 'device'), '0x2330\n')
         write(os.path.join(pci, '0000:17:00.0', 'class'), '0x030200\n')
     return root
-
-
-def make_collections(base):
-    """ansible_collections/kubehw/devices pointing at this checkout, so the role and module under test are ours."""
-    devices = os.path.join(base, 'ansible_collections', 'kubehw')
-    os.makedirs(devices)
-    os.symlink(COLLECTION_ROOT, os.path.join(devices, 'devices'))
-    return base
 
 
 def run_playbook(tmp, hosts, playbook, extra_args=(), fake_smi=None):
@@ -244,30 +194,11 @@ def run_playbook(tmp, hosts, playbook, extra_args=(), fake_smi=None):
     write(os.path.join(tmp, 'inventory.yml'), yaml.safe_dump(inventory))
     write(os.path.join(tmp, 'playbook.yml'), playbook)
 
-    write(os.path.join(tmp, 'callbacks', 'kubehw_record.py'), RECORDER)
-    record = os.path.join(tmp, 'record.jsonl')
-    env = dict(os.environ)
-    env.update({
-        'ANSIBLE_COLLECTIONS_PATH': make_collections(os.path.join(tmp, 'collections')),
-        'ANSIBLE_CALLBACK_PLUGINS': os.path.join(tmp, 'callbacks'),
-        'ANSIBLE_CALLBACKS_ENABLED': 'kubehw_record',
-        'KUBEHW_RECORD': record,
-        'ANSIBLE_FORKS': '8',
-        'ANSIBLE_NOCOLOR': '1',
-        'ANSIBLE_LOCAL_TEMP': os.path.join(tmp, 'ansible-local'),
-        'ANSIBLE_REMOTE_TEMP': os.path.join(tmp, 'ansible-remote'),
-        'ANSIBLE_RETRY_FILES_ENABLED': '0',
-    })
-    # The ansible-playbook installed with this Python, so both use the same ansible-core.
-    playbook_cmd = shutil.which('ansible-playbook', path=os.path.dirname(sys.executable)) or 'ansible-playbook'
-    proc = subprocess.run(
-        [playbook_cmd, '-i', os.path.join(tmp, 'inventory.yml'), os.path.join(tmp, 'playbook.yml')]
-        + list(extra_args),
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=900, check=False, cwd=tmp)
-    events = []
-    if os.path.exists(record):
-        with open(record) as f:
-            events = [json.loads(line) for line in f if line.strip()]
+    proc = playbook_runner.run_playbook(os.path.join(tmp, 'playbook.yml'), tmp, inventory=os.path.join(tmp, 'inventory.yml'),
+                                        env={'ANSIBLE_FORKS': '8'}, args=extra_args, timeout=900)
+    # every task result, as the kubehw_results callback recorded it
+    events = [{'status': 'ignored' if r.get('ignore_errors') else r['_outcome'], 'host': r['_host'], 'task': r['task'],
+               'result': r} for r in proc.results]
     assert events, 'ansible-playbook recorded nothing (rc %s): %s\n%s' % (proc.returncode, proc.stdout, proc.stderr)
     plans = {}
     for name in os.listdir(out):
@@ -286,7 +217,7 @@ def planned(tmp_path_factory):
 
 def plan_of(planned, host):
     proc, dummy, plans, failures = planned
-    assert host in plans, 'no plan for %s; failure: %s\n%s' % (host, failures.get(host), proc.stderr.decode())
+    assert host in plans, 'no plan for %s; failure: %s\n%s' % (host, failures.get(host), proc.stderr)
     return plans[host]['plan']
 
 

@@ -22,12 +22,12 @@ import sys
 import pytest
 import yaml
 
+from tests.support import playbook_runner
+
 # One xdist worker takes every test of this file (make's pytest stages run --dist loadgroup): the module-scoped
 # `applied` fixture is one ansible-playbook run that every worker given a test of this file would repeat; its
 # first test's budget holds that run on a loaded 2-core machine, as test_nvidia_driver's does.
 pytestmark = [pytest.mark.xdist_group('repo_keys'), pytest.mark.timeout(900)]
-
-COLLECTION_ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..', '..'))
 
 TASKS = """
   tasks:
@@ -118,28 +118,14 @@ def run_role(tmp, hosts, check_hosts):
     }, 'children': {'apply': {'hosts': hosts}, 'check': {'hosts': check_hosts}}}}
     write(os.path.join(tmp, 'inventory.yml'), yaml.safe_dump(inventory))
     write(os.path.join(tmp, 'playbook.yml'), PLAYBOOK)
-    collections = os.path.join(tmp, 'collections', 'ansible_collections', 'kubehw')
-    os.makedirs(collections)
-    os.symlink(COLLECTION_ROOT, os.path.join(collections, 'devices'))
-    env = dict(os.environ)
-    env.update({
-        'ANSIBLE_COLLECTIONS_PATH': os.path.join(tmp, 'collections'),
-        'ANSIBLE_FORKS': '8',
-        'ANSIBLE_NOCOLOR': '1',
-        'ANSIBLE_LOCAL_TEMP': os.path.join(tmp, 'ansible-local'),
-        'ANSIBLE_REMOTE_TEMP': os.path.join(tmp, 'ansible-remote'),
-        'ANSIBLE_RETRY_FILES_ENABLED': '0',
-    })
-    playbook_cmd = shutil.which('ansible-playbook', path=os.path.dirname(sys.executable)) or 'ansible-playbook'
-    proc = subprocess.run(
-        # --diff: diff mode shows a key's change as its fingerprints before and after
-        [playbook_cmd, '--diff', '-i', os.path.join(tmp, 'inventory.yml'), os.path.join(tmp, 'playbook.yml')],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=900, check=False, cwd=tmp)
-    write(os.path.join(tmp, 'run.log'), proc.stdout.decode())
+    # --diff: diff mode shows a key's change as its fingerprints before and after
+    proc = playbook_runner.run_playbook(os.path.join(tmp, 'playbook.yml'), tmp, inventory=os.path.join(tmp, 'inventory.yml'),
+                                        env={'ANSIBLE_FORKS': '8'}, diff=True, timeout=900)
+    write(os.path.join(tmp, 'run.log'), proc.stdout)
     records = {}
     for name in os.listdir(out):
         records[name[:-len('.json')]] = json.loads(read(os.path.join(out, name)))
-    assert set(records) == set(hosts) | set(check_hosts), 'rc %s\n%s\n%s' % (proc.returncode, proc.stdout.decode(), proc.stderr.decode())
+    assert set(records) == set(hosts) | set(check_hosts), 'rc %s\n%s\n%s' % (proc.returncode, proc.stdout, proc.stderr)
     return records
 
 

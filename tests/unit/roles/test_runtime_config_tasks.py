@@ -15,14 +15,13 @@ __metaclass__ = type
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tomllib
 
 import pytest
-import yaml
 
 from ansible_collections.kubehw.devices.plugins.filter import runtime_dropins
+from tests.support.playbook_runner import run_playbook
 
 # One xdist worker takes every test of this file (make's pytest stages run --dist loadgroup): the
 # module-scoped `run` fixture is one ansible-playbook run of tens of CPU seconds, which every
@@ -30,9 +29,7 @@ from ansible_collections.kubehw.devices.plugins.filter import runtime_dropins
 # roles lane on a loaded 2-core machine it took more than pytest.ini's 300 s (measured 2026-11-23).
 pytestmark = [pytest.mark.xdist_group('runtime_config_tasks'), pytest.mark.timeout(900)]
 
-COLLECTION_ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..', '..'))
 FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'fixtures')
-TEST_COLLECTIONS = os.path.join(COLLECTION_ROOT, '.cache', 'collections')
 
 
 # Handlers run in check mode too: systemd_service asks systemctl about the unit, then only says it
@@ -50,44 +47,20 @@ def write(path, text, mode=0o644):
 
 def play(tmp, tasks, extra_vars=None, fake_bin=None, check=True):
     """Run tasks on localhost; return {task name: result} of the last result of each task."""
-    if not os.path.isdir(os.path.join(TEST_COLLECTIONS, 'ansible_collections', 'ansible', 'posix')):
-        pytest.fail('ansible.posix (json callback) is missing from .cache/collections: run make setup')
-    collections = os.path.join(tmp, 'collections')
-    os.makedirs(os.path.join(collections, 'ansible_collections', 'kubehw'))
-    os.symlink(COLLECTION_ROOT, os.path.join(collections, 'ansible_collections', 'kubehw', 'devices'))
     bin_dir = os.path.join(tmp, 'bin')
     os.makedirs(bin_dir)
     for name, script in dict(FAKE_BIN, **(fake_bin or {})).items():
         write(os.path.join(bin_dir, name), script, 0o755)
     playbook = [{'name': 'Play the tasks under test', 'hosts': 'localhost', 'gather_facts': False,
                  'vars': dict(extra_vars or {}, ansible_python_interpreter=sys.executable), 'tasks': tasks}]
-    write(os.path.join(tmp, 'playbook.yml'), yaml.safe_dump(playbook, sort_keys=False))
-    env = dict(os.environ)
-    env.update({
-        'ANSIBLE_COLLECTIONS_PATH': collections + os.pathsep + TEST_COLLECTIONS,
-        'ANSIBLE_STDOUT_CALLBACK': 'ansible.posix.json',
-        'ANSIBLE_NOCOLOR': '1',
-        'ANSIBLE_LOCAL_TEMP': os.path.join(tmp, 'ansible-local'),
-        'ANSIBLE_REMOTE_TEMP': os.path.join(tmp, 'ansible-remote'),
-        'ANSIBLE_RETRY_FILES_ENABLED': '0',
-        # No crio, docker or containerd of the machine running the tests: only the fakes.
-        'PATH': bin_dir + os.pathsep + '/usr/sbin:/usr/bin:/sbin:/bin',
-    })
-    command = shutil.which('ansible-playbook', path=os.path.dirname(sys.executable)) or 'ansible-playbook'
-    args = [command, '-i', 'localhost,', '-c', 'local', os.path.join(tmp, 'playbook.yml'), '--diff']
-    if check:
-        args.append('--check')
+    # No crio, docker or containerd of the machine running the tests: only the fakes.
+    env = {'PATH': bin_dir + os.pathsep + '/usr/sbin:/usr/bin:/sbin:/bin'}
     # About 50 s of CPU; on a loaded 2-core machine (molecule booting a target beside it) it took over 4 minutes.
-    proc = subprocess.run(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=900, check=False, cwd=tmp)
-    try:
-        report = json.loads(proc.stdout)
-    except ValueError:
-        pytest.fail('ansible-playbook did not answer JSON (rc %s): %s\n%s' % (proc.returncode, proc.stdout[-3000:], proc.stderr[-3000:]))
-    ordered = []
-    for entry in report['plays'][0]['tasks']:
-        for result in entry['hosts'].values():
-            # "role : task" for the tasks of an included role
-            ordered.append((entry['task']['name'].split(' : ')[-1], result))
+    proc = run_playbook(playbook, tmp, env=env, args=['-c', 'local'], diff=True, check=check, timeout=900)
+    if not proc.results:
+        pytest.fail('ansible-playbook recorded no result (rc %s): %s\n%s' % (proc.returncode, proc.stdout[-3000:], proc.stderr[-3000:]))
+    # "role : task" for the tasks of an included role
+    ordered = [(result['task'].split(' : ')[-1], result) for result in proc.results]
     failed = dict((name, r.get('msg')) for name, r in ordered if r.get('failed'))
     return proc.returncode, failed, Results(ordered)
 
