@@ -191,43 +191,15 @@ def containerd_nvidia_dropin(base_dump, runtime_name='nvidia', binary_name='/usr
     systemd_cgroup: None mirrors the host's low-level runtime (see low_level_runtime), a boolean forces the value.
     version and plugin describe the drop-in; dump_version is 2 on containerd 1.x and 3 on 2.x.
     """
-    if not isinstance(base_dump, str):
-        raise DropinError('containerd_nvidia_dropin takes the text of containerd config dump, not %s'
-                          % type(base_dump).__name__)
-    config = parse_toml(base_dump, 'the output of containerd config dump')
-    dump_version = config.get('version', 1)
-    if dump_version not in CRI_RUNTIME_PLUGIN:
-        raise DropinError('containerd config version %r is not supported (supported: 2 and 3); '
-                          'upgrade containerd to 1.5 or later' % (dump_version,))
-    host_cri = config.get('plugins', {}).get(CRI_RUNTIME_PLUGIN[dump_version], {})
+    dump_version, host_cri = _host_cri_table(base_dump)
     source_name, source = low_level_runtime(host_cri.get('containerd', {}))
     host_systemd_cgroup = bool(source.get('options', {}).get('SystemdCgroup', False))
-
-    # The nvidia runtime is the host's low-level runtime with another binary, as NVIDIA's own tool does it.
-    nvidia = copy.deepcopy(source)
-    nvidia['runtime_type'] = 'io.containerd.runc.v2'
-    options = nvidia.setdefault('options', {})
-    options['BinaryName'] = binary_name
-    options['SystemdCgroup'] = host_systemd_cgroup if systemd_cgroup is None else bool(systemd_cgroup)
-
+    nvidia = _nvidia_runtime(source, binary_name, host_systemd_cgroup if systemd_cgroup is None else bool(systemd_cgroup))
     if dump_version == 2:
-        # containerd 1.x: the whole CRI table, because the drop-in's table replaces the host's.
-        version = dump_version
-        cri = copy.deepcopy(host_cri)
-        containerd = cri.setdefault('containerd', {})
-        for name in DEPRECATED_RUNTIME_TABLES:
-            if not containerd.get(name, {}).get('runtime_type'):
-                containerd.pop(name, None)
-        header = ('# It repeats the host\'s CRI runtime settings because containerd before 1.7 replaces\n'
-                  '# a whole plugin table from an imported file. Re-run the role after changing them.\n')
+        version, cri, header = _containerd1_cri_table(host_cri)
     else:
-        # containerd 2.x: only what we add, in the main file's version and layout. The runtime table
-        # is written as the dump shows it; under version 2 it is migrated with the rest of the CRI table.
-        version = _main_version(main_config, dump_version)
-        cri = {}
-        containerd = cri.setdefault('containerd', {})
-        header = ('# containerd 2 merges it key by key into the host\'s settings. Its version is the main\n'
-                  '# file\'s: containerd 2.1 would otherwise not migrate the main file\'s settings.\n')
+        version, cri, header = _containerd2_cri_table(main_config, dump_version)
+    containerd = cri.setdefault('containerd', {})
     containerd.setdefault('runtimes', {})[runtime_name] = nvidia
 
     # Without default_runtime the host's own default stays (copied unchanged on containerd 1.x).
@@ -246,10 +218,54 @@ def containerd_nvidia_dropin(base_dump, runtime_name='nvidia', binary_name='/usr
         'version': version,
         'plugin': plugin,
         'dump_version': dump_version,
-        'systemd_cgroup': options['SystemdCgroup'],
+        'systemd_cgroup': nvidia['options']['SystemdCgroup'],
         'host_systemd_cgroup': host_systemd_cgroup,
         'source_runtime': source_name,
     }
+
+
+def _host_cri_table(base_dump):
+    """(config version, the CRI runtime plugin's table) of ``containerd config dump``."""
+    if not isinstance(base_dump, str):
+        raise DropinError('containerd_nvidia_dropin takes the text of containerd config dump, not %s'
+                          % type(base_dump).__name__)
+    config = parse_toml(base_dump, 'the output of containerd config dump')
+    dump_version = config.get('version', 1)
+    if dump_version not in CRI_RUNTIME_PLUGIN:
+        raise DropinError('containerd config version %r is not supported (supported: 2 and 3); '
+                          'upgrade containerd to 1.5 or later' % (dump_version,))
+    return dump_version, config.get('plugins', {}).get(CRI_RUNTIME_PLUGIN[dump_version], {})
+
+
+def _nvidia_runtime(source, binary_name, systemd_cgroup):
+    """The nvidia runtime is the host's low-level runtime with another binary, as NVIDIA's own tool does it."""
+    nvidia = copy.deepcopy(source)
+    nvidia['runtime_type'] = 'io.containerd.runc.v2'
+    options = nvidia.setdefault('options', {})
+    options['BinaryName'] = binary_name
+    options['SystemdCgroup'] = systemd_cgroup
+    return nvidia
+
+
+def _containerd1_cri_table(host_cri):
+    """containerd 1.x: (version, the whole CRI table, header), because the drop-in's table replaces the host's."""
+    cri = copy.deepcopy(host_cri)
+    containerd = cri.setdefault('containerd', {})
+    for name in DEPRECATED_RUNTIME_TABLES:
+        if not containerd.get(name, {}).get('runtime_type'):
+            containerd.pop(name, None)
+    header = ('# It repeats the host\'s CRI runtime settings because containerd before 1.7 replaces\n'
+              '# a whole plugin table from an imported file. Re-run the role after changing them.\n')
+    return 2, cri, header
+
+
+def _containerd2_cri_table(main_config, dump_version):
+    """containerd 2.x: (version, an empty CRI table, header): only what we add, in the main file's version and
+    layout. The runtime table is written as the dump shows it; under version 2 it is migrated with the rest of the
+    CRI table."""
+    header = ('# containerd 2 merges it key by key into the host\'s settings. Its version is the main\n'
+              '# file\'s: containerd 2.1 would otherwise not migrate the main file\'s settings.\n')
+    return _main_version(main_config, dump_version), {}, header
 
 
 # CRI-O ------------------------------------------------------------------------------------------

@@ -176,6 +176,16 @@ def check_options(options):
     """Refuse what cannot work, before the first request. ``options`` maps option name to value (None when unset).
     Returns the options with the compiled name pattern under ``name_regex``."""
     checked = dict(options)
+    _check_selectors(options)
+    checked["name_regex"] = _name_regex(options.get("name_pattern"))
+    _check_address_types(options.get("address_types"))
+    _check_page_size(options.get("page_size"))
+    _check_keys_and_grouping_rule(options)
+    _check_connection_options(options)
+    return checked
+
+
+def _check_selectors(options):
     for option in ("label_selectors", "field_selectors"):
         value = options.get(option)
         if value is None:
@@ -187,17 +197,22 @@ def check_options(options):
             problem = selector_problem(term)
             if problem:
                 raise ConfigProblem("%s entry %r %s" % (option, term, problem))
-    pattern = options.get("name_pattern")
-    checked["name_regex"] = None
-    if pattern is not None:
-        if not isinstance(pattern, str) or not pattern.strip():
-            raise ConfigProblem("name_pattern %r must be a non-blank regular expression; leave it out to take every "
-                                "node name" % (pattern,))
-        try:
-            checked["name_regex"] = re.compile(pattern)
-        except re.error as exc:
-            raise ConfigProblem("name_pattern %r is not a Python regular expression: %s" % (pattern, exc))
-    types = options.get("address_types")
+
+
+def _name_regex(pattern):
+    """name_pattern compiled, or None when it is not set."""
+    if pattern is None:
+        return None
+    if not isinstance(pattern, str) or not pattern.strip():
+        raise ConfigProblem("name_pattern %r must be a non-blank regular expression; leave it out to take every "
+                            "node name" % (pattern,))
+    try:
+        return re.compile(pattern)
+    except re.error as exc:
+        raise ConfigProblem("name_pattern %r is not a Python regular expression: %s" % (pattern, exc))
+
+
+def _check_address_types(types):
     if not types:
         raise ConfigProblem("address_types must list at least one of %s" % ", ".join(ADDRESS_TYPES))
     for kind in types:
@@ -206,9 +221,15 @@ def check_options(options):
                                 % (kind, ", ".join(ADDRESS_TYPES)))
     if len(set(types)) != len(types):
         raise ConfigProblem("address_types %s names a type twice" % list(types))
-    page_size = options.get("page_size")
+
+
+def _check_page_size(page_size):
     if isinstance(page_size, bool) or not isinstance(page_size, int) or page_size < 1:
         raise ConfigProblem("page_size %r must be a whole number of at least 1" % (page_size,))
+
+
+def _check_keys_and_grouping_rule(options):
+    """allocation_label and static_resources_annotation, and the static_resource_nodes conditional."""
     for option in ("allocation_label", "static_resources_annotation"):
         problem = label_key_problem(options.get(option))
         if problem:
@@ -217,6 +238,10 @@ def check_options(options):
     if not isinstance(rule, str) or not rule.strip():
         raise ConfigProblem("static_resource_nodes %r must be a Jinja2 conditional, e.g. "
                             "'extended_resources_static is defined'" % (rule,))
+
+
+def _check_connection_options(options):
+    """request_timeout and proxy_headers (the other connection options are the client's to check)."""
     timeout = options.get("request_timeout")
     if timeout is not None and not timeout > 0:
         raise ConfigProblem("request_timeout %r must be a number of seconds above 0" % (timeout,))
@@ -227,7 +252,6 @@ def check_options(options):
     if unknown:
         raise ConfigProblem("proxy_headers has unknown key%s %s: use %s" % (
             "s" if len(unknown) > 1 else "", ", ".join(repr(k) for k in unknown), ", ".join(allowed)))
-    return checked
 
 
 def unknown_keys(config, known):

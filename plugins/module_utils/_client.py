@@ -293,25 +293,22 @@ def build_configuration(auth):
     if not import_kubernetes():
         raise KubeHwError(missing_required_lib("kubernetes"), reason="MissingLibrary")
     cfg = kubernetes.client.Configuration()
-    kubeconfig = auth.get("kubeconfig")
+    _load_connection_settings(cfg, auth)
+    _apply_server_and_credentials(cfg, auth)
+    _apply_tls_and_proxy(cfg, auth)
+    # Our own retry loop decides; urllib3's hidden retries would blur request counts.
+    cfg.retries = False
+    if not cfg.host:
+        raise KubeHwError(
+            "No Kubernetes API server to talk to: set kubeconfig, host or K8S_AUTH_HOST.", reason="ConfigError")
+    return cfg
+
+
+def _load_connection_settings(cfg, auth):
+    """Load the kubeconfig, the in-cluster service account or the default kubeconfig into cfg; a KubeHwError
+    (ConfigError) names what could not be loaded."""
     try:
-        if isinstance(kubeconfig, dict):
-            kubernetes.config.load_kube_config_from_dict(
-                kubeconfig, context=auth.get("context"), client_configuration=cfg, persist_config=False)
-        elif kubeconfig:
-            path = os.path.expanduser(to_native(kubeconfig))
-            if not os.path.exists(path):
-                raise KubeHwError("kubeconfig file %s does not exist" % path, reason="ConfigError")
-            kubernetes.config.load_kube_config(
-                config_file=path, context=auth.get("context"), client_configuration=cfg, persist_config=False)
-        elif not auth.get("host"):
-            try:
-                kubernetes.config.load_incluster_config(client_configuration=cfg)
-            except ConfigException:
-                # The client reads $KUBECONFIG at import time; read it now instead.
-                default = os.environ.get("KUBECONFIG") or os.path.expanduser("~/.kube/config")
-                kubernetes.config.load_kube_config(
-                    config_file=default, context=auth.get("context"), client_configuration=cfg, persist_config=False)
+        _load_kubeconfig_or_in_cluster(cfg, auth)
     except ConfigException as exc:
         raise KubeHwError(
             "Could not load Kubernetes connection settings: %s. Set kubeconfig, or host with "
@@ -319,6 +316,30 @@ def build_configuration(auth):
     except (IOError, OSError, ValueError, TypeError) as exc:
         raise KubeHwError("Could not read the kubeconfig: %s" % to_native(exc), reason="ConfigError")
 
+
+def _load_kubeconfig_or_in_cluster(cfg, auth):
+    kubeconfig = auth.get("kubeconfig")
+    if isinstance(kubeconfig, dict):
+        kubernetes.config.load_kube_config_from_dict(
+            kubeconfig, context=auth.get("context"), client_configuration=cfg, persist_config=False)
+    elif kubeconfig:
+        path = os.path.expanduser(to_native(kubeconfig))
+        if not os.path.exists(path):
+            raise KubeHwError("kubeconfig file %s does not exist" % path, reason="ConfigError")
+        kubernetes.config.load_kube_config(
+            config_file=path, context=auth.get("context"), client_configuration=cfg, persist_config=False)
+    elif not auth.get("host"):
+        try:
+            kubernetes.config.load_incluster_config(client_configuration=cfg)
+        except ConfigException:
+            # The client reads $KUBECONFIG at import time; read it now instead.
+            default = os.environ.get("KUBECONFIG") or os.path.expanduser("~/.kube/config")
+            kubernetes.config.load_kube_config(
+                config_file=default, context=auth.get("context"), client_configuration=cfg, persist_config=False)
+
+
+def _apply_server_and_credentials(cfg, auth):
+    """host, api_key, username and password, over what the kubeconfig set."""
     if auth.get("host"):
         cfg.host = auth["host"].rstrip("/")
     if auth.get("api_key"):
@@ -333,6 +354,10 @@ def build_configuration(auth):
         cfg.username = auth["username"]
     if auth.get("password"):
         cfg.password = auth["password"]
+
+
+def _apply_tls_and_proxy(cfg, auth):
+    """ca_cert, client_cert, client_key, validate_certs and the proxy options, over what the kubeconfig set."""
     if auth.get("ca_cert"):
         cfg.ssl_ca_cert = auth["ca_cert"]
     if auth.get("client_cert"):
@@ -348,12 +373,26 @@ def build_configuration(auth):
     if auth.get("proxy_headers"):
         headers = dict((k, v) for k, v in auth["proxy_headers"].items() if v)
         cfg.proxy_headers = urllib3.util.make_headers(**headers)
-    # Our own retry loop decides; urllib3's hidden retries would blur request counts.
-    cfg.retries = False
-    if not cfg.host:
-        raise KubeHwError(
-            "No Kubernetes API server to talk to: set kubeconfig, host or K8S_AUTH_HOST.", reason="ConfigError")
-    return cfg
+
+
+def _drop_content_type_older_clients_lack(kwargs, what):
+    """Before kubernetes 36.0.0 a generated call takes no ``_content_type`` and sends JSON patch: leave it out when it
+    is JSON patch, refuse any other type."""
+    if "_content_type" in kwargs and not ACCEPTS_CONTENT_TYPE:
+        content_type = kwargs.pop("_content_type")
+        if content_type != JSON_PATCH:
+            raise KubeHwError("Failed to %s: sending %s needs the kubernetes Python library 36.0.0 or later, "
+                              "found %s" % (what, content_type, kubernetes.__version__), reason="MissingLibrary")
+
+
+def _backoff(attempt):
+    """Seconds before retry number ``attempt`` (1, 2, ...): doubling from RETRY_BASE_DELAY up to RETRY_MAX_DELAY."""
+    return min(RETRY_MAX_DELAY, RETRY_BASE_DELAY * (2 ** (attempt - 1)))
+
+
+def _jittered_backoff(attempt):
+    """_backoff, spread by a quarter either way so that clients retrying together do not stay in step."""
+    return _backoff(attempt) * random.uniform(0.75, 1.25)
 
 
 def _status_body(exc):
@@ -459,11 +498,7 @@ class KubeClient(object):
         what = kwargs.pop("what", None) or getattr(fn, "__name__", "call the Kubernetes API").replace("_", " ")
         create = kwargs.pop("create", False)
         kwargs.setdefault("_request_timeout", self.request_timeout)
-        if "_content_type" in kwargs and not ACCEPTS_CONTENT_TYPE:
-            content_type = kwargs.pop("_content_type")
-            if content_type != JSON_PATCH:
-                raise KubeHwError("Failed to %s: sending %s needs the kubernetes Python library 36.0.0 or later, "
-                                  "found %s" % (what, content_type, kubernetes.__version__), reason="MissingLibrary")
+        _drop_content_type_older_clients_lack(kwargs, what)
         started = time.monotonic()
         attempt = 0
         # whether an earlier attempt may have been applied although its answer was lost
@@ -502,8 +537,7 @@ class KubeClient(object):
                     raise error
                 lost_answer = lost_answer or not _never_sent(exc)
             if delay is None:
-                delay = min(RETRY_MAX_DELAY, RETRY_BASE_DELAY * (2 ** (attempt - 1)))
-                delay *= random.uniform(0.75, 1.25)
+                delay = _jittered_backoff(attempt)
             if time.monotonic() - started + delay > self.retry_deadline:
                 error.msg += " (gave up after %d attempts in %.1fs)" % (attempt, time.monotonic() - started)
                 raise error
@@ -557,7 +591,7 @@ class KubeClient(object):
                 return found
             if find is None:
                 raise ambiguous
-            delay = min(RETRY_MAX_DELAY, RETRY_BASE_DELAY * (2 ** (attempt - 1))) * random.uniform(0.75, 1.25)
+            delay = _jittered_backoff(attempt)
             if time.monotonic() - started + delay > self.retry_deadline:
                 ambiguous.msg += (" (the object was not found after %d attempts in %.1fs)"
                                   % (attempt, time.monotonic() - started))
@@ -721,7 +755,7 @@ class KubeClient(object):
             last_problem = value
             errors += 1
             if delay is None:
-                delay = min(RETRY_MAX_DELAY, RETRY_BASE_DELAY * (2 ** (errors - 1)))
+                delay = _backoff(errors)
             self._sleep(max(0.0, min(delay, deadline - time.monotonic())))
 
     def _follow(self, list_fn, predicate, objects, resource_version, deadline, what, list_kwargs):

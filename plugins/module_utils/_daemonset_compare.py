@@ -1,7 +1,8 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) kubehw.devices contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Device-plugin DaemonSets: the defaults kube-apiserver fills in, and the semantic comparison with the live object.
+"""DaemonSets (device_plugin_deploy's and dra_driver_deploy's): the defaults kube-apiserver fills in, and the semantic
+comparison with the live object.
 
 Private to the collection."""
 
@@ -16,7 +17,7 @@ from ansible_collections.kubehw.devices.plugins.module_utils._extended_resources
     escape_pointer,
     quantity_value,
 )
-from ansible_collections.kubehw.devices.plugins.module_utils._daemonset_manifest import default_pull_policy
+from ansible_collections.kubehw.devices.plugins.module_utils._pod_spec import default_pull_policy
 from ansible_collections.kubehw.devices.plugins.module_utils._k8s_objects import stale_keys
 
 _MISSING = object()

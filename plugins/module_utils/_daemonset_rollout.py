@@ -10,7 +10,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.kubehw.devices.plugins.module_utils._extended_resources import quantity_value
-from ansible_collections.kubehw.devices.plugins.module_utils._daemonset_manifest import NAME_LABEL
+from ansible_collections.kubehw.devices.plugins.module_utils._pod_spec import NAME_LABEL
 from ansible_collections.kubehw.devices.plugins.module_utils._k8s_objects import (
     MANAGED_BY,
     MANAGED_BY_LABEL,

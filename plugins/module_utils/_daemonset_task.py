@@ -17,10 +17,8 @@ import time
 from ansible_collections.kubehw.devices.plugins.module_utils import _daemonset_compare as compare
 from ansible_collections.kubehw.devices.plugins.module_utils import _daemonset_rollout as ds_rollout
 from ansible_collections.kubehw.devices.plugins.module_utils._client import KubeHwError
-from ansible_collections.kubehw.devices.plugins.module_utils._daemonset_manifest import (
-    COMPONENT_LABEL,
-    RESOURCES_ANNOTATION,
-)
+from ansible_collections.kubehw.devices.plugins.module_utils._daemonset_manifest import RESOURCES_ANNOTATION
+from ansible_collections.kubehw.devices.plugins.module_utils._pod_spec import COMPONENT_LABEL
 from ansible_collections.kubehw.devices.plugins.module_utils._k8s_objects import (
     MANAGED_BY,
     MANAGED_BY_LABEL,

@@ -12,19 +12,16 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import copy
-import json
 import posixpath
 import re
 
 from ansible_collections.kubehw.devices.plugins.module_utils import _dra as dra
 from ansible_collections.kubehw.devices.plugins.module_utils import _dra_driver_presets as presets
 from ansible_collections.kubehw.devices.plugins.module_utils import _k8s_objects as objects
-from ansible_collections.kubehw.devices.plugins.module_utils._daemonset_manifest import (
-    APPLIED_HASH_ANNOTATION,
+from ansible_collections.kubehw.devices.plugins.module_utils._pod_spec import (
     COMPONENT_LABEL,
     NAME_LABEL,
     DaemonSetSpecError,
-    content_hash,
     default_affinity,
     env_list,
 )
@@ -168,10 +165,7 @@ def build_daemonset(params):
                  "metadata": {"name": name, "namespace": namespace, "labels": own, "annotations": annotations},
                  "spec": spec}
     # The same bookkeeping as device_plugin_deploy: which keys are ours, and a fingerprint of what was applied.
-    annotations[objects.MANAGED_KEYS_ANNOTATION] = json.dumps(
-        {"labels": sorted(own), "annotations": sorted(annotations) + [objects.MANAGED_KEYS_ANNOTATION]},
-        sort_keys=True, separators=(",", ":"))
-    annotations[APPLIED_HASH_ANNOTATION] = content_hash({"spec": spec, "labels": own, "annotations": annotations})
+    objects.record_applied(daemonset)
     return daemonset
 
 

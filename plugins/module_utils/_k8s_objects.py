@@ -11,6 +11,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import copy
+import hashlib
 import json
 
 from ansible_collections.kubehw.devices.plugins.module_utils._client import KubeHwError
@@ -21,6 +22,8 @@ MANAGED_BY = "kubehw.devices"
 # On the DaemonSet: the label and annotation keys the module set on its metadata, so a key the user
 # drops from labels/annotations is removed on the next update instead of lingering (others' keys stay).
 MANAGED_KEYS_ANNOTATION = "devices.kubehw.io/managed-keys"
+# On the DaemonSet: fingerprint of what we last applied, so removing an option is noticed too.
+APPLIED_HASH_ANNOTATION = "devices.kubehw.io/applied-hash"
 
 
 class TaskFailed(Exception):
@@ -123,6 +126,22 @@ def managed_keys(obj, kind):
     except (ValueError, AttributeError):
         return set()
     return set(k for k in keys or [] if isinstance(k, str))
+
+
+def content_hash(data):
+    return hashlib.sha256(json.dumps(data, sort_keys=True, separators=(",", ":")).encode("utf-8")).hexdigest()[:16]
+
+
+def record_applied(obj):
+    """Annotate ``obj`` (labels and annotations already final) with the keys the module set on its metadata and a
+    fingerprint of its spec, labels and annotations: a later run then removes a key the user dropped and notices a
+    removed option, which a comparison of the fields set would not see."""
+    meta = obj["metadata"]
+    meta["annotations"][MANAGED_KEYS_ANNOTATION] = json.dumps(
+        {"labels": sorted(meta["labels"]), "annotations": sorted(meta["annotations"]) + [MANAGED_KEYS_ANNOTATION]},
+        sort_keys=True, separators=(",", ":"))
+    meta["annotations"][APPLIED_HASH_ANNOTATION] = content_hash(
+        {"spec": obj["spec"], "labels": meta["labels"], "annotations": meta["annotations"]})
 
 
 def stale_keys(desired, live, kind):

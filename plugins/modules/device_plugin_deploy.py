@@ -619,6 +619,36 @@ class DevicePluginDeploy(object):
     # -- present -------------------------------------------------------------------------------
     def present(self, desired, configmap, resources):
         self.result["resources"] = resources
+        # Every read and every refusal before the first write.
+        live = self._read_daemonset_to_replace(desired)
+        live_cm, stale_cm = self._read_configmap_to_replace(configmap, desired, live)
+        before_gen = (live or {}).get("metadata", {}).get("generation")
+        self.result["generation"]["before"] = before_gen
+
+        cm_diffs = compare.configmap_differences(configmap, live_cm) if configmap is not None else []
+        ds_diffs = compare.differences(desired, live)
+        cm_owner_missing = configmap is not None and live is not None and live_cm is not None and \
+            not self._owned_by_ds(live_cm, live)
+        # In check mode this is the prediction; otherwise each successful write sets it.
+        self.result["changed"] = bool(self.check_mode and (cm_diffs or ds_diffs or cm_owner_missing))
+        if configmap is not None and (cm_diffs or cm_owner_missing):
+            self._add_diff("ConfigMap", manifest.configmap_name(self.name), live_cm,
+                           self._configmap_body(configmap, live_cm, live))
+        if ds_diffs:
+            self._add_diff("DaemonSet", self.name, live, desired if live is None else objects.update_body(desired, live))
+            self.result["changed_paths"] = ds_diffs if live is not None else []
+
+        if self.check_mode:
+            if stale_cm is not None:
+                self._predict_configmap_deletion(stale_cm, desired)
+            self._predict(desired, configmap, live, live_cm, cm_diffs, ds_diffs, before_gen)
+            return
+        current = self._write_configmap_and_daemonset(desired, configmap, live, live_cm, cm_diffs, ds_diffs)
+        self._wait(current, resources, stale_cm)
+
+    def _read_daemonset_to_replace(self, desired):
+        """The live DaemonSet (None when there is none); refuses one whose selector differs or that someone else
+        made (unless adopt_daemonset), and a RuntimeClass the pods name that does not exist."""
         live = self.read_daemonset()
         conflict = compare.selector_conflict(desired, live)
         if conflict:
@@ -628,6 +658,11 @@ class DevicePluginDeploy(object):
         if adopted:
             self.warnings.append(adopted)
         self._check_runtime_class(desired)
+        return live
+
+    def _read_configmap_to_replace(self, configmap, desired, live):
+        """(the live ConfigMap this run writes or None, a ConfigMap of ours the new template no longer reads or None);
+        refuses a ConfigMap someone else made unless adopt_configmap."""
         live_cm = self.read_configmap()
         stale_cm = None
         if configmap is None:
@@ -643,39 +678,23 @@ class DevicePluginDeploy(object):
                 "or set adopt_configmap: true to let this module take it over."
                 % (self.namespace, live_cm["metadata"]["name"], objects.owner_description(live_cm),
                    self.params["preset"]))
-        before_gen = (live or {}).get("metadata", {}).get("generation")
-        self.result["generation"]["before"] = before_gen
+        return live_cm, stale_cm
 
-        cm_diffs = compare.configmap_differences(configmap, live_cm) if configmap is not None else []
-        ds_diffs = compare.differences(desired, live)
-        cm_owner_missing = configmap is not None and live is not None and live_cm is not None and \
-            not self._owned_by_ds(live_cm, live)
-        # In check mode this is the prediction; otherwise each successful write sets it.
-        self.result["changed"] = bool(self.check_mode and (cm_diffs or ds_diffs or cm_owner_missing))
+    def _predict(self, desired, configmap, live, live_cm, cm_diffs, ds_diffs, before_gen):
+        """Check mode: the objects and the generation a run would leave, and whether it would change anything."""
+        predicted = live if not ds_diffs else (desired if live is None else objects.update_body(desired, live))
+        self.result["daemonset"] = predicted
+        self.result["configmap"] = configmap if (cm_diffs or live_cm is None) else live_cm
+        spec_changes = [p for p in ds_diffs if p.startswith("/spec")]
+        self.result["generation"]["after"] = (before_gen + 1 if spec_changes else before_gen) if live else None
+        if live is not None:
+            self.result["rollout"] = ds_rollout.rollout_status(live)
+            if self.params["delete_old_pods"] and self.result["rollout"]["old_pods_pending"]:
+                # the real run would delete the old pods
+                self.result["changed"] = True
 
-        if configmap is not None and (cm_diffs or cm_owner_missing):
-            after_cm = self._configmap_body(configmap, live_cm, live)
-            self._add_diff("ConfigMap", manifest.configmap_name(self.name), live_cm, after_cm)
-        if ds_diffs:
-            after_ds = desired if live is None else objects.update_body(desired, live)
-            self._add_diff("DaemonSet", self.name, live, after_ds)
-            self.result["changed_paths"] = ds_diffs if live is not None else []
-        if stale_cm is not None and self.check_mode:
-            self._predict_configmap_deletion(stale_cm, desired)
-
-        if self.check_mode:
-            predicted = live if not ds_diffs else (desired if live is None else objects.update_body(desired, live))
-            self.result["daemonset"] = predicted
-            self.result["configmap"] = configmap if (cm_diffs or live_cm is None) else live_cm
-            spec_changes = [p for p in ds_diffs if p.startswith("/spec")]
-            self.result["generation"]["after"] = (before_gen + 1 if spec_changes else before_gen) if live else None
-            if live is not None:
-                self.result["rollout"] = ds_rollout.rollout_status(live)
-                if self.params["delete_old_pods"] and self.result["rollout"]["old_pods_pending"]:
-                    # the real run would delete the old pods
-                    self.result["changed"] = True
-            return
-
+    def _write_configmap_and_daemonset(self, desired, configmap, live, live_cm, cm_diffs, ds_diffs):
+        """Write what differs and return the DaemonSet as written (or live, unchanged)."""
         # ConfigMap before DaemonSet: pods started by the new template must find the new file.
         cm_obj = live_cm
         if configmap is not None and (cm_diffs or live_cm is None):
@@ -689,7 +708,11 @@ class DevicePluginDeploy(object):
         self.result["configmap"] = cm_obj
         self.result["daemonset"] = current
         self.result["generation"]["after"] = current["metadata"].get("generation")
+        return current
 
+    def _wait(self, current, resources, stale_cm):
+        """The wait asked for (none: report the rollout), then the ConfigMap no pod reads any more, then the
+        resources on the nodes (wait: resource)."""
         wait = self.params["wait"]
         if wait == "none":
             self._report(current, resources)

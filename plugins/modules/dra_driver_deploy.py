@@ -318,13 +318,13 @@ from ansible_collections.kubehw.devices.plugins.module_utils import _dra as dra
 from ansible_collections.kubehw.devices.plugins.module_utils import _dra_driver_manifest as dra_manifest
 from ansible_collections.kubehw.devices.plugins.module_utils import _dra_driver_presets as presets
 from ansible_collections.kubehw.devices.plugins.module_utils import _k8s_objects as objects
-from ansible_collections.kubehw.devices.plugins.module_utils._daemonset_manifest import (
+from ansible_collections.kubehw.devices.plugins.module_utils._pod_spec import (
     NAME_LABEL,
     DaemonSetSpecError,
     check_dns_label,
     check_env_names,
 )
-from ansible_collections.kubehw.devices.plugins.module_utils._daemonset_manifest import positive_int as whole_number
+from ansible_collections.kubehw.devices.plugins.module_utils._pod_spec import positive_int as whole_number
 # The ResourceSlice aggregation and the builders live in module_utils; the names stay importable from here.
 from ansible_collections.kubehw.devices.plugins.module_utils._dra import (  # pylint: disable=unused-import
     node_results,
@@ -524,19 +524,35 @@ class DraDriverDeploy(object):
 
     # -- present -----------------------------------------------------------------------------------
     def present(self):
+        version = self._served_version_the_preset_runs_on()
+        desired_ds = build_daemonset(self.params)
+        classes = device_class_params(self.params)
+        self.result["device_classes"] = [c["name"] for c in classes]
+        # Every read and every refusal before the first write.
+        live_ds = self._read_daemonset_to_replace(desired_ds)
+        self._check_device_plugin_overlap(desired_ds)
+        rbac_plan = self._rbac_plan()
+        ds_diffs = compare.differences(desired_ds, live_ds)
+        self._add_planned_diffs(rbac_plan, desired_ds, live_ds, ds_diffs)
+        if self.check_mode:
+            self._predict(rbac_plan, classes, desired_ds, live_ds, ds_diffs)
+            return
+        current, since = self._write_all(rbac_plan, classes, desired_ds, live_ds, ds_diffs)
+        self._wait(current, since, version)
+
+    def _served_version_the_preset_runs_on(self):
+        """The resource.k8s.io version the cluster serves; refuses a cluster the preset's driver cannot run on before
+        anything else: such a driver would only hang a rollout."""
         version = self.api.discover()
         self.result["api_version"] = "%s/%s" % (dra.GROUP, version)
-        # The preset's floor before anything else: a driver the cluster cannot run would only hang a rollout.
         problem = dra_manifest.version_problem(self.params["preset"], self.api.server_version(), version)
         if problem:
             raise TaskFailed("Refusing to deploy: %s. Nothing was written." % problem)
-        desired_ds = build_daemonset(self.params)
-        account, role, binding = build_rbac(self.params)
-        namespace_rbac = build_namespace_rbac(self.params) if self.params["rbac"] == "create" else None
-        classes = device_class_params(self.params)
-        self.result["device_classes"] = [c["name"] for c in classes]
+        return version
 
-        # Every read and every refusal before the first write.
+    def _read_daemonset_to_replace(self, desired_ds):
+        """The live DaemonSet (None when there is none); refuses one whose selector differs or that someone else
+        made (unless adopt_daemonset)."""
         live_ds = self.read_daemonset()
         conflict = compare.selector_conflict(desired_ds, live_ds)
         if conflict:
@@ -548,39 +564,43 @@ class DraDriverDeploy(object):
         adopted = ds_task.adoption_warning(live_ds, self.namespace, self.name)
         if adopted:
             self.warnings.append(adopted)
-        self._check_device_plugin_overlap(desired_ds)
+        return live_ds
+
+    def _rbac_plan(self):
+        """[(kind, desired, live)] of the ServiceAccount and RBAC objects to create or replace. With rbac: existing
+        nothing, but the ServiceAccount must exist; with rbac: create, refuses objects another driver or someone
+        else owns."""
         live_account, live_role, live_binding = self.read_rbac()
-        rbac_plan = []
         if self.params["rbac"] == "existing":
             if live_account is None:
                 raise TaskFailed(
                     'ServiceAccount "%s/%s" does not exist, and rbac is existing: create it, the ClusterRole "%s" and '
                     'its ClusterRoleBinding "%s" first (playbooks/rbac.yml does), or set rbac: create. Nothing was '
                     "written." % (self.namespace, self.name, self.name, self.name))
-        else:
-            elsewhere = bound_elsewhere(live_binding, self.name, self.namespace)
-            if elsewhere:
+            return []
+        elsewhere = bound_elsewhere(live_binding, self.name, self.namespace)
+        if elsewhere:
+            raise TaskFailed(
+                'ClusterRoleBinding "%s" binds the ServiceAccount of the driver "%s" in namespace %s: the ClusterRole '
+                "and binding are cluster-wide and named after the driver, so a driver of the same name in "
+                "namespace %s would take them over. Give this driver another name. Nothing was written."
+                % (self.name, self.name, ", ".join(elsewhere), self.namespace))
+        account, role, binding = build_rbac(self.params)
+        wanted = [("ServiceAccount", account, live_account), ("ClusterRole", role, live_role),
+                  ("ClusterRoleBinding", binding, live_binding)]
+        namespace_rbac = build_namespace_rbac(self.params)
+        if namespace_rbac is not None:
+            live_ns_role, live_ns_binding = self.read_namespace_rbac()
+            wanted += [("Role", namespace_rbac[0], live_ns_role), ("RoleBinding", namespace_rbac[1], live_ns_binding)]
+        for kind, desired, live in wanted:
+            if live is not None and not managed_here(live, self.name):
                 raise TaskFailed(
-                    'ClusterRoleBinding "%s" binds the ServiceAccount of the driver "%s" in namespace %s: the ClusterRole '
-                    "and binding are cluster-wide and named after the driver, so a driver of the same name in "
-                    "namespace %s would take them over. Give this driver another name. Nothing was written."
-                    % (self.name, self.name, ", ".join(elsewhere), self.namespace))
-            wanted = [("ServiceAccount", account, live_account), ("ClusterRole", role, live_role),
-                      ("ClusterRoleBinding", binding, live_binding)]
-            if namespace_rbac is not None:
-                live_ns_role, live_ns_binding = self.read_namespace_rbac()
-                wanted += [("Role", namespace_rbac[0], live_ns_role), ("RoleBinding", namespace_rbac[1], live_ns_binding)]
-            for kind, desired, live in wanted:
-                if live is not None and not managed_here(live, self.name):
-                    raise TaskFailed(
-                        "%s %s exists and was not created by this module (%s): it would be replaced and deleted with "
-                        "the driver. Remove it, choose another name, or set rbac: existing to use it as it is. "
-                        "Nothing was written." % (kind, self._display(desired), objects.owner_description(live)))
-                paths = rbac_differences(desired, live)
-                if paths:
-                    rbac_plan.append((kind, desired, live))
-        ds_diffs = compare.differences(desired_ds, live_ds)
+                    "%s %s exists and was not created by this module (%s): it would be replaced and deleted with "
+                    "the driver. Remove it, choose another name, or set rbac: existing to use it as it is. "
+                    "Nothing was written." % (kind, self._display(desired), objects.owner_description(live)))
+        return [(kind, desired, live) for kind, desired, live in wanted if rbac_differences(desired, live)]
 
+    def _add_planned_diffs(self, rbac_plan, desired_ds, live_ds, ds_diffs):
         for kind, desired, live in rbac_plan:
             self._add_diff(kind, self._display(desired), live, desired if live is None else self._update(desired, live))
         if ds_diffs:
@@ -589,19 +609,21 @@ class DraDriverDeploy(object):
             if live_ds is not None:
                 self.result["changed_paths"] = ds_diffs
 
-        if self.check_mode:
-            for kind, desired, _live in rbac_plan:
-                self._changed(kind, desired["metadata"]["name"])
-            # dra_device_class's check mode: creates and updates as server-side dry runs, which store nothing
-            self._device_classes(classes)
-            if ds_diffs:
-                self._changed("DaemonSet", self.name)
-            self.result["daemonset"] = live_ds if not ds_diffs else (
-                desired_ds if live_ds is None else objects.update_body(desired_ds, live_ds))
-            if live_ds is not None:
-                self.result["rollout"] = ds_rollout.rollout_status(live_ds)
-            return
+    def _predict(self, rbac_plan, classes, desired_ds, live_ds, ds_diffs):
+        """Check mode: what a run would change, nothing written."""
+        for kind, desired, _live in rbac_plan:
+            self._changed(kind, desired["metadata"]["name"])
+        # dra_device_class's check mode: creates and updates as server-side dry runs, which store nothing
+        self._device_classes(classes)
+        if ds_diffs:
+            self._changed("DaemonSet", self.name)
+        self.result["daemonset"] = live_ds if not ds_diffs else (
+            desired_ds if live_ds is None else objects.update_body(desired_ds, live_ds))
+        if live_ds is not None:
+            self.result["rollout"] = ds_rollout.rollout_status(live_ds)
 
+    def _write_all(self, rbac_plan, classes, desired_ds, live_ds, ds_diffs):
+        """Write what differs; returns (the DaemonSet, the apiserver time of its write or None)."""
         # DeviceClasses first: one whose extendedResourceName the apiserver would drop fails (after a dry run)
         # before anything else is written. Then RBAC: the DaemonSet's pods need their ServiceAccount, and the
         # plugin its rights, when they start.
@@ -614,7 +636,10 @@ class DraDriverDeploy(object):
             current = self._write_daemonset(desired_ds, live_ds)
             since = ds_rollout.latest_write_time(current)
         self.result["daemonset"] = current
+        return current, since
 
+    def _wait(self, current, since, version):
+        """The wait asked for: none (report the rollout), the rollout, or the rollout and the devices published."""
         wait = self.params["wait"]
         if wait == "none":
             self.result["rollout"] = ds_rollout.rollout_status(current)

@@ -330,8 +330,23 @@ def read_nodes(client, params):
 
 
 def main():
-    argument_spec = copy.deepcopy(AUTH_ARG_SPEC)
-    argument_spec.update(
+    module = AnsibleModule(
+        argument_spec=argument_spec(),
+        mutually_exclusive=[("name", "names", "label_selectors"), ("name", "names", "field_selectors")],
+        supports_check_mode=True,
+    )
+    protect_kubeconfig_secrets(module)  # before any failure can echo a kubeconfig dict
+    check_input(module)
+    try:
+        result = report(KubeClient(module), module.params)
+    except KubeHwError as err:
+        fail_from_error(module, err, changed=False)
+    module.exit_json(**result)
+
+
+def argument_spec():
+    spec = copy.deepcopy(AUTH_ARG_SPEC)
+    spec.update(
         name=dict(type="str"),
         names=dict(type="list", elements="str"),
         label_selectors=dict(type="list", elements="str"),
@@ -342,12 +357,11 @@ def main():
         wait_timeout=dict(type="int", default=300),
         include_dra=dict(type="bool", default=False),
     )
-    module = AnsibleModule(
-        argument_spec=argument_spec,
-        mutually_exclusive=[("name", "names", "label_selectors"), ("name", "names", "field_selectors")],
-        supports_check_mode=True,
-    )
-    protect_kubeconfig_secrets(module)  # before any failure can echo a kubeconfig dict
+    return spec
+
+
+def check_input(module):
+    """Fail the module on input it can refuse without a cluster; wait_allocatable's counts become whole numbers."""
     problem = node_target_problem(module.params)
     if problem:
         module.fail_json(msg=problem, changed=False)
@@ -363,30 +377,27 @@ def main():
             wanted[key] = whole_quantity(count, key=key)
         except ExtendedResourceError as err:
             module.fail_json(msg="wait_allocatable: the count for %s must be a whole number >= 0: %s" % (key, err))
-    try:
-        client = KubeClient(module)
-        nodes = read_nodes(client, module.params)
-        if module.params["wait_allocatable"]:
-            nodes = wait_allocatable(client, module.params, nodes)
-        pods = []
-        if module.params["include_pods"]:
-            pods = client.list_all(client.core.list_pod_for_all_namespaces, what="list pods").get("items") or []
-        summary, pending = summarize(nodes, pods)
-        dra = None
-        if module.params["include_dra"]:
-            # the pods waiting for a pending claim carry the scheduler's reason: listed here only if not yet
-            dra = dra_report(DraApi(client), [n["name"] for n in summary],
-                             pods=pods if module.params["include_pods"] else None,
-                             list_pods=lambda: client.list_all(client.core.list_pod_for_all_namespaces,
-                                                               what="list pods").get("items") or [])
-    except KubeHwError as err:
-        fail_from_error(module, err, changed=False)
+
+
+def report(client, params):
+    """The module's result: the nodes' resources and users, the pods pending for them, and the DRA report."""
+    nodes = read_nodes(client, params)
+    if params["wait_allocatable"]:
+        nodes = wait_allocatable(client, params, nodes)
+    pods = []
+    if params["include_pods"]:
+        pods = client.list_all(client.core.list_pod_for_all_namespaces, what="list pods").get("items") or []
+    summary, pending = summarize(nodes, pods)
     result = dict(changed=False, nodes=summary)
-    if module.params["include_pods"]:
+    if params["include_pods"]:
         result["pending_pods"] = pending
-    if dra is not None:
-        result["dra"] = dra
-    module.exit_json(**result)
+    if params["include_dra"]:
+        # the pods waiting for a pending claim carry the scheduler's reason: listed here only if not yet
+        result["dra"] = dra_report(DraApi(client), [n["name"] for n in summary],
+                                   pods=pods if params["include_pods"] else None,
+                                   list_pods=lambda: client.list_all(client.core.list_pod_for_all_namespaces,
+                                                                     what="list pods").get("items") or [])
+    return result
 
 
 if __name__ == "__main__":

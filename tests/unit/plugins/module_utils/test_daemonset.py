@@ -15,7 +15,7 @@ from ansible_collections.kubehw.devices.plugins.module_utils import _daemonset_m
 from ansible_collections.kubehw.devices.plugins.module_utils import _daemonset_rollout as ds_rollout
 from ansible_collections.kubehw.devices.plugins.module_utils import _device_plugin_presets as presets
 from ansible_collections.kubehw.devices.plugins.module_utils import _k8s_objects as objects
-from ansible_collections.kubehw.devices.plugins.module_utils._daemonset_manifest import DaemonSetSpecError
+from ansible_collections.kubehw.devices.plugins.module_utils._pod_spec import DaemonSetSpecError, default_pull_policy
 
 
 def build(**params):
@@ -354,7 +354,7 @@ def test_registry_rewrite(image, registry, expected):
     ("reg:5000/a/b", "Always"), ("reg:5000/a/b:2", "IfNotPresent"), ("a/b@sha256:abc", "IfNotPresent"),
 ])
 def test_default_pull_policy(image, policy):
-    assert manifest.default_pull_policy(image) == policy
+    assert default_pull_policy(image) == policy
 
 
 def test_node_selector_replaces_preset_affinity_and_affinity_overrides():

@@ -18,7 +18,7 @@ from ansible_collections.kubehw.devices.plugins.module_utils import _daemonset_c
 from ansible_collections.kubehw.devices.plugins.module_utils import _daemonset_rollout as ds_rollout
 from ansible_collections.kubehw.devices.plugins.module_utils import _dra_driver_presets as presets
 from ansible_collections.kubehw.devices.plugins.module_utils._client import KubeHwError
-from ansible_collections.kubehw.devices.plugins.module_utils._daemonset_manifest import DaemonSetSpecError
+from ansible_collections.kubehw.devices.plugins.module_utils._pod_spec import DaemonSetSpecError
 from ansible_collections.kubehw.devices.plugins.modules import dra_driver_deploy as mod
 
 from tests.unit.plugins.modules.module_harness import run_module
