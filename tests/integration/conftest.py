@@ -44,6 +44,7 @@ from tests.support.playbook_runner import AnsibleRunner, collections_path as mak
 __all__ = ["LEAST_PRIVILEGE_SUITES", "create_objects", "grant_plugin_namespace", "identity_user", "least_privilege",
            "own_rbac_names", "rbac_identity_kubeconfig", "rbac_objects", "wait_for"]
 
+
 def pytest_unconfigure(config):
     del config
     stop_own_control_plane()
