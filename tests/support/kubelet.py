@@ -219,12 +219,22 @@ class KubeletStandIn:
     # ------------------------------------------------------------ pods
 
     def _pods(self, pods):
+        now = time.monotonic()
         for pod in pods:
-            step, _wake = self.kubelet.pod_step(pod, time.monotonic())
+            step, _wake = self.kubelet.pod_step(pod, now)
             if step == DELETE:
                 self._confirm_deletion(pod)
-            elif step in STATUS_STEPS:
-                self._write_status(pod, self.kubelet.status_for(step, pod))
+                continue
+            # a pass comes every `interval` at best: steps due one after the other (ContainerCreating, then Running once
+            # pod_start_delay is over) go in one write, the last status the pod would have had by now
+            status, current = None, pod
+            for _attempt in range(3):
+                new = self.kubelet.status_for(step, current) if step in STATUS_STEPS else None
+                if new is None:
+                    break
+                status, current = new, dict(current, status=new)
+                step, _wake = self.kubelet.pod_step(current, now)
+            self._write_status(pod, status)
 
     def _confirm_deletion(self, pod):
         from kubernetes.client.rest import ApiException
