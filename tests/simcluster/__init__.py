@@ -12,18 +12,18 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import copy
 import os
 import shutil
 import tempfile
 
-from tests.simcluster import dra
 from tests.simcluster import auth
 from tests.simcluster.config import DEFAULT_CONFIG_PATH, load_config
 from tests.simcluster.controllers import Controllers
+from tests.simcluster.kubelets import KUBELET_VERSION, KubeletPlugins
 from tests.simcluster.kubeconfig import write_kubeconfig
 from tests.simcluster.server import ApiServer
-from tests.simcluster.store import Store, now_rfc3339
+from tests.simcluster.store import Store
+from tests.support import kubelet_core
 
 __all__ = ["SimCluster", "DEFAULT_CONFIG_PATH"]
 
@@ -66,8 +66,8 @@ class SimCluster:
         if self.use_controllers:
             self.controllers = Controllers(self.store, self.config)
             self.controllers.start()
-            # DRA drivers' kubelet plugins publish ResourceSlices (tests/simcluster/dra.py)
-            self.dra_plugins = dra.KubeletPlugins(self.store, self.config)
+            # DRA drivers' kubelet plugins publish ResourceSlices (tests/simcluster/kubelets.py)
+            self.dra_plugins = KubeletPlugins(self.store, self.controllers.kubelet, self.config)
             self.dra_plugins.start()
         self._ensure_base_objects()
         hooks = {"unreachable": self.set_node_unreachable, "fail-pods": self.fail_pod_start}
@@ -186,9 +186,7 @@ class SimCluster:
     def set_inventory(self, node, key, count):
         """Change what a node has (a GPU added or lost): its device plugins and DRA drivers publish the new count."""
         if self.controllers is not None:
-            self.controllers.inventory.setdefault(node, {})[key] = count
-        if getattr(self, "dra_plugins", None) is not None:
-            self.dra_plugins.set_inventory(node, key, count)
+            self.controllers.kubelet.set_inventory(node, key, count)
 
     def allow_pod_start(self, node):
         if self.controllers is None:
@@ -202,27 +200,4 @@ class SimCluster:
 
 def node_object(node):
     """A Node as a freshly registered, Ready kubelet would have written it (no extended resources)."""
-    status = {
-        "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
-                        "message": "kubelet is posting ready status",
-                        "lastHeartbeatTime": now_rfc3339(), "lastTransitionTime": now_rfc3339()}],
-        "addresses": [{"type": "Hostname", "address": node["name"]}],
-        "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
-        # every field: the kubernetes 37 client's models refuse a nodeInfo missing one
-        "nodeInfo": {"machineID": "%032x" % abs(hash(node["name"])), "systemUUID": node["name"],
-                     "bootID": node["name"] + "-boot", "kernelVersion": "6.1.0-28-amd64",
-                     "osImage": "Debian GNU/Linux 12 (bookworm)", "containerRuntimeVersion": "containerd://1.7.24",
-                     "kubeletVersion": "v1.32.0", "kubeProxyVersion": "v1.32.0",
-                     "operatingSystem": "linux", "architecture": "amd64"},
-    }
-    if not node.get("without_capacity"):
-        status["capacity"] = dict(node["capacity"])
-        status["allocatable"] = dict(node["capacity"])
-    labels = {"kubernetes.io/hostname": node["name"], "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64"}
-    labels.update(node.get("labels") or {})
-    obj = {"metadata": {"name": node["name"], "labels": labels}, "spec": {}, "status": status}
-    if node.get("annotations"):
-        obj["metadata"]["annotations"] = dict(node["annotations"])
-    if node.get("taints"):
-        obj["spec"]["taints"] = copy.deepcopy(node["taints"])
-    return obj
+    return kubelet_core.node_object(node, 0, KUBELET_VERSION)

@@ -5,7 +5,7 @@ plugin's PreEnqueue, PreFilter, Filter and PostFilter, allocation and reservatio
 binding, and extended resources a DeviceClass maps (``extendedResourceName``, KEP-5004) served by DRA on nodes
 that do not advertise them. controllers.py's scheduler calls ``waiting_for_claims``, ``prefilter_rejection``,
 ``device_plugin_requests``, ``claim_filter_reasons``, ``allocate_claims``, ``post_filter_message`` and
-``claims_signature``; the kubelet plugins' loop (dra.py) runs ``sync_claims``.
+``claims_signature``; the kubelet plugins' loop (kubelets.py) runs ``sync_claims``.
 """
 
 from __future__ import absolute_import, division, print_function

@@ -1,5 +1,3 @@
-# Copyright (c) kubehw.devices contributors
-# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """A kubelet stand-in: the kubelet's API-side duties for test nodes, done through the Kubernetes API.
 
 A real control plane without kubelets (../shared/k8s) stores Node objects and schedules pods onto them, but
@@ -13,20 +11,21 @@ stand-in does those duties for the nodes it registers, as a client of any apiser
   Ready (and lifts the not-ready taint it gets at registration);
 - moves pods bound to its nodes to Running and Ready with container statuses (after ``pod_start_delay``), runs
   pods that run to completion (restartPolicy Never with a command) to Succeeded, and removes pods with a
-  deletionTimestamp (a DELETE with grace period 0, as the kubelet confirms a termination);
+  deletionTimestamp (a DELETE with grace period 0, as the kubelet confirms a termination, after ``pod_stop_delay``);
 - a running, ready device-plugin pod (image matched by ``device_plugins``, or its devices.kubehw.io/resources
   annotation) registers its resources into the node's capacity from the node's ``inventory``; allocatable
-  follows capacity for extended resources; a vanished plugin's resources drop to "0";
-- a running, ready DRA kubelet-plugin pod (image matched by ``dra_drivers``, as in tests/simcluster/dra.py)
-  publishes one ResourceSlice per node and driver with the node's inventory, and its slice goes when the pod does;
+  follows capacity for extended resources; a vanished plugin's resources are unhealthy ("0" allocatable) for
+  ``device_plugin_stop_grace``, then "0" in both;
+- a running, ready DRA kubelet-plugin pod (image matched by ``dra_drivers``) publishes one ResourceSlice per node and
+  driver with the node's inventory, and its slice goes when the pod does;
 - ``fail_pod_start(node, reason)`` makes the pods of a node fail as a broken image or a crash loop would, and
   ``set_node_unreachable(node)`` stops the node's heartbeats (the real node lifecycle controller then marks it
   Unknown after its grace period).
 
-The status shapes (node conditions, pod conditions and container statuses, slice devices) come from the simulated
-cluster's kubelet (tests/simcluster/controllers.py and dra.py), imported, not copied, so the two agree.
-It polls (every ``interval`` seconds): the nodes are few and the test suite's objects small, and a poll never
-misses a change the way a watch interrupted by a 410 could.
+What to write and when is the kubelet core's (tests/support/kubelet_core.py), the same the simulated cluster's
+kubelets use (tests/simcluster/kubelets.py); this module is the transport only. It polls (every ``interval``
+seconds): the nodes are few and the test suite's objects small, and a poll never misses a change the way a watch
+interrupted by a 410 could.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -34,15 +33,12 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import copy
-import hashlib
 import json
 import threading
 import time
 
-from tests.simcluster.config import load_config
-from tests.simcluster.controllers import (
-    PENDING_FAILURES, Controllers, is_extended_resource, pod_ready, pod_terminal, served_by)
-from tests.simcluster.dra import DEFAULT_DRA_DRIVERS, _PROFILES, _plain_device, slice_name
+from tests.simcluster.objutil import _condition, _meta
+from tests.support.kubelet_core import DELETE, STATUS_STEPS, KubeletCore, heartbeat_conditions
 from tests.simcluster.store import now_rfc3339
 
 # a label on every node the stand-in registers, so a test (or a person) can tell them from real nodes
@@ -51,26 +47,15 @@ LEASE_DURATION = 40
 KUBELET_VERSION = "v1.36.2"
 
 
-def _meta(obj):
-    return obj.get("metadata") or {}
-
-
-# a pod that runs to completion (restartPolicy Never, a command, no DaemonSet): the simulated kubelets' rule
-runs_to_completion = Controllers._runs_to_completion  # pylint: disable=protected-access
-
-
 class KubeletStandIn:
     """The kubelets of the configured nodes, as one thread talking to an apiserver (see the module docstring)."""
 
     def __init__(self, kubeconfig, config=None, interval=0.25, heartbeat_interval=10.0):
         from kubernetes import client, config as kube_config
 
-        self.config = load_config(config)
-        self.node_configs = dict((n["name"], n) for n in self.config["nodes"])
-        self.inventory = dict((name, dict(n.get("inventory") or {})) for name, n in self.node_configs.items())
-        self.device_plugins = dict(self.config.get("device_plugins") or {})
-        self.dra_drivers = dict(self.config.get("dra_drivers") or DEFAULT_DRA_DRIVERS)
-        self.pod_start_delay = float(self.config["pod_start_delay"])
+        self.kubelet = KubeletCore(config)
+        self.config = self.kubelet.config
+        self.node_configs = self.kubelet.node_configs
         self.interval = interval
         self.heartbeat_interval = heartbeat_interval
         self.api_client = kube_config.new_client_from_config(config_file=kubeconfig)
@@ -80,13 +65,8 @@ class KubeletStandIn:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = None
-        self._unreachable = set()
-        self._fail = {}                 # node -> waiting reason of its pods
-        self._seen = {}                 # pod uid -> monotonic time first seen bound here
         self._deleted = set()           # pod uids whose deletion was confirmed
         self._next_heartbeat = {}
-        self._registered = {}           # node -> resources a plugin registered there
-        self._node_index = dict((name, i) for i, name in enumerate(sorted(self.node_configs)))
         self.errors = []                # what went wrong in the loop (a test may assert it stays empty)
 
     # ------------------------------------------------------------ lifecycle
@@ -119,62 +99,26 @@ class KubeletStandIn:
 
     def set_node_unreachable(self, name, unreachable=True):
         with self._lock:
-            if unreachable:
-                self._unreachable.add(name)
-            else:
-                self._unreachable.discard(name)
+            self.kubelet.set_unreachable(name, unreachable)
+            if not unreachable:
                 self._next_heartbeat[name] = 0
 
     def fail_pod_start(self, node, reason="ImagePullBackOff"):
-        with self._lock:
-            self._fail[node] = reason
+        self.kubelet.set_fail(node, reason)
 
     def allow_pod_start(self, node):
-        with self._lock:
-            self._fail.pop(node, None)
+        self.kubelet.set_fail(node, None)
 
     def set_inventory(self, node, key, count):
         """Change what a node has (a GPU added or lost); plugins and DRA drivers publish it at the next pass."""
-        with self._lock:
-            self.inventory.setdefault(node, {})[key] = count
+        self.kubelet.set_inventory(node, key, count)
 
     # ------------------------------------------------------------ nodes
-
-    def _node_ip(self, name):
-        idx = self._node_index.get(name, 0)
-        return "10.0.%d.%d" % (idx // 250, idx % 250 + 2)
-
-    def _node_object(self, cfg):
-        name = cfg["name"]
-        stamp = now_rfc3339()
-        labels = {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
-                  STANDIN_LABEL: "true"}
-        labels.update(cfg.get("labels") or {})
-        meta = {"name": name, "labels": labels}
-        if cfg.get("annotations"):
-            meta["annotations"] = dict(cfg["annotations"])
-        digest = hashlib.md5(name.encode()).hexdigest()
-        status = {
-            "conditions": Controllers._conditions(stamp, stamp, ready=True),  # pylint: disable=protected-access
-            "addresses": [{"type": "InternalIP", "address": self._node_ip(name)}, {"type": "Hostname", "address": name}],
-            "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
-            "nodeInfo": {"machineID": digest, "systemUUID": digest, "bootID": digest[::-1],
-                         "kernelVersion": "6.1.0-28-amd64", "osImage": "Debian GNU/Linux 12 (bookworm)",
-                         "containerRuntimeVersion": "containerd://1.7.24", "kubeletVersion": KUBELET_VERSION,
-                         "kubeProxyVersion": KUBELET_VERSION, "operatingSystem": "linux", "architecture": "amd64"},
-        }
-        if not cfg.get("without_capacity"):
-            status["capacity"] = dict(cfg.get("capacity") or {})
-            status["allocatable"] = dict(cfg.get("capacity") or {})
-        spec = {}
-        if cfg.get("taints"):
-            spec["taints"] = copy.deepcopy(cfg["taints"])
-        return {"apiVersion": "v1", "kind": "Node", "metadata": meta, "spec": spec, "status": status}
 
     def _register(self, name):
         from kubernetes.client.rest import ApiException
 
-        body = self._node_object(self.node_configs[name])
+        body = self.kubelet.node(name, KUBELET_VERSION, {STANDIN_LABEL: "true"})
         try:
             self.core.create_node(body, _preload_content=False)
         except ApiException as err:
@@ -215,28 +159,18 @@ class KubeletStandIn:
         """Ready condition and Lease renewed at the heartbeat cadence; allocatable kept equal to capacity."""
         now = time.monotonic()
         status = node.get("status") or {}
-        ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
-        capacity, allocatable = status.get("capacity") or {}, status.get("allocatable") or {}
-        wanted = dict(allocatable)
-        for key in list(wanted):
-            if is_extended_resource(key) and key not in capacity:
-                del wanted[key]
-        wanted.update((k, v) for k, v in capacity.items() if is_extended_resource(k))
+        ready = (_condition(node, "Ready") or {}).get("status") == "True"
+        allocatable = self.kubelet.allocatable(name, status)
+        changed = allocatable is not None and allocatable != (status.get("allocatable") or {})
         due = now >= self._next_heartbeat.get(name, 0)
-        if not due and ready and wanted == allocatable:
+        if not due and ready and not changed:
             return
         ops = []
-        if due or not ready:
-            stamp = now_rfc3339()
-            old = dict((c.get("type"), c) for c in status.get("conditions") or [])
-            conditions = Controllers._conditions(stamp, stamp, ready=True)  # pylint: disable=protected-access
-            for cond in conditions:
-                prev = old.get(cond["type"])
-                if prev and prev.get("status") == cond["status"] and prev.get("lastTransitionTime"):
-                    cond["lastTransitionTime"] = prev["lastTransitionTime"]
+        conditions = heartbeat_conditions(status, now_rfc3339(), due)
+        if conditions is not None:
             ops.append({"op": "replace", "path": "/status/conditions", "value": conditions})
-        if wanted != allocatable and capacity:
-            ops.append({"op": "add", "path": "/status/allocatable", "value": wanted})
+        if changed and status.get("capacity"):
+            ops.append({"op": "add", "path": "/status/allocatable", "value": allocatable})
         # a test of the collection's own writes compares resourceVersions: only write what changed
         ops.insert(0, {"op": "test", "path": "/metadata/resourceVersion", "value": _meta(node)["resourceVersion"]})
         self.core.patch_node_status(name, ops, _preload_content=False)
@@ -267,53 +201,47 @@ class KubeletStandIn:
             node = (pod.get("spec") or {}).get("nodeName")
             if node in self.node_configs:
                 by_node.setdefault(node, []).append(pod)
-        with self._lock:
-            unreachable, fail = set(self._unreachable), dict(self._fail)
+        self.kubelet.forget_all_but(set(_meta(p).get("uid") for p in pods))
+        self._deleted &= set(_meta(p).get("uid") for p in pods)
         for name in self.node_configs:
             node = nodes.get(name)
-            if node is None or name in unreachable:
+            if node is None or not self.kubelet.reachable(name):
                 continue
-            for step in (lambda: self._heartbeat(name, node), lambda: self._pods(name, by_node.get(name, []), fail),
+            for step in (lambda: self._heartbeat(name, node), lambda: self._pods(by_node.get(name, [])),
                          lambda: self._plugins(name, node, by_node.get(name, []))):
                 try:
                     step()
                 except ApiException as err:
                     if err.status not in (404, 409, 422):   # raced with another writer: the next pass retries
                         raise
-        self._slices(dict((n, p) for n, p in by_node.items() if n not in unreachable))
+        self._slices([p for n, node_pods in by_node.items() if self.kubelet.reachable(n) for p in node_pods])
 
     # ------------------------------------------------------------ pods
 
-    def _pods(self, node, pods, fail):
+    def _pods(self, pods):
+        now = time.monotonic()
         for pod in pods:
-            meta, uid = _meta(pod), _meta(pod).get("uid")
-            if meta.get("deletionTimestamp"):
-                if uid not in self._deleted:
-                    self._confirm_deletion(pod)
+            step, _wake = self.kubelet.pod_step(pod, now)
+            if step == DELETE:
+                self._confirm_deletion(pod)
                 continue
-            if pod_terminal(pod):
-                continue
-            status = pod.get("status") or {}
-            if node in fail:
-                self._write_status(pod, self._failing_status(pod, node, fail[node]))
-                continue
-            phase = status.get("phase") or "Pending"
-            first = self._seen.setdefault(uid, time.monotonic())
-            if phase == "Pending":
-                if time.monotonic() - first >= self.pod_start_delay:
-                    self._write_status(pod, self._running_status(pod, node))
-                elif not status.get("containerStatuses"):
-                    self._write_status(pod, self._creating_status(pod, node))
-            elif phase == "Running":
-                if not pod_ready(pod):
-                    self._write_status(pod, self._running_status(pod, node))
-                elif runs_to_completion(pod) and time.monotonic() - first >= 2 * self.pod_start_delay:
-                    self._write_status(pod, self._completed_status(pod))
+            # a pass comes every `interval` at best: steps due one after the other (ContainerCreating, then Running once
+            # pod_start_delay is over) go in one write, the last status the pod would have had by now
+            status, current = None, pod
+            for _attempt in range(3):
+                new = self.kubelet.status_for(step, current) if step in STATUS_STEPS else None
+                if new is None:
+                    break
+                status, current = new, dict(current, status=new)
+                step, _wake = self.kubelet.pod_step(current, now)
+            self._write_status(pod, status)
 
     def _confirm_deletion(self, pod):
         from kubernetes.client.rest import ApiException
 
         meta = _meta(pod)
+        if meta["uid"] in self._deleted:
+            return
         try:
             # no uid precondition in a body: the client's DeleteOptions body then loses the grace period of 0
             self.core.delete_namespaced_pod(meta["name"], meta["namespace"], grace_period_seconds=0,
@@ -321,8 +249,7 @@ class KubeletStandIn:
         except ApiException as err:
             if err.status not in (404, 409):
                 raise
-        if not meta.get("finalizers"):
-            self._deleted.add(meta["uid"])
+        self._deleted.add(meta["uid"])
 
     def _write_status(self, pod, status):
         if status is None or status == pod.get("status"):
@@ -331,172 +258,36 @@ class KubeletStandIn:
         meta = _meta(pod)
         self.core.replace_namespaced_pod_status(meta["name"], meta["namespace"], body, _preload_content=False)
 
-    def _base_status(self, pod, node, stamp):
-        status = copy.deepcopy(pod.get("status") or {})
-        status["hostIP"] = self._node_ip(node)
-        status["hostIPs"] = [{"ip": status["hostIP"]}]
-        if not status.get("podIP"):
-            if (pod.get("spec") or {}).get("hostNetwork"):
-                status["podIP"] = status["hostIP"]
-            else:
-                digest = int(hashlib.md5(_meta(pod)["uid"].encode()).hexdigest(), 16)
-                status["podIP"] = "10.244.%d.%d" % (self._node_index.get(node, 0), digest % 250 + 2)
-            status["podIPs"] = [{"ip": status["podIP"]}]
-        status.setdefault("startTime", stamp)
-        return status
-
-    @staticmethod
-    def _conditions(pod, stamp, ready, reason=None, message=None):
-        return Controllers._pod_conditions(pod, stamp, ready, reason, message)  # pylint: disable=protected-access
-
-    def _creating_status(self, pod, node):
-        stamp = now_rfc3339()
-        status = self._base_status(pod, node, stamp)
-        containers = (pod.get("spec") or {}).get("containers") or []
-        status["phase"] = "Pending"
-        status["conditions"] = self._conditions(pod, stamp, False, message="containers with unready status: [%s]"
-                                                % " ".join(c.get("name") for c in containers))
-        status["containerStatuses"] = [
-            {"name": c.get("name"), "image": c.get("image"), "imageID": "", "ready": False, "started": False,
-             "restartCount": 0, "state": {"waiting": {"reason": "ContainerCreating"}}} for c in containers]
-        return status
-
-    def _running_status(self, pod, node):
-        stamp = now_rfc3339()
-        status = self._base_status(pod, node, stamp)
-        status["phase"] = "Running"
-        status["conditions"] = self._conditions(pod, stamp, True)
-        old = dict((cs.get("name"), cs) for cs in status.get("containerStatuses") or [])
-        uid = _meta(pod)["uid"]
-        statuses = []
-        for c in (pod.get("spec") or {}).get("containers") or []:
-            prev = old.get(c.get("name")) or {}
-            image = c.get("image") or ""
-            statuses.append({
-                "name": c.get("name"), "image": image,
-                "imageID": "%s@sha256:%s" % (image.split(":")[0], hashlib.sha256(image.encode()).hexdigest()),
-                "containerID": prev.get("containerID") or "containerd://" + hashlib.sha256(
-                    ("%s/%s" % (uid, c.get("name"))).encode()).hexdigest(),
-                "ready": True, "started": True, "restartCount": prev.get("restartCount", 0),
-                "state": {"running": (prev.get("state") or {}).get("running") or {"startedAt": stamp}}})
-        status["containerStatuses"] = statuses
-        return status
-
-    def _completed_status(self, pod):
-        stamp = now_rfc3339()
-        status = copy.deepcopy(pod.get("status") or {})
-        status["phase"] = "Succeeded"
-        status["conditions"] = self._conditions(pod, stamp, False, reason="PodCompleted")
-        statuses = []
-        for cs in status.get("containerStatuses") or []:
-            started = ((cs.get("state") or {}).get("running") or {}).get("startedAt") or stamp
-            statuses.append(dict(cs, ready=False, started=False, state={"terminated": {
-                "exitCode": 0, "reason": "Completed", "startedAt": started, "finishedAt": stamp,
-                "containerID": cs.get("containerID")}}))
-        status["containerStatuses"] = statuses
-        return status
-
-    def _failing_status(self, pod, node, reason):
-        current = (pod.get("status") or {}).get("containerStatuses") or []
-        if current and not pod_ready(pod) and all(
-                ((cs.get("state") or {}).get("waiting") or {}).get("reason") == reason for cs in current):
-            return None     # already failing this way: rewriting would only churn timestamps
-        stamp = now_rfc3339()
-        status = self._base_status(pod, node, stamp)
-        containers = (pod.get("spec") or {}).get("containers") or []
-        crash = reason not in PENDING_FAILURES
-        status["phase"] = "Running" if crash else "Pending"
-        status["conditions"] = self._conditions(pod, stamp, False, message="containers with unready status: [%s]"
-                                                % " ".join(c.get("name") for c in containers))
-        statuses = []
-        for c in containers:
-            image = c.get("image") or ""
-            if reason == "CrashLoopBackOff":
-                message = "back-off 10s restarting failed container=%s pod=%s_%s(%s)" % (
-                    c.get("name"), _meta(pod).get("name"), _meta(pod).get("namespace"), _meta(pod).get("uid"))
-            elif reason in ("ImagePullBackOff", "ErrImagePull"):
-                message = 'Back-off pulling image "%s"' % image
-            else:
-                message = "stand-in failure: %s" % reason
-            cs = {"name": c.get("name"), "image": image, "imageID": "", "ready": False, "started": False,
-                  "restartCount": 1 if crash else 0, "state": {"waiting": {"reason": reason, "message": message}}}
-            if crash:
-                cs["lastState"] = {"terminated": {"exitCode": 1, "reason": "Error", "startedAt": stamp,
-                                                  "finishedAt": stamp}}
-            statuses.append(cs)
-        status["containerStatuses"] = statuses
-        return status
-
     # ------------------------------------------------------------ device plugins
 
-    @staticmethod
-    def _serving(pod):
-        status = pod.get("status") or {}
-        return not _meta(pod).get("deletionTimestamp") and status.get("phase") == "Running" and pod_ready(pod)
-
     def _plugins(self, name, node, pods):
-        """Running plugins register their resources with the node's inventory; a plugin gone leaves "0"."""
-        inventory = self.inventory.get(name, {})
-        serving = set()
-        for pod in pods:
-            if self._serving(pod):
-                serving |= served_by(pod, self.device_plugins)
-        registered = set(r for r in serving if r in inventory)
-        gone = self._registered.get(name, set()) - registered
+        """Running plugins register their resources (the core's plugin_step and plugin_status), key by key."""
+        plan, _wake = self.kubelet.plugin_step(name, pods, time.monotonic())
         status = node.get("status") or {}
-        capacity = status.get("capacity") or {}
-        ops = []
-        for resource in sorted(registered):
-            if capacity.get(resource) != str(inventory[resource]):
-                ops.append((resource, str(inventory[resource])))
-        for resource in sorted(gone):
-            if capacity.get(resource) != "0":
-                ops.append((resource, "0"))
-        self._registered[name] = registered
-        if not ops:
+        changed = self.kubelet.plugin_status(name, status, plan)
+        if changed is None:
             return
         patch = []
-        if not capacity:
-            patch.append({"op": "add", "path": "/status/capacity", "value": {}})
-        for resource, value in ops:
-            key = resource.replace("~", "~0").replace("/", "~1")
-            patch.append({"op": "add", "path": "/status/capacity/" + key, "value": value})
-            if status.get("allocatable") is not None:
-                patch.append({"op": "add", "path": "/status/allocatable/" + key, "value": value})
+        for field, wanted in zip(("capacity", "allocatable"), changed):
+            current = status.get(field)
+            if wanted is None:
+                continue
+            if current is None:
+                patch.append({"op": "add", "path": "/status/" + field, "value": {}})
+            for resource in sorted(wanted):
+                if (current or {}).get(resource) != wanted[resource]:
+                    key = resource.replace("~", "~0").replace("/", "~1")
+                    patch.append({"op": "add", "path": "/status/%s/%s" % (field, key), "value": wanted[resource]})
         self.core.patch_node_status(name, patch, _preload_content=False)
 
     # ------------------------------------------------------------ DRA kubelet plugins
 
-    def _drivers_of(self, pod):
-        found = []
-        for container in (pod.get("spec") or {}).get("containers") or []:
-            for needle, spec in self.dra_drivers.items():
-                if needle in (container.get("image") or "") and spec not in found:
-                    found.append(spec)
-        return found
-
-    def _wanted_slices(self, by_node):
-        out = {}
-        for node, pods in by_node.items():
-            for pod in pods:
-                if not self._serving(pod):
-                    continue
-                for spec in self._drivers_of(pod):
-                    count = self.inventory.get(node, {}).get(spec["inventory"], 0)
-                    if count:
-                        make = _PROFILES.get(spec.get("profile"))
-                        devices = [make(node, i) if make else _plain_device(spec, node, i) for i in range(count)]
-                        out[slice_name(node, spec["driver"])] = {
-                            "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
-                            "metadata": {"name": slice_name(node, spec["driver"]), "labels": {STANDIN_LABEL: node}},
-                            "spec": {"driver": spec["driver"], "nodeName": node, "devices": devices,
-                                     "pool": {"name": node, "generation": 1, "resourceSliceCount": 1}}}
-        return out
-
-    def _slices(self, by_node):
+    def _slices(self, pods):
         from kubernetes.client.rest import ApiException
 
-        wanted = self._wanted_slices(by_node)
+        wanted = self.kubelet.wanted_slices(pods)
+        for obj in wanted.values():
+            obj["metadata"]["labels"] = {STANDIN_LABEL: obj["spec"]["nodeName"]}
         existing = json.loads(self.custom.list_cluster_custom_object(
             "resource.k8s.io", "v1", "resourceslices", label_selector=STANDIN_LABEL, _preload_content=False).data)
         live = dict((s["metadata"]["name"], s) for s in existing["items"]
