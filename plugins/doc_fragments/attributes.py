@@ -20,3 +20,16 @@ attributes:
     description:
       - Running the module twice with the same input reports C(changed=false) the second time and makes no write.
 """
+
+    # The modules of the action group k8s (meta/runtime.yml), every module that talks to the Kubernetes API.
+    ACTION_GROUP = r"""
+options: {}
+attributes:
+  action_group:
+    description:
+      - Use C(group/kubehw.devices.k8s) in C(module_defaults) to set the connection options once for all modules
+        of this collection that talk to the Kubernetes API.
+    support: full
+    membership:
+      - kubehw.devices.k8s
+"""

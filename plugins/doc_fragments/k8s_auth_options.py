@@ -8,9 +8,11 @@ __metaclass__ = type
 
 
 class ModuleDocFragment(object):
-    # Connection options shared by every module that talks to the Kubernetes API.
+    # Connection options shared by every module that talks to the Kubernetes API and by the inventory plugin.
     # Names, aliases and environment variables match kubernetes.core, so
     # inventories, module_defaults and AWX credentials written for it work unchanged.
+    # Only what is true for both belongs here: the modules' action group is the attribute
+    # kubehw.devices.attributes.action_group.
     DOCUMENTATION = r"""
 options:
   kubeconfig:
@@ -18,7 +20,7 @@ options:
       - Path to a kubeconfig file, or the kubeconfig itself as a dictionary.
       - Can also be given with E(K8S_AUTH_KUBECONFIG).
       - When neither O(kubeconfig) nor O(host) is set, the in-cluster service account
-        is used if the task runs inside a pod (for example an AWX execution environment),
+        is used when running inside a pod (for example in an AWX execution environment),
         otherwise the default kubeconfig (E(KUBECONFIG) or C(~/.kube/config)).
     type: raw
   context:
@@ -106,9 +108,6 @@ options:
         (honouring C(Retry-After)) for at most 45 seconds in total.
     type: float
     default: 30
-notes:
-  - The connection options can be set once for all modules of this collection with
-    C(module_defaults) and the action group C(group/kubehw.devices.k8s).
 requirements:
   - kubernetes >= 24.2.0
 """

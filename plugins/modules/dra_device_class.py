@@ -36,6 +36,7 @@ author:
   - kubehw.devices contributors (@kubehw)
 extends_documentation_fragment:
   - kubehw.devices.k8s_auth_options
+  - kubehw.devices.attributes.action_group
   - kubehw.devices.attributes
 attributes:
   check_mode:
