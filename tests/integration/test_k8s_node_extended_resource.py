@@ -358,9 +358,12 @@ def test_lost_update_is_detected_and_retried(cluster, ansible):
     cluster.sim.inject_fault("PATCH", r"^/api/v1/nodes/er-2/status$", status=429, count=1000, retry_after=1)
     mark = cluster.mark()
 
+    played = threading.Event()
+
     def other_writer():
-        deadline = time.time() + 40
-        while time.time() < deadline:
+        # until the play is over, however long ansible-playbook takes to start on a loaded machine (it was once more
+        # than 40 s, and the module then gave up against the 429s no one cleared)
+        while not played.is_set():
             if any(r["status"] == 429 for r in cluster.requests(mark)):
                 node = json.loads(cluster.core.read_node_status("er-2", _preload_content=False).data)
                 node["status"]["capacity"].update({DONGLE: "7", "%s/theirs" % DOMAIN: "1"})
@@ -371,8 +374,11 @@ def test_lost_update_is_detected_and_retried(cluster, ansible):
 
     thread = threading.Thread(target=other_writer)
     thread.start()
-    run = ansible([task("Update", name="er-2", resources={DONGLE: 6}, wait="none")])
-    thread.join()
+    try:
+        run = ansible([task("Update", name="er-2", resources={DONGLE: 6}, wait="none")])
+    finally:
+        played.set()
+        thread.join()
     assert run.rc == 0, run.output()
     result = ok(run, "Update")
     assert result["nodes"][0]["attempts"] == 2
