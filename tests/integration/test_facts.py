@@ -1266,9 +1266,7 @@ def probe_scheduler_extended_resource_fit_and_usage(t):
     "5 of 4": _unschedulable("Insufficient example.com/dongle", "Preemption is not helpful for scheduling"),
     "cpu 5 of 4": _unschedulable("Insufficient cpu", "Preemption is not helpful for scheduling"),
     "absent resource": _unschedulable("Insufficient example.com/other", "Preemption is not helpful for scheduling")},
-    controllers=True, known_difference="the simulated scheduler (scheduler.py, Controllers._filter) counts a request above "
-    "the node's whole allocatable as resolvable by preemption ('No preemption victims found'); kube-scheduler v1.36.2's "
-    "NodeResourcesFit answers UnschedulableAndUnresolvable ('Preemption is not helpful for scheduling')")
+    controllers=True)
 def probe_scheduler_request_above_allocatable_unresolvable(t):
     node = _dongle_node(t)
     return {"5 of 4": _scheduled(_schedule(t, node, {"example.com/dongle": "5"}), node),

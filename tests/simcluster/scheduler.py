@@ -128,20 +128,21 @@ class SchedulerMixin:
         alloc = (node.get("status") or {}).get("allocatable") or {}
         used = used or {"pods": 0, "requests": {}}
         reasons = []
+        # NodeResourcesFit: a request above the node's whole allocatable is UnschedulableAndUnresolvable (no victim
+        # could make room: "Preemption is not helpful"); one above what is left is resolvable. Too many pods is resolvable.
+        unresolvable = False
         if used["pods"] + 1 > int(parse_quantity(alloc.get("pods"))):
             reasons.append("Too many pods")
         if not any(v > 0 for v in requests.values()):
             return reasons, True
-        for r in ("cpu", "memory", "ephemeral-storage"):
-            want = requests.get(r, 0)
-            if want > 0 and want > parse_quantity(alloc.get(r)) - used["requests"].get(r, 0):
+        named = [r for r in ("cpu", "memory", "ephemeral-storage") if requests.get(r, 0) > 0]
+        scalar = [r for r in sorted(requests) if r not in ("cpu", "memory", "ephemeral-storage", "pods") and requests[r] > 0]
+        for r in named + scalar:
+            allocatable = parse_quantity(alloc.get(r))
+            if requests[r] > allocatable - used["requests"].get(r, 0):
                 reasons.append("Insufficient %s" % r)
-        for r in sorted(requests):
-            if r in ("cpu", "memory", "ephemeral-storage", "pods") or requests[r] <= 0:
-                continue
-            if requests[r] > parse_quantity(alloc.get(r)) - used["requests"].get(r, 0):
-                reasons.append("Insufficient %s" % r)
-        return reasons, True
+                unresolvable = unresolvable or requests[r] > allocatable
+        return reasons, not unresolvable
 
     @staticmethod
     def _histogram(counts):
