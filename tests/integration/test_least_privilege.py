@@ -56,6 +56,23 @@ class Api:
         return daemonset(name) if self.kind == "daemonsets" else configmap(name)
 
 
+def replace_as(api, name, namespace, attempts=5):
+    """Replace the object with what the identity reads back (an update needs its own "get").
+
+    The DaemonSet controller writes the status of a new DaemonSet, which moves its resourceVersion: an
+    update of what was read a moment ago may get 409 Conflict, so read again and retry, as any client of
+    optimistic concurrency does. Returns the last status code."""
+    code = None
+    for _ in range(attempts):
+        code, current = status_of(api.read, name, namespace)
+        assert code == 200, current
+        code, replaced = status_of(api.replace, name, namespace, current)
+        if code != 409:
+            assert code == 200, replaced
+            return code
+    return code
+
+
 def status_of(fn, *args):
     from kubernetes.client.rest import ApiException
 
@@ -123,8 +140,7 @@ def test_identity_changes_its_own_plugin_objects_and_nothing_else(cluster):
         assert code == 201, created
         code, patched = status_of(api.patch, name, plugin_ns, TOUCH)
         assert code == 200 and patched["metadata"]["annotations"]["kubehw.example.com/touched"] == "yes", patched
-        code, replaced = status_of(api.replace, name, plugin_ns, patched)
-        assert code == 200, replaced
+        assert replace_as(api, name, plugin_ns) == 200
         code, body = status_of(api.delete, name, plugin_ns)
         assert code == 200, body
     # and the example DRA driver's DaemonSet (its only name there), not another one
