@@ -1541,6 +1541,45 @@ def probe_node_not_ready_taint_until_ready(t):
     return {"created": created, "after_ready": _taints_become(t, node, [], seconds=5)}
 
 
+@row("node-without-conditions-loses-not-ready-taint", {"created": [("node.kubernetes.io/not-ready", "NoSchedule")],
+                                                       "later": []}, controllers=True)
+def probe_node_without_conditions_loses_not_ready_taint(t):
+    # the node lifecycle controller's NoSchedule tainting pass derives the condition taints from the conditions a node
+    # reports: none at all, no condition taint (the unreachable verdict comes only after the 60 s startup grace)
+    node = t.name("node")
+    answer = t.ok("POST", "/api/v1/nodes", {"apiVersion": "v1", "kind": "Node", "metadata": {"name": node}})
+    t.later("DELETE", "/api/v1/nodes/" + node)
+    created = sorted((x.get("key"), x.get("effect")) for x in answer["spec"].get("taints") or [])
+    return {"created": created, "later": _taints_become(t, node, [], seconds=10)}
+
+
+@row("node-ready-false-taints", {"not_ready": [("node.kubernetes.io/not-ready", "NoSchedule")], "ready_again": []},
+     controllers=True)
+def probe_node_ready_false_taints(t):
+    # a kubelet that reports Ready=False: not-ready for scheduling (the NoSchedule pass), gone once it reports Ready
+    # again. Only NoSchedule is compared: the NoExecute pass (taint-based eviction) stops in a zone whose nodes are all
+    # not ready, as a probe's node often is alone, and adds not-ready:NoExecute otherwise
+    node = _ready_node(t, {"cpu": "1", "memory": "1Gi", "pods": "10"})
+
+    def report(ready):
+        stamp = _now()
+        t.ok("PATCH", "/api/v1/nodes/%s/status" % node, {"status": {"conditions": [
+            {"type": "Ready", "status": ready, "reason": "KubeletReady" if ready == "True" else "KubeletNotReady",
+             "lastHeartbeatTime": stamp, "lastTransitionTime": stamp}]}}, MERGE_PATCH)
+
+    def no_schedule_taints_become(wanted):
+        deadline = time.time() + 15
+        while True:
+            taints = [x for x in _taints(t, node) if x[1] == "NoSchedule"]
+            if taints == wanted or time.time() > deadline:
+                return taints
+            time.sleep(0.1)
+    report("False")
+    not_ready = no_schedule_taints_become([("node.kubernetes.io/not-ready", "NoSchedule")])
+    report("True")
+    return {"not_ready": not_ready, "ready_again": _taints_become(t, node, [])}
+
+
 @row("node-cordon-taint", {"cordoned": [("node.kubernetes.io/unschedulable", "NoSchedule")], "uncordoned": []},
      controllers=True)
 def probe_node_cordon_taint(t):

@@ -16,8 +16,7 @@ so concurrent API writes are never lost.
 
 Configuration knobs read here besides the shared ones (sync_interval, pod_start_delay, device_plugins, nodes):
 heartbeat_interval (default 10 s: a kubelet with nothing new to report writes its heartbeat at this cadence, not at
-every sync), pod_stop_delay (default pod_start_delay), device_plugin_stop_grace (default 2 s), taint_new_nodes
-(default true, node_lifecycle.py).
+every sync), pod_stop_delay (default pod_start_delay), device_plugin_stop_grace (default 2 s).
 """
 
 from __future__ import absolute_import, division, print_function
@@ -59,7 +58,6 @@ class Controllers(KubeletMixin, NodeLifecycleMixin, DaemonSetMixin, SchedulerMix
         self.sync_interval = max(float(self.config["sync_interval"]), 0.01)
         self.heartbeat_interval = max(float(self.config.get("heartbeat_interval", DEFAULT_HEARTBEAT_INTERVAL)),
                                       self.sync_interval)
-        self.taint_new_nodes = bool(self.config.get("taint_new_nodes", True))
         # the kubelets' state and rules (tests/support/kubelet_core.py), shared with the DRA kubelet plugins
         self.kubelet = KubeletCore(self.config)
         self.node_configs = self.kubelet.node_configs
@@ -155,11 +153,8 @@ class Controllers(KubeletMixin, NodeLifecycleMixin, DaemonSetMixin, SchedulerMix
                 self._cache[resource][key] = obj
             getattr(self, "_intake_" + resource)(event_type, key, old, obj)
             self._cond.notify_all()
-        if resource == "nodes" and event_type == "ADDED" and self.taint_new_nodes:
-            self._taint_new_node(obj)
         if resource == "nodes" and event_type != "DELETED":
-            self._taint_unschedulable(obj)
-            self._untaint_ready_node(obj)
+            self._taint_node(obj)
 
     def _intake_nodes(self, event_type, key, old, obj):
         name = key[1]

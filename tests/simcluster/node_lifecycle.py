@@ -2,10 +2,15 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The simulated cluster's node lifecycle controller and garbage collector, parts of Controllers (controllers.py).
 
-Compressed time, on purpose: an unreachable node is marked Unknown and tainted at once (a real node lifecycle
-controller waits about 50 s), pods on it are marked not ready but not evicted (real: after 300 s). taint_new_nodes
-(default true): a node created through the API without Ready=True gets node.kubernetes.io/not-ready:NoSchedule, and
-loses it once it reports Ready; spec.unschedulable and the unschedulable taint follow each other."""
+One tainting pass (node_taints), run on every node event, derives a node's taints from what it reports, as
+kube-controller-manager's NoSchedule and NoExecute tainting passes and its cordon do: not-ready or unreachable from
+the Ready condition (none at all for a node that reports no conditions: the not-ready taint NodeTaint admission gave
+it at the create goes), the pressure taints, and unschedulable from spec.unschedulable.
+
+Compressed time, on purpose: an unreachable node is marked Unknown (and so tainted) at once (a real node lifecycle
+controller waits its 50 s node-monitor grace period, and marks a node that never reported Unknown after its 60 s
+startup grace, which the simulated one never does), pods on it are marked not ready but not evicted (real: after
+300 s)."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -20,6 +25,50 @@ from .objutil import TAINT_NOT_READY, TAINT_UNREACHABLE, TAINT_UNSCHEDULABLE, _c
 from .store import now_rfc3339
 
 
+# kube-controller-manager's NoSchedule tainting pass: which condition status puts which taint on a node
+CONDITION_TAINTS = (("Ready", "False", TAINT_NOT_READY), ("Ready", "Unknown", TAINT_UNREACHABLE),
+                    ("MemoryPressure", "True", "node.kubernetes.io/memory-pressure"),
+                    ("DiskPressure", "True", "node.kubernetes.io/disk-pressure"),
+                    ("PIDPressure", "True", "node.kubernetes.io/pid-pressure"),
+                    ("NetworkUnavailable", "True", "node.kubernetes.io/network-unavailable"))
+# and its NoExecute pass (taint-based eviction), which needs a Ready condition to judge. Only the unreachable verdict
+# adds one here: kube-controller-manager adds not-ready:NoExecute for Ready=False only while the node's zone is not
+# fully disrupted (some other node there is Ready), which the simulated cluster does not track
+READY_NO_EXECUTE = {"Unknown": TAINT_UNREACHABLE}
+NO_EXECUTE_KEYS = (TAINT_NOT_READY, TAINT_UNREACHABLE)
+
+
+def node_taints(node):
+    """The taints the node lifecycle controller leaves on a node: the condition taints derived from the conditions
+    the node reports (NoSchedule; none for a node that reports no conditions at all, so the not-ready taint the
+    create got goes, as on v1.36.2), unreachable:NoExecute from a Ready condition of Unknown and no NoExecute
+    condition taint once Ready is True (kept as they are while there is no Ready condition), unschedulable:NoSchedule while spec.unschedulable; every
+    other taint kept as it is, in its place, and a kept managed taint keeps its timeAdded."""
+    spec = node.get("spec") or {}
+    current = [t for t in spec.get("taints") or [] if isinstance(t, dict)]
+    statuses = dict((c.get("type"), c.get("status")) for c in (node.get("status") or {}).get("conditions") or []
+                    if isinstance(c, dict))
+    wanted = [(key, "NoSchedule") for ctype, cstatus, key in CONDITION_TAINTS if statuses.get(ctype) == cstatus]
+    managed = set((key, "NoSchedule") for _t, _s, key in CONDITION_TAINTS)
+    managed.add((TAINT_UNSCHEDULABLE, "NoSchedule"))
+    if spec.get("unschedulable"):
+        wanted.append((TAINT_UNSCHEDULABLE, "NoSchedule"))
+    if "Ready" in statuses:
+        managed.update((key, "NoExecute") for key in NO_EXECUTE_KEYS)
+        if statuses["Ready"] in READY_NO_EXECUTE:
+            wanted.append((READY_NO_EXECUTE[statuses["Ready"]], "NoExecute"))
+    taints = [t for t in current if (t.get("key"), t.get("effect")) not in managed or
+              (t.get("key"), t.get("effect")) in wanted]
+    have = set((t.get("key"), t.get("effect")) for t in taints)
+    stamp = now_rfc3339()
+    for key, effect in wanted:
+        if (key, effect) not in have:
+            # the controllers stamp the taints they add for eviction and cordon; condition taints carry no time
+            timed = effect == "NoExecute" or key == TAINT_UNSCHEDULABLE
+            taints.append(dict({"key": key, "effect": effect}, **({"timeAdded": stamp} if timed else {})))
+    return taints
+
+
 class NodeLifecycleMixin:
     """Node lifecycle verdicts and taints, and the garbage collector of DaemonSet pods."""
 
@@ -31,24 +80,19 @@ class NodeLifecycleMixin:
 
         def fn(node):
             status = node.setdefault("status", {})
-            conds = status.get("conditions") or []
             heartbeat = (_condition(node, "Ready") or {}).get("lastHeartbeatTime") or stamp
             ready_now = (_condition(node, "Ready") or {}).get("status") == "True"
             if unreachable:
-                if not conds or (_condition(node, "Ready") or {}).get("status") != "Unknown":
+                if (_condition(node, "Ready") or {}).get("status") != "Unknown":
                     status["conditions"] = node_conditions(heartbeat, stamp, ready=False)
-                taints = [t for t in node.get("spec", {}).get("taints") or [] if t.get("key") != TAINT_UNREACHABLE]
-                taints.append({"key": TAINT_UNREACHABLE, "effect": "NoSchedule"})
-                taints.append({"key": TAINT_UNREACHABLE, "effect": "NoExecute", "timeAdded": stamp})
-                node.setdefault("spec", {})["taints"] = taints
             else:
                 status["conditions"] = node_conditions(stamp, heartbeat if ready_now else stamp, ready=True)
-                spec = node.setdefault("spec", {})
-                taints = [t for t in spec.get("taints") or [] if t.get("key") not in (TAINT_UNREACHABLE,)]
-                if taints:
-                    spec["taints"] = taints
-                else:
-                    spec.pop("taints", None)
+            # the taints follow in the same write (node_taints), as the tainting pass would make them
+            wanted = node_taints(node)
+            if wanted:
+                node.setdefault("spec", {})["taints"] = wanted
+            else:
+                node.setdefault("spec", {}).pop("taints", None)
 
         self.store.mutate("nodes", None, name, fn)
         with self._cond:
@@ -57,68 +101,21 @@ class NodeLifecycleMixin:
             self._dirty_nodes.add(name)
             self._cond.notify_all()
 
-    def _taint_new_node(self, node):
-        """Node lifecycle: a node that has not reported Ready gets not-ready:NoSchedule."""
-        name = _meta(node).get("name")
-        if name in self.node_configs or (_condition(node, "Ready") or {}).get("status") == "True":
-            return
-        taints = (node.get("spec") or {}).get("taints") or []
-        if any(t.get("key") == TAINT_NOT_READY for t in taints):
+    def _taint_node(self, node):
+        """Node lifecycle: the node's taints follow its conditions and spec.unschedulable (node_taints), in one write
+        when they differ."""
+        if node_taints(node) == ((node.get("spec") or {}).get("taints") or []):
             return
 
         def fn(obj):
-            if (_condition(obj, "Ready") or {}).get("status") == "True":
-                return
+            wanted = node_taints(obj)
             spec = obj.setdefault("spec", {})
-            if not any(t.get("key") == TAINT_NOT_READY for t in spec.get("taints") or []):
-                spec["taints"] = list(spec.get("taints") or []) + [{"key": TAINT_NOT_READY, "effect": "NoSchedule"}]
-
-        try:
-            self.store.mutate("nodes", None, name, fn)
-        except Exception as err:  # pylint: disable=broad-except
-            self._record_error(err)
-
-    def _untaint_ready_node(self, node):
-        """Node lifecycle: once a node reports Ready, its not-ready:NoSchedule taint goes (kube-controller-manager's
-        node lifecycle controller does it at its next look, within a second on v1.36.2 with a 1 s monitor period)."""
-        if (_condition(node, "Ready") or {}).get("status") != "True" or not any(
-                t.get("key") == TAINT_NOT_READY and t.get("effect") == "NoSchedule"
-                for t in (node.get("spec") or {}).get("taints") or []):
-            return
-
-        def fn(obj):
-            if (_condition(obj, "Ready") or {}).get("status") != "True":
+            if wanted == (spec.get("taints") or []):
                 return
-            spec = obj.get("spec") or {}
-            kept = [t for t in spec.get("taints") or []
-                    if not (t.get("key") == TAINT_NOT_READY and t.get("effect") == "NoSchedule")]
-            if kept != (spec.get("taints") or []):
-                if kept:
-                    spec["taints"] = kept
-                else:
-                    spec.pop("taints", None)
-
-        try:
-            self.store.mutate("nodes", None, _meta(node).get("name"), fn)
-        except Exception as err:  # pylint: disable=broad-except
-            self._record_error(err)
-
-    def _taint_unschedulable(self, node):
-        """Node lifecycle (TaintNodesByCondition): spec.unschedulable <-> node.kubernetes.io/unschedulable:NoSchedule."""
-        spec = node.get("spec") or {}
-        wanted = bool(spec.get("unschedulable"))
-        if wanted == any(t.get("key") == TAINT_UNSCHEDULABLE for t in spec.get("taints") or []):
-            return
-
-        def fn(obj):
-            ospec = obj.setdefault("spec", {})
-            taints = [t for t in ospec.get("taints") or [] if t.get("key") != TAINT_UNSCHEDULABLE]
-            if ospec.get("unschedulable"):
-                taints.append({"key": TAINT_UNSCHEDULABLE, "effect": "NoSchedule", "timeAdded": now_rfc3339()})
-            if taints:
-                ospec["taints"] = taints
+            if wanted:
+                spec["taints"] = wanted
             else:
-                ospec.pop("taints", None)
+                spec.pop("taints", None)
 
         try:
             self.store.mutate("nodes", None, _meta(node).get("name"), fn)

@@ -17,7 +17,7 @@ import time
 import pytest
 
 from tests.simcluster.controllers import Controllers, is_extended_resource, parse_quantity
-from tests.simcluster.store import Store
+from tests.simcluster.store import Store, now_rfc3339
 
 FAST = {"sync_interval": 0.05, "pod_start_delay": 0.05, "heartbeat_interval": 10.0}
 # kube-scheduler's verdict on preemption: a request above what is left could fit once a victim went (resolvable); one
@@ -240,11 +240,23 @@ def test_node_configured_unreachable_starts_so(cluster):
     assert {t["key"] for t in node["spec"]["taints"]} == {"node.kubernetes.io/unreachable"}
 
 
-def test_node_created_through_api_gets_not_ready_taint(cluster):
+def test_node_taints_follow_its_ready_condition(cluster):
     store, _ctl = cluster([])
-    store.create("nodes", {"metadata": {"name": "api-node"}, "status": {}})
-    taints = store.get("nodes", None, "api-node")["spec"]["taints"]
-    assert taints == [{"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}]
+    # as NodeTaint admission stores a new node; with no conditions reported, the tainting pass takes the taint off
+    store.create("nodes", {"metadata": {"name": "api-node"}, "status": {},
+                           "spec": {"taints": [{"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"},
+                                               {"key": "example.com/own", "effect": "NoSchedule"}]}})
+    taints = lambda: [(t["key"], t["effect"]) for t in store.get("nodes", None, "api-node")["spec"].get("taints") or []]
+    assert taints() == [("example.com/own", "NoSchedule")]
+    for ready, expected in (("False", [("example.com/own", "NoSchedule"), ("node.kubernetes.io/not-ready", "NoSchedule")]),
+                            ("Unknown", [("example.com/own", "NoSchedule"), ("node.kubernetes.io/unreachable", "NoSchedule"),
+                                         ("node.kubernetes.io/unreachable", "NoExecute")]),
+                            ("True", [("example.com/own", "NoSchedule")])):
+        store.mutate("nodes", None, "api-node", lambda node, ready=ready: node["status"].update(
+            conditions=[{"type": "Ready", "status": ready}]))
+        assert taints() == expected, ready
+    store.mutate("nodes", None, "api-node", lambda node: node["spec"].update(unschedulable=True))
+    assert taints() == [("example.com/own", "NoSchedule"), ("node.kubernetes.io/unschedulable", "NoSchedule")]
 
 
 # ---------------------------------------------------------------- DaemonSets
@@ -289,8 +301,17 @@ def test_daemonset_pod_running(cluster):
 
 
 def test_host_network_daemonset_tolerates_network_unavailable(cluster):
-    store, _ctl = cluster([{"name": "n1", "taints": [{"key": "node.kubernetes.io/network-unavailable",
-                                                      "effect": "NoSchedule"}]}])
+    store, _ctl = cluster([{"name": "n1"}])
+    # a node whose network is not set up yet (the route controller or the network plugin reports it): the node
+    # lifecycle's tainting pass taints it network-unavailable
+    stamp = now_rfc3339()
+
+    def network_unavailable(node):
+        node["status"]["conditions"].append({"type": "NetworkUnavailable", "status": "True", "reason": "NoRouteCreated",
+                                             "lastHeartbeatTime": stamp, "lastTransitionTime": stamp})
+    store.mutate("nodes", None, "n1", network_unavailable)
+    assert {"key": "node.kubernetes.io/network-unavailable", "effect": "NoSchedule"} in \
+        store.get("nodes", None, "n1")["spec"]["taints"]
     store.create("daemonsets", daemonset("plain"))
     host = daemonset("host")
     host["spec"]["template"]["spec"]["hostNetwork"] = True
