@@ -246,7 +246,9 @@ def test_node_taints_follow_its_ready_condition(cluster):
     store.create("nodes", {"metadata": {"name": "api-node"}, "status": {},
                            "spec": {"taints": [{"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"},
                                                {"key": "example.com/own", "effect": "NoSchedule"}]}})
-    taints = lambda: [(t["key"], t["effect"]) for t in store.get("nodes", None, "api-node")["spec"].get("taints") or []]
+
+    def taints():
+        return [(t["key"], t["effect"]) for t in store.get("nodes", None, "api-node")["spec"].get("taints") or []]
     assert taints() == [("example.com/own", "NoSchedule")]
     for ready, expected in (("False", [("example.com/own", "NoSchedule"), ("node.kubernetes.io/not-ready", "NoSchedule")]),
                             ("Unknown", [("example.com/own", "NoSchedule"), ("node.kubernetes.io/unreachable", "NoSchedule"),
