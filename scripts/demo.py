@@ -59,7 +59,8 @@ def rule(title):
 def start_cluster(workdir):
     kubeconfig = os.path.join(workdir, "kubeconfig")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.simcluster", "--config", CONFIG, "--write-kubeconfig", kubeconfig],
+        [sys.executable, "-m", "tests.simcluster", "--config", CONFIG, "--write-kubeconfig", kubeconfig,
+         "--kubelets", "stand-in"],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     deadline = time.monotonic() + 30
     url = None

@@ -13,6 +13,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import os
+import secrets
 import shutil
 import tempfile
 
@@ -27,6 +28,8 @@ from tests.support import kubelet_core
 
 __all__ = ["SimCluster", "DEFAULT_CONFIG_PATH"]
 
+KUBELET_MODES = ("in-process", "stand-in")
+AGENT_USER = "agent"        # the kubelet stand-in's user, as ../shared/k8s names it
 BASE_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 
 
@@ -35,9 +38,21 @@ class SimCluster:
 
     controllers=False serves the API alone (no kubelets, scheduler or DaemonSet controller):
     nodes are still created from the config, but nothing changes them behind a test's back.
+
+    kubelets: where the configured nodes' kubelets run.
+      "stand-in": the kubelet stand-in of tests/support/kubelet.py, the one the suite runs on a real control plane,
+        talking to this cluster through its API as the user "agent" (system:masters), whose requests are neither in
+        the request log nor hit by injected faults (on a real control plane it talks to the apiserver past the fault
+        proxy). The integration suite and the demo run so: the kubelet's duties are written once, and carried by the
+        same transport on both clusters.
+      "in-process" (the default): the same kubelet core on the controller worker, writing to the store without a
+        request (tests/simcluster/kubelets.py): for the simulated cluster's own tests and for benchmarks with
+        thousands of nodes, where a poll of the whole API per pass would cost more than what is measured.
     """
 
-    def __init__(self, config=None, tls=True, port=0, host="127.0.0.1", controllers=True):
+    def __init__(self, config=None, tls=True, port=0, host="127.0.0.1", controllers=True, kubelets="in-process"):
+        if kubelets not in KUBELET_MODES:
+            raise ValueError("kubelets must be one of %s, got %r" % (", ".join(KUBELET_MODES), kubelets))
         self.config = load_config(DEFAULT_CONFIG_PATH if config is None else config)
         self.tls = tls
         self.host = host
@@ -46,7 +61,10 @@ class SimCluster:
         self.authenticator = auth.Authenticator(self.config)
         self.admin_token = self.authenticator.admin_token
         self.use_controllers = controllers
+        self.kubelets = kubelets
         self.controllers = None
+        self.standin = None
+        self.agent_kubeconfig_path = None
         self.api = None
         self.url = None
         self.kubeconfig_path = None
@@ -63,11 +81,13 @@ class SimCluster:
             ssl_context = auth.server_ssl_context(self.ca_cert_path, cert, key)
         for resource, obj in auth.bootstrap_rbac():
             self.store.create(resource, obj)
+        in_process = self.kubelets == "in-process"
         if self.use_controllers:
-            self.controllers = Controllers(self.store, self.config)
+            self.controllers = Controllers(self.store, self.config, kubelets=in_process)
             self.controllers.start()
-            # DRA drivers' kubelet plugins publish ResourceSlices (tests/simcluster/kubelets.py)
-            self.dra_plugins = KubeletPlugins(self.store, self.controllers.kubelet, self.config)
+            # DRA drivers' kubelet plugins publish ResourceSlices (tests/simcluster/kubelets.py); the resource claim
+            # controller runs there in either mode
+            self.dra_plugins = KubeletPlugins(self.store, self.controllers.kubelet, self.config, publish=in_process)
             self.dra_plugins.start()
         self._ensure_base_objects()
         hooks = {"unreachable": self.set_node_unreachable, "fail-pods": self.fail_pod_start}
@@ -84,9 +104,31 @@ class SimCluster:
                                                     self.ca_cert_path, self.admin_token)
         else:
             self.kubeconfig_path = self._write_plain_kubeconfig(os.path.join(self._tmpdir, "kubeconfig"))
+        if self.use_controllers and not in_process:
+            self._start_standin()
         return self
 
+    def _start_standin(self):
+        """The configured nodes' kubelets: the kubelet stand-in, through the API as the user "agent"."""
+        from tests.support.kubelet import KubeletStandIn
+
+        token = secrets.token_hex(16)
+        self.authenticator.add_token(token, AGENT_USER, ["system:masters"])
+        self.api.equipment_users.add(AGENT_USER)
+        path = os.path.join(self._tmpdir, "agent.kubeconfig")
+        self.agent_kubeconfig_path = (write_kubeconfig(path, self.url, self.ca_cert_path, token) if self.tls
+                                      else self._write_plain_kubeconfig(path, token))
+        self.standin = KubeletStandIn(self.agent_kubeconfig_path, self.config,
+                                      heartbeat_interval=float(self.config.get("heartbeat_interval", 10.0)))
+        self.standin.start()
+        for node in self.config["nodes"]:
+            if node.get("unreachable"):
+                self.set_node_unreachable(node["name"], True)
+
     def stop(self):
+        if self.standin is not None:
+            self.standin.stop(delete_nodes=False)
+            self.standin = None
         if self.api is not None:
             self.api.stop()
             self.api = None
@@ -113,11 +155,11 @@ class SimCluster:
             return self._write_plain_kubeconfig(path)
         return write_kubeconfig(path, self.url, self.ca_cert_path, self.admin_token)
 
-    def _write_plain_kubeconfig(self, path):
+    def _write_plain_kubeconfig(self, path, token=None):
         import yaml
         data = {"apiVersion": "v1", "kind": "Config", "preferences": {},
                 "clusters": [{"name": "simcluster", "cluster": {"server": self.url}}],
-                "users": [{"name": "simcluster-admin", "user": {"token": self.admin_token}}],
+                "users": [{"name": "simcluster-admin", "user": {"token": token or self.admin_token}}],
                 "contexts": [{"name": "simcluster", "context": {"cluster": "simcluster", "user": "simcluster-admin"}}],
                 "current-context": "simcluster"}
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -131,7 +173,7 @@ class SimCluster:
             if self.store.get("namespaces", None, ns) is None:
                 self.store.create("namespaces", {"metadata": {"name": ns, "labels": {"kubernetes.io/metadata.name": ns}},
                                                  "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}})
-        for node in self.config["nodes"]:
+        for node in self.config["nodes"] if self.kubelets == "in-process" else []:    # the stand-in registers its own
             if self.store.get("nodes", None, node["name"]) is None:
                 self.store.create("nodes", node_object(node))
 
@@ -174,24 +216,31 @@ class SimCluster:
         self.authenticator.add_token(token, user, groups)
 
     def set_node_unreachable(self, name, unreachable=True):
+        """Stop (or restart) the node's kubelet; the node lifecycle's verdict (Unknown, tainted, its pods not ready)
+        comes at once."""
         if self.controllers is None:
             raise RuntimeError("set_node_unreachable needs the controllers (SimCluster(controllers=True))")
+        if self.standin is not None:
+            self.standin.set_node_unreachable(name, unreachable)
         self.controllers.set_node_unreachable(name, unreachable)
 
-    def fail_pod_start(self, node, reason="ImagePullBackOff"):
+    def _kubelets(self, knob):
         if self.controllers is None:
-            raise RuntimeError("fail_pod_start needs the controllers (SimCluster(controllers=True))")
-        self.controllers.fail_pod_start(node, reason)
+            raise RuntimeError("%s needs the controllers (SimCluster(controllers=True))" % knob)
+        return self.standin if self.standin is not None else self.controllers
+
+    def fail_pod_start(self, node, reason="ImagePullBackOff"):
+        self._kubelets("fail_pod_start").fail_pod_start(node, reason)
 
     def set_inventory(self, node, key, count):
         """Change what a node has (a GPU added or lost): its device plugins and DRA drivers publish the new count."""
-        if self.controllers is not None:
+        if self.standin is not None:
+            self.standin.set_inventory(node, key, count)
+        elif self.controllers is not None:
             self.controllers.kubelet.set_inventory(node, key, count)
 
     def allow_pod_start(self, node):
-        if self.controllers is None:
-            raise RuntimeError("allow_pod_start needs the controllers (SimCluster(controllers=True))")
-        self.controllers.allow_pod_start(node)
+        self._kubelets("allow_pod_start").allow_pod_start(node)
 
     def delete(self, resource, namespace, name, propagation_policy=None):
         """Delete as the API does (finalizers, owner references), without an HTTP request."""

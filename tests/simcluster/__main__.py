@@ -31,6 +31,9 @@ def main(argv=None):
     parser.add_argument("--admin-token", help="use this admin token instead of a random one")
     parser.add_argument("--no-controllers", action="store_true",
                         help="serve the API only (no kubelets, scheduler, DaemonSet controller)")
+    parser.add_argument("--kubelets", choices=("in-process", "stand-in"), default="in-process",
+                        help="where the configured nodes' kubelets run: in the controller worker, or the kubelet "
+                             "stand-in of tests/support/kubelet.py through the API (as the integration suite runs)")
     args = parser.parse_args(argv)
 
     try:
@@ -45,7 +48,8 @@ def main(argv=None):
     signal.signal(signal.SIGTERM, lambda *a: stop.set())
     signal.signal(signal.SIGINT, lambda *a: stop.set())
 
-    sim = SimCluster(config, tls=not args.no_tls, port=args.port, controllers=not args.no_controllers)
+    sim = SimCluster(config, tls=not args.no_tls, port=args.port, controllers=not args.no_controllers,
+                     kubelets=args.kubelets)
     sim.start()
     try:
         if args.write_kubeconfig:

@@ -52,9 +52,14 @@ class Controllers(KubeletMixin, NodeLifecycleMixin, DaemonSetMixin, SchedulerMix
 
     WATCHED = ("nodes", "pods", "daemonsets", "resourceclaims", "deviceclasses")
 
-    def __init__(self, store, config=None):
+    def __init__(self, store, config=None, kubelets=True):
         self.store = store
         self.config = load_config(config)
+        # kubelets=False: the configured nodes' kubelets run outside (the kubelet stand-in, through the API), and
+        # this worker is the control plane alone: node lifecycle, garbage collector, DaemonSet controller, scheduler
+        self.kubelets_in_process = bool(kubelets)
+        if not self.kubelets_in_process:
+            self.config = dict(self.config, nodes=[])
         self.sync_interval = max(float(self.config["sync_interval"]), 0.01)
         self.heartbeat_interval = max(float(self.config.get("heartbeat_interval", DEFAULT_HEARTBEAT_INTERVAL)),
                                       self.sync_interval)

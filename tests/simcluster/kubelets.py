@@ -1,6 +1,8 @@
 # Copyright (c) kubehw.devices contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The simulated cluster's kubelets: the shared kubelet core (tests/support/kubelet_core.py) on the in-memory Store.
+"""The simulated cluster's in-process kubelets (SimCluster(kubelets="in-process"), its own tests and the large
+benchmarks; the integration suite runs the kubelet stand-in through the API instead): the shared kubelet core
+(tests/support/kubelet_core.py) on the in-memory Store.
 
 What a kubelet writes and when is the core's, the same as the kubelet stand-in's on a real control plane
 (tests/support/kubelet.py); this module is only the transport: the controller worker (controllers.py) reads its
@@ -132,14 +134,15 @@ class KubeletMixin:
         node, uid = spec.get("nodeName"), meta.get("uid")
         if not node:
             return
-        if node not in self.node_configs:
-            # no kubelet there (a node made through the API): a deleted pod goes at once
-            if meta.get("deletionTimestamp") and not meta.get("finalizers"):
-                self._remove_pod(key, uid)
-            return
         if not self._reachable(node):
             if not meta.get("deletionTimestamp") and not pod_terminal(pod) and pod_ready(pod):
                 self.store.mutate("pods", key[0], key[1], self._not_ready_fn(uid))    # node_lifecycle.py
+            return
+        if node not in self.node_configs:
+            # no kubelet here; with in-process kubelets (compressed), a deleted pod of a node made through the API goes
+            # at once; else it waits, as on a real cluster, for the kubelet stand-in (or stays Terminating)
+            if self.kubelets_in_process and meta.get("deletionTimestamp") and not meta.get("finalizers"):
+                self._remove_pod(key, uid)
             return
         step, wake = self.kubelet.pod_step(pod, time.monotonic())
         if wake is not None:
@@ -186,9 +189,11 @@ class KubeletPlugins:
     allocate_claims. What is published is the kubelet core's (wanted_slices).
     """
 
-    def __init__(self, store, kubelet, config):
+    def __init__(self, store, kubelet, config, publish=True):
         self.store = store
         self.kubelet = kubelet
+        # publish=False: the kubelet stand-in publishes the slices through the API; only the claim controller runs here
+        self.publish = publish
         self.interval = max(float(config.get("sync_interval", 1.0)), 0.05)
         self._stop = None
         self._thread = None
@@ -207,7 +212,8 @@ class KubeletPlugins:
     def _run(self):
         while not self._stop.wait(min(self.interval, 0.5)):
             try:
-                self.sync()
+                if self.publish:
+                    self.sync()
                 dra.sync_claims(self.store)
             except Exception:  # pylint: disable=broad-except
                 # test equipment: a bad object must not stop the plugins of every node

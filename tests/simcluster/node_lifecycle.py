@@ -148,11 +148,18 @@ class NodeLifecycleMixin:
     def _delete_pod(self, pod):
         """Graceful delete: a bound pod turns Terminating and its kubelet removes it."""
         ns, name = _key(pod)
-        node = (pod.get("spec") or {}).get("nodeName")
-        if not node or pod_terminal(pod) and node in self.node_configs and self._reachable(node):
+        spec = pod.get("spec") or {}
+        node = spec.get("nodeName")
+        grace = spec.get("terminationGracePeriodSeconds", 30)
+        if self.kubelets_in_process:
+            # compressed: a finished pod of a running kubelet, and any pod of a node without one, go at once
+            at_once = not node or pod_terminal(pod) and node in self.node_configs and self._reachable(node)
+        else:
+            # as the apiserver's graceful deletion decides: an unbound or finished pod, or a grace period of 0, at once
+            at_once = not node or pod_terminal(pod) or grace == 0
+        if at_once:
             self.store.delete("pods", ns, name)
             return
-        self.store.mark_deleting("pods", ns, name, grace_seconds=(pod.get("spec") or {}).get(
-            "terminationGracePeriodSeconds", 30))
-        if node not in self.node_configs:
+        self.store.mark_deleting("pods", ns, name, grace_seconds=grace)
+        if self.kubelets_in_process and node not in self.node_configs:
             self.store.delete("pods", ns, name)

@@ -40,6 +40,8 @@ RESOURCES = {
     "resourceclaims": ("resource.k8s.io", "v1", "ResourceClaim", True, []),
     "resourceclaimtemplates": ("resource.k8s.io", "v1", "ResourceClaimTemplate", True, []),
     "poddisruptionbudgets": ("policy", "v1", "PodDisruptionBudget", True, ["pdb"]),
+    # the node heartbeats a kubelet (the kubelet stand-in) renews in kube-node-lease
+    "leases": ("coordination.k8s.io", "v1", "Lease", True, []),
 }
 
 # Resources whose metadata.generation tracks spec changes (as the real registry strategies do).

@@ -94,7 +94,7 @@ class Cluster:
         self._cleanups = []     # (description, fn), undone last first by close()
         self._workdir = None
         self.identity_names = None    # suite_identity_names()
-        self.standin = None           # the kubelet stand-in serving this test's nodes on a real control plane
+        self.standin = None           # the kubelet stand-in serving the configured nodes (simulated or real)
         if least_privilege():
             names = suite_identity_names(self)
             _IDENTITY.update(kubehw_rbac_namespace=names["kubehw_rbac_namespace"],
@@ -430,11 +430,14 @@ def open_cluster(config=None):
         return
     from tests.simcluster import SimCluster
 
-    sim = SimCluster(config)
+    # the configured nodes' kubelets: the same stand-in as on a real control plane, through the simulated API
+    sim = SimCluster(config, kubelets="stand-in")
     sim.start()
     try:
         cluster = Cluster(sim.kubeconfig_path, sim)
+        cluster.standin = sim.standin
         try:
+            cluster.wait_nodes_schedulable(sorted(sim.standin.node_configs))
             yield cluster
         finally:
             cluster.close()

@@ -22,8 +22,11 @@ stand-in does those duties for the nodes it registers, as a client of any apiser
   ``set_node_unreachable(node)`` stops the node's heartbeats (the real node lifecycle controller then marks it
   Unknown after its grace period).
 
-What to write and when is the kubelet core's (tests/support/kubelet_core.py), the same the simulated cluster's
-kubelets use (tests/simcluster/kubelets.py); this module is the transport only. It polls (every ``interval``
+It serves a real control plane (make real) and, unchanged, the simulated cluster of the integration suite and the
+demo (SimCluster(kubelets="stand-in"), where its user's requests stay out of the request log and the faults). What to
+write and when is the kubelet core's (tests/support/kubelet_core.py), which the simulated cluster's in-process
+kubelets (tests/simcluster/kubelets.py, for its own tests and large benchmarks) carry too; this module is the
+transport only. It polls (every ``interval``
 seconds): the nodes are few and the test suite's objects small, and a poll never misses a change the way a watch
 interrupted by a 410 could.
 """

@@ -2,12 +2,14 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The kubelet's API-side duties, written once: what a kubelet writes and when, whatever carries the writes.
 
-Two kubelets use this core unchanged, and differ only in how they read and write:
+Two transports carry this core unchanged, and differ only in how they read and write:
 
-- the simulated cluster's kubelets (tests/simcluster/kubelets.py) run in its controller worker, read its informer
-  cache and write with Store.mutate (a read-modify-write under the store lock), driven by store events and timers;
-- the kubelet stand-in (tests/support/kubelet.py) serves the nodes of a real control plane, which has no kubelet: it
-  lists through the API and writes with status patches and updates, as its own identity (agent.kubeconfig).
+- the kubelet stand-in (tests/support/kubelet.py) lists through the API and writes with status patches and updates,
+  as its own identity (agent.kubeconfig): the kubelet of a real control plane, which has none, and of the simulated
+  cluster the integration suite and the demo run (SimCluster(kubelets="stand-in"));
+- the simulated cluster's in-process kubelets (tests/simcluster/kubelets.py, SimCluster(kubelets="in-process"), for
+  its own tests and the benchmarks with thousands of nodes) run in its controller worker, read its informer cache and
+  write with Store.mutate (a read-modify-write under the store lock), driven by store events and timers.
 
 What the core holds (pure functions, and KubeletCore, a small state machine per set of nodes):
 
