@@ -63,7 +63,7 @@ def replace_as(api, name, namespace, attempts=5):
     update of what was read a moment ago may get 409 Conflict, so read again and retry, as any client of
     optimistic concurrency does. Returns the last status code."""
     code = None
-    for _ in range(attempts):
+    for _attempt in range(attempts):
         code, current = status_of(api.read, name, namespace)
         assert code == 200, current
         code, replaced = status_of(api.replace, name, namespace, current)

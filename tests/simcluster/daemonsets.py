@@ -11,11 +11,9 @@ __metaclass__ = type
 import copy
 import time
 
-from tests.support.kubelet_core import qos_class
-
 from .objutil import (
     SCHEDULER_NAME, TAINT_NOT_READY, TAINT_UNREACHABLE, _condition, _key, _meta, _rfc3339_to_epoch, controller_ref,
-    first_untolerated_taint, node_matches_affinity, pod_ready, pod_terminal, random_suffix, template_hash)
+    first_untolerated_taint, node_matches_affinity, pod_ready, pod_terminal, qos_class, random_suffix, template_hash)
 from .store import StoreError, missing_runtime_class, now_rfc3339
 
 
@@ -224,7 +222,7 @@ class DaemonSetMixin:
         }
         if tmeta.get("annotations"):
             pod["metadata"]["annotations"] = dict(tmeta["annotations"])
-        pod["status"]["qosClass"] = qos_class(pod)
+        pod["status"]["qosClass"] = qos_class(pod["spec"])
         for _attempt in range(3):
             try:
                 return self.store.create("pods", pod)

@@ -75,24 +75,6 @@ def default_pod_spec(spec, is_pod):
                                     "tolerationSeconds": 300})
 
 
-def qos_class(spec):
-    containers = [c for c in spec.get("containers") or [] if isinstance(c, dict)]
-    requests_any = limits_any = False
-    guaranteed = True
-    for c in containers:
-        res = c.get("resources") or {}
-        limits, requests = res.get("limits") or {}, res.get("requests") or {}
-        if limits or requests:
-            requests_any = requests_any or bool(requests)
-            limits_any = limits_any or bool(limits)
-        for key in ("cpu", "memory"):
-            if key not in limits or requests.get(key, limits.get(key)) != limits.get(key):
-                guaranteed = False
-    if not requests_any and not limits_any:
-        return "BestEffort"
-    return "Guaranteed" if guaranteed else "Burstable"
-
-
 NODE_INFO_FIELDS = ("architecture", "bootID", "containerRuntimeVersion", "kernelVersion", "kubeProxyVersion",
                     "kubeletVersion", "machineID", "operatingSystem", "osImage", "systemUUID")
 

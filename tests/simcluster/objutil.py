@@ -122,6 +122,28 @@ def pod_requests(pod):
     return total
 
 
+def qos_class(spec):
+    """The QoS class of a pod spec (status.qosClass): BestEffort without any request or limit, Guaranteed when every
+    container limits cpu and memory and requests what it limits (compared as quantities), else Burstable. The
+    apiserver sets it when a pod is created (strategy.py, before validation, so malformed containers are skipped);
+    the DaemonSet controller and the kubelet core set it on the pods they make."""
+    requests_any = limits_any = False
+    guaranteed = True
+    for c in spec.get("containers") or []:
+        if not isinstance(c, dict):
+            continue
+        res = c.get("resources") or {}
+        limits, requests = res.get("limits") or {}, res.get("requests") or {}
+        requests_any = requests_any or bool(requests)
+        limits_any = limits_any or bool(limits)
+        for key in ("cpu", "memory"):
+            if key not in limits or parse_quantity(requests.get(key, limits[key])) != parse_quantity(limits[key]):
+                guaranteed = False
+    if not requests_any and not limits_any:
+        return "BestEffort"
+    return "Guaranteed" if guaranteed else "Burstable"
+
+
 def toleration_tolerates(tol, taint):
     if tol.get("effect") and tol.get("effect") != taint.get("effect"):
         return False

@@ -1,6 +1,7 @@
 # Copyright (c) kubehw.devices contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The log of the requests an ApiServer answered (method, path, query, body, status, user), as tests read it.
+"""The log of the requests an ApiServer answered (method, path, query, body, status, user: the name users.py
+user_name gives the authenticated user), as tests read it.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -37,15 +38,3 @@ class RequestLogMixin:
         with self._lock:
             entry["status"] = status
             entry["user"] = user
-
-
-def logged_user_name(user):
-    """The name of an authenticated user as the request log records it."""
-    if user is None:
-        return None
-    if isinstance(user, dict):
-        return user.get("name") or user.get("username") or user.get("user")
-    for attr in ("name", "username", "user"):
-        if getattr(user, attr, None):
-            return getattr(user, attr)
-    return str(user)

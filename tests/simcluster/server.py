@@ -17,7 +17,7 @@ import urllib.parse
 
 from tests.simcluster import tokenrequest  # serviceaccounts/token (TokenRequest)
 from tests.simcluster import openapi  # the /openapi/v3 kubectl reads
-from tests.simcluster import auth, discovery, eviction
+from tests.simcluster import auth, discovery, eviction, users
 from tests.simcluster import dra_versions  # resource.k8s.io (Dynamic Resource Allocation)
 from tests.simcluster.admin import AdminEndpointsMixin
 from tests.simcluster.deletes import DeleteVerbsMixin
@@ -27,7 +27,7 @@ from tests.simcluster.faults import (
 )
 from tests.simcluster.http_front import ApiHTTPServer, ApiRequestHandler, Streamed
 from tests.simcluster.reads import ReadVerbsMixin
-from tests.simcluster.request_log import RequestLogMixin, logged_user_name
+from tests.simcluster.request_log import RequestLogMixin
 from tests.simcluster.store import RESOURCES, STATUS_RESOURCES, StoreError, is_namespaced
 from tests.simcluster.validation import label_selector_matches
 from tests.simcluster.writes import WriteVerbsMixin
@@ -89,7 +89,7 @@ class ApiServer(FaultTableMixin, RequestLogMixin, ReadVerbsMixin, WriteVerbsMixi
         entry, user_name = None, None
         try:
             user, error = self.authenticator.identify(self.store, req.headers, peer_cert=req.peer_cert)
-            user_name = logged_user_name(user) if error is None else None
+            user_name = users.user_name(user) if error is None else None
             equipment = user_name is not None and user_name in self.equipment_users
             entry = None if equipment else self._log_request(req)
             if error is not None:

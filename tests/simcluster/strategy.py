@@ -10,7 +10,7 @@ __metaclass__ = type
 
 import copy
 
-from tests.simcluster.defaulting import qos_class
+from tests.simcluster.objutil import qos_class
 from tests.simcluster.store import STATUS_RESOURCES
 
 

@@ -37,8 +37,9 @@ import hashlib
 import itertools
 
 from tests.simcluster.config import load_config
-from tests.simcluster.objutil import _condition, _meta, controller_ref, is_extended_resource, pod_ready, pod_terminal
-from tests.simcluster.quantity import quantity_amount as parse_quantity
+from tests.simcluster.objutil import (
+    _condition, _meta, controller_ref, is_extended_resource, pod_ready, pod_terminal, qos_class,
+)
 from tests.simcluster.store import now_rfc3339
 from tests.support.dra_devices import DEFAULT_DRA_DRIVERS, resource_slice, slice_name
 
@@ -86,22 +87,6 @@ def runs_to_completion(pod):
     if ref and ref.get("kind") == "DaemonSet":
         return False
     return spec.get("restartPolicy") == "Never" and any(c.get("command") for c in spec.get("containers") or [])
-
-
-def qos_class(pod):
-    containers = (pod.get("spec") or {}).get("containers") or []
-    any_set, guaranteed = False, True
-    for c in containers:
-        res = c.get("resources") or {}
-        limits, requests = res.get("limits") or {}, res.get("requests") or {}
-        if limits or requests:
-            any_set = True
-        for r in ("cpu", "memory"):
-            if r not in limits or parse_quantity(requests.get(r, limits.get(r))) != parse_quantity(limits[r]):
-                guaranteed = False
-    if not any_set:
-        return "BestEffort"
-    return "Guaranteed" if guaranteed else "Burstable"
 
 
 def pod_conditions(pod, stamp, ready, reason=None, message=None):
@@ -434,7 +419,7 @@ class KubeletCore:
             status["podIP"] = self.pod_ip(node, pod)
             status["podIPs"] = [{"ip": status["podIP"]}]
         status.setdefault("startTime", stamp)
-        status.setdefault("qosClass", qos_class(pod))     # set once at admission, immutable after
+        status.setdefault("qosClass", qos_class(pod.get("spec") or {}))     # set once at admission, immutable after
         return status
 
     def creating_status(self, pod, node):

@@ -1,0 +1,345 @@
+# Copyright (c) kubehw.devices contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The fault proxy's server side (test equipment): each client connection, each request forwarded or answered.
+
+``ProxyServer`` is the simulated cluster's threading TLS server (tests/simcluster/http_front.py) with a FaultProxy as
+its ``api``; ``Handler`` keeps that server's connection handling (TLS handshake, HTTP/1.1 keep-alive, request bodies)
+and, per request: logs it, takes the fault it uses, then answers it (a fault's answer, a compaction's 410) or
+forwards it upstream and relays the answer, a watch event by event. Every client connection keeps its own upstream
+connections alive. What each fault kind does is in tests/support/fault_proxy.py's docstring.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import http.client
+import json
+import socket
+import time
+import urllib.parse
+
+from tests.simcluster.authn import user_from_peer_cert
+from tests.simcluster.errors import status_body
+from tests.simcluster.faults import COMMIT_TIMEOUT_MESSAGE, CONTINUE_EXPIRED_MESSAGE, FAULT_VERBS, too_large_rv
+from tests.simcluster.http_front import ApiHTTPServer, ApiRequestHandler
+from tests.simcluster.store import StoreError
+from tests.support.fault_proxy_log import request_info
+from tests.support.fault_proxy_upstream import closed_by_peer
+from tests.support.fault_proxy_watches import Watch, numeric_rv
+
+__all__ = ["Handler", "ProxyServer"]
+
+# Headers of one connection, not of the request (RFC 9110 7.6.1), and those the proxy sets itself.
+_HOP_BY_HOP = frozenset(("connection", "keep-alive", "proxy-connection", "proxy-authenticate", "proxy-authorization",
+                         "te", "trailer", "transfer-encoding", "upgrade", "host", "content-length", "expect"))
+# Methods that may be sent again when a kept-alive upstream connection turns out closed before answering (Go's
+# http.Transport retries these alone): a write is never sent twice, so the apiserver stores what the log shows.
+_IDEMPOTENT = ("GET", "HEAD", "OPTIONS")
+# kube-apiserver closes idle HTTP/1.1 connections after 90 s; a connection idle this long is not reused.
+_UPSTREAM_IDLE = 30.0
+
+
+class ProxyServer(ApiHTTPServer):
+    """The simulated cluster's threading TLS server (handshakes in the handler threads, every connection closed at
+    stop); its ``api`` is the FaultProxy."""
+
+    request_queue_size = 128
+
+
+class Handler(ApiRequestHandler):
+    """Keeps the simulated cluster's handler's connection handling (TLS handshake, HTTP/1.1 keep-alive, request
+    bodies); answers by forwarding."""
+
+    server_version = "fault-proxy"
+
+    def setup(self):
+        super(Handler, self).setup()
+        # upstream connections of this client connection: {with_cert: [HTTPSConnection, last used]}
+        self._conns = {}
+        self._upstream_sock = None
+        self._entry = None
+        self._peer = None
+
+    def finish(self):
+        try:
+            super(Handler, self).finish()
+        finally:
+            self._close_upstream()
+
+    def _close_upstream(self):
+        conns, self._conns = list(self._conns.values()), {}
+        for conn, _used in conns:
+            conn.close()
+
+    # -- the request
+    def _dispatch(self):
+        proxy = self.server.api
+        split = urllib.parse.urlsplit(self.path)
+        path = split.path
+        query = urllib.parse.parse_qs(split.query, keep_blank_values=True)
+        body = self._body()
+        content_type = (self.headers.get("Content-Type") or "").split(";")[0].strip().lower()
+        authorization = self.headers.get("Authorization")
+        # a client certificate counts where no Authorization header is sent, as on kube-apiserver
+        self._peer = None if authorization else user_from_peer_cert(self.connection.getpeercert())
+        if self._peer is not None:
+            user, username = "cert:" + self._peer["user"], self._peer["user"]
+        else:
+            user, username = proxy._credentials.user_of(authorization), None
+            proxy._credentials.remember(user, authorization)
+        entry = proxy._tables.log(self.command, path, query, content_type, body, user, username)
+        info = request_info(self.command, path, query)
+        resource, name, verb = (info[0], info[2], info[4]) if info else (None, None, None)
+        fault = proxy._tables.take(self.command, path, verb, query)
+        # the status goes into the log before the answer goes out, so a client that has its answer finds it there
+        self._entry = entry
+        try:
+            self._answer(proxy, fault, info, query, body, authorization, resource, name, verb)
+        finally:
+            if entry["status"] is None:
+                proxy._tables.finish(entry, "drop")
+
+    def _answer(self, proxy, fault, info, query, body, authorization, resource, name, verb):
+        """Answer the request; returns the status the client got ("drop" for a closed connection)."""
+        kind = fault.status if fault is not None else None
+        if kind is not None and kind not in FAULT_VERBS:
+            result = proxy._tables.answer(fault, resource, name)
+            if result == "drop":
+                return self._drop()
+            return self._send_json(*result)
+        if kind in ("watch-expired", "watch-too-large"):
+            since = (query.get("resourceVersion") or [""])[-1] or "0"
+            current = self._current_rv(proxy, numeric_rv(since) or 0)
+            error = (StoreError(410, "Expired", "too old resource version: %s (%d)" % (since, current + 1))
+                     if kind == "watch-expired" else too_large_rv(current + 1000, current))
+            return self._send_watch_error(error)
+        if kind == "too-large-rv":
+            current = self._current_rv(proxy, numeric_rv((query.get("resourceVersion") or [""])[-1]) or 0)
+            error = too_large_rv(current + 1000, current)
+            return self._send_json(error.code, error.status(), {"Retry-After": str(error.details["retryAfterSeconds"])})
+        if kind == "continue-expired":
+            error = StoreError(410, "Expired", CONTINUE_EXPIRED_MESSAGE)
+            return self._send_json(error.code, error.status(), {})
+        if kind is None:
+            compacted = proxy._watches.compaction_answer(info, query)
+            if compacted is not None:
+                if compacted[0] == "watch":
+                    return self._send_watch_error(compacted[1])
+                return self._send_json(compacted[1].code, compacted[1].status(), {})
+        try:
+            resp = self._forward(proxy, body, authorization)
+        except (OSError, http.client.HTTPException) as e:
+            if self.command not in _IDEMPOTENT:
+                # the write may or may not have reached the apiserver: the client sees what a client of it would
+                return self._drop()
+            return self._send_json(502, status_body(502, "InternalError", "fault proxy: upstream %s:%s: %s"
+                                                    % (proxy._upstream.host, proxy._upstream.port, e)), {})
+        if kind in ("commit-504", "commit-drop") and 200 <= resp.status < 300:
+            # the write is stored; only its answer is lost
+            resp.read()
+            if kind == "commit-drop":
+                return self._drop()
+            return self._send_json(504, status_body(504, "Timeout", COMMIT_TIMEOUT_MESSAGE, {}), {})
+        if verb == "watch" and resp.status == 200:
+            return self._relay_watch(proxy, resp, info, query)
+        return self._relay(resp)
+
+    # -- upstream
+    @staticmethod
+    def _current_rv(proxy, default):
+        """The apiserver's resourceVersion for a fault's message; default when the kubeconfig's user may not list
+        namespaces (the message's numbers are all a fault answer depends on it for)."""
+        try:
+            return proxy.current_resource_version()
+        except (RuntimeError, OSError, ValueError, KeyError, http.client.HTTPException):
+            return default
+
+    def _connection(self, with_cert):
+        proxy = self.server.api
+        slot = self._conns.get(with_cert)
+        now = time.monotonic()
+        if slot is not None and (now - slot[1] > _UPSTREAM_IDLE or closed_by_peer(slot[0].sock)):
+            slot[0].close()
+            slot = None
+        if slot is None:
+            slot = [proxy._upstream.connection(with_cert), now]
+            self._conns[with_cert] = slot
+        slot[1] = now
+        return slot
+
+    def _forward(self, proxy, body, authorization):
+        up = proxy._upstream
+        headers = [(k, v) for k, v in self.headers.items() if k.lower() not in _HOP_BY_HOP]
+        if not authorization:
+            headers += list(up.auth_headers().items())
+            if self._peer is not None:
+                headers.append(("Impersonate-User", self._peer["user"]))
+                headers += [("Impersonate-Group", group) for group in self._peer["groups"]
+                            if group != "system:authenticated"]
+        headers.append(("Host", "%s:%d" % (up.host, up.port)))
+        if body or self.command in ("POST", "PUT", "PATCH"):
+            headers.append(("Content-Length", str(len(body))))
+        with_cert = not authorization
+        for attempt in (1, 2):
+            slot = self._connection(with_cert)
+            conn = slot[0]
+            reused = conn.sock is not None
+            try:
+                conn.putrequest(self.command, up.prefix + self.path, skip_host=True, skip_accept_encoding=True)
+                for key, value in headers:
+                    conn.putheader(key, value)
+                conn.endheaders(body or None)
+                # for compact() and the reaper: the socket a relayed watch reads from (getresponse may let go of it)
+                sock = conn.sock
+                resp = conn.getresponse()
+            except (OSError, http.client.HTTPException):
+                conn.close()
+                self._conns.pop(with_cert, None)
+                # a kept-alive connection the apiserver closed meanwhile: send a repeatable request once more
+                if attempt == 1 and reused and self.command in _IDEMPOTENT:
+                    continue
+                raise
+            self._upstream_sock = sock
+            if resp.will_close:
+                self._conns.pop(with_cert, None)
+            return resp
+        raise AssertionError("unreachable")
+
+    # -- answering
+    def _send_head(self, code, headers, reason=None):
+        self.server.api._tables.finish(self._entry, code)
+        self.send_response_only(code, reason)
+        for key, value in headers:
+            self.send_header(key, value)
+        self.end_headers()
+
+    def _send_json(self, code, body, headers):
+        data = json.dumps(body).encode("utf-8")
+        head = [("Content-Type", "application/json"), ("Content-Length", str(len(data))),
+                ("Cache-Control", "no-cache, private")]
+        head += [(k, str(v)) for k, v in headers.items()]
+        self._send_head(code, head)
+        if self.command != "HEAD":
+            self.wfile.write(data)
+        self.wfile.flush()
+        return code
+
+    def _drop(self):
+        self.server.api._tables.finish(self._entry, "drop")
+        self.close_connection = True
+        try:
+            self.request.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        return "drop"
+
+    def _write_chunk(self, data):
+        self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+        self.wfile.flush()
+
+    def _end_chunks(self):
+        self.wfile.write(b"0\r\n\r\n")
+        self.wfile.flush()
+
+    def _send_watch_error(self, error):
+        """200, then one ERROR event with error's Status, then the end of the stream: as the apiserver ends a watch."""
+        self._send_head(200, [("Content-Type", "application/json"), ("Transfer-Encoding", "chunked"),
+                              ("Cache-Control", "no-cache, private")])
+        self._write_chunk((json.dumps({"type": "ERROR", "object": error.status()}) + "\n").encode("utf-8"))
+        self._end_chunks()
+        return 200
+
+    def _relay_head(self, resp, chunked):
+        headers = [(k, v) for k, v in resp.getheaders() if k.lower() not in _HOP_BY_HOP]
+        if chunked:
+            headers.append(("Transfer-Encoding", "chunked"))
+        elif resp.length is not None and self.command != "HEAD":
+            headers.append(("Content-Length", str(resp.length)))
+        elif resp.getheader("Content-Length") is not None:
+            headers.append(("Content-Length", resp.getheader("Content-Length")))
+        self._send_head(resp.status, headers, resp.reason)
+
+    def _relay(self, resp):
+        no_body = self.command == "HEAD" or resp.status in (204, 304) or 100 <= resp.status < 200
+        chunked = not no_body and resp.length is None
+        try:
+            self._relay_head(resp, chunked)
+            while not no_body:
+                data = resp.read1(65536) if chunked else resp.read(65536)
+                if not data:
+                    break
+                if chunked:
+                    self._write_chunk(data)
+                else:
+                    self.wfile.write(data)
+            if chunked:
+                self._end_chunks()
+            self.wfile.flush()
+        except OSError:
+            resp.close()
+            self.close_connection = True
+            raise
+        return resp.status
+
+    def _relay_watch(self, proxy, resp, info, query):
+        """Relay a watch event by event (whole lines only, so an ERROR event can be put after any of them)."""
+        json_stream = ((resp.getheader("Content-Type") or "").startswith("application/json")
+                       and not resp.getheader("Content-Encoding"))
+        since = (query.get("resourceVersion") or [""])[-1]
+        watch = Watch(self.path.split("?")[0], info[0], dict((k, v[-1]) for k, v in query.items()), since, self.request)
+        watch.upstream_sock = self._upstream_sock
+        proxy._watches.register(watch)
+        pending = b""
+        try:
+            self._relay_head(resp, chunked=True)
+            while True:
+                try:
+                    data = resp.read1(65536)
+                except (OSError, ValueError, http.client.HTTPException):
+                    data = b""
+                if not data:
+                    break
+                if not json_stream:
+                    self._write_chunk(data)
+                    continue
+                pending += data
+                lines, _nl, pending = pending.rpartition(b"\n")
+                if lines:
+                    self._write_chunk(lines + b"\n")
+                    watch.since = self._last_rv(lines) or watch.since
+            # no longer open once its client can see the end
+            proxy._watches.unregister(watch)
+            if watch.gone:
+                self.close_connection = True
+                return resp.status
+            if watch.expired_at is not None:
+                # compact(expire_watches=True): what the apiserver sends when the revision a watch follows is gone
+                if json_stream:
+                    error = StoreError(410, "Expired", "too old resource version: %s (%d)"
+                                       % (watch.since or "0", watch.expired_at + 1))
+                    self._write_chunk((json.dumps({"type": "ERROR", "object": error.status()}) + "\n").encode("utf-8"))
+                # the upstream connection was shut down: the next request opens another
+                self._close_upstream()
+            elif pending:
+                self._write_chunk(pending)
+            self._end_chunks()
+        except OSError:
+            self.close_connection = True
+        finally:
+            proxy._watches.unregister(watch)
+            resp.close()
+        return resp.status
+
+    @staticmethod
+    def _last_rv(lines):
+        for line in reversed(lines.split(b"\n")):
+            try:
+                rv = json.loads(line)["object"]["metadata"]["resourceVersion"]
+            except (ValueError, KeyError, TypeError):
+                continue
+            if rv:
+                return rv
+        return None
+
+    do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = do_OPTIONS = _dispatch
