@@ -602,6 +602,36 @@ def probe_pod_limits_copied_to_requests(t):
     return {"code": code, "resources": body["spec"]["containers"][0].get("resources")}
 
 
+QOS_CASES = {
+    # only cpu and memory count: a pod that asks for devices alone is BestEffort
+    "extended-resource-only": ({"limits": {"example.com/dongle": "1"}}, None),
+    "cpu-memory-limits-and-a-device": ({"limits": {"cpu": "1", "memory": "1Gi", "example.com/dongle": "1"}}, None),
+    # compared as amounts, after requests default to limits
+    "same-memory-other-spelling": ({"limits": {"cpu": "1", "memory": "1Gi"}, "requests": {"memory": "1073741824"}},
+                                   None),
+    "cpu-request-below-limit": ({"limits": {"cpu": "1", "memory": "1Gi"}, "requests": {"cpu": "500m"}}, None),
+    "zero-request-only": ({"requests": {"cpu": "0"}}, None),
+    # init containers count too
+    "init-container-request": (None, {"requests": {"cpu": "100m"}}),
+}
+
+
+@row("pod-qos-class", {"extended-resource-only": "BestEffort", "cpu-memory-limits-and-a-device": "Guaranteed",
+                       "same-memory-other-spelling": "Guaranteed", "cpu-request-below-limit": "Burstable",
+                       "zero-request-only": "BestEffort", "init-container-request": "Burstable"})
+def probe_pod_qos_class(t):
+    out = {}
+    for case, (resources, init_resources) in sorted(QOS_CASES.items()):
+        body = _pod(t.name("pod"), resources)
+        if init_resources is not None:
+            body["spec"]["initContainers"] = [{"name": "init", "image": "registry.example/pause:1",
+                                               "resources": init_resources}]
+        code, answer_body = _create_pod(t, body)
+        assert code == 201, (case, code, answer_body)
+        out[case] = (answer_body.get("status") or {}).get("qosClass")
+    return out
+
+
 @row("pod-missing-runtime-class-403", {
     label: {"code": 403, "kind": "Status", "reason": "Forbidden", "details": {"name": "<pod>" + suffix, "kind": "pods"},
             "message": 'pods "<pod>%s" is forbidden: pod rejected: RuntimeClass "kf-absent-handler" not found' % suffix}

@@ -122,26 +122,53 @@ def pod_requests(pod):
     return total
 
 
+QOS_RESOURCES = ("cpu", "memory")     # the only resources a QoS class is computed from
+
+
+def _qos_amounts(resources, kind):
+    """{cpu/memory: amount} of a resources map's requests or limits, zero quantities left out (a quantity that does not
+    parse counts as absent: the apiserver computes the class before validation refuses the pod)."""
+    out = {}
+    for name in QOS_RESOURCES:
+        value = ((resources or {}).get(kind) or {}).get(name) if isinstance(resources, dict) else None
+        try:
+            amount = parse_quantity(value) if value is not None else 0
+        except (TypeError, ValueError):
+            amount = 0
+        if amount > 0:
+            out[name] = amount
+    return out
+
+
 def qos_class(spec):
-    """The QoS class of a pod spec (status.qosClass): BestEffort without any request or limit, Guaranteed when every
-    container limits cpu and memory and requests what it limits (compared as quantities), else Burstable. The
-    apiserver sets it when a pod is created (strategy.py, before validation, so malformed containers are skipped);
-    the DaemonSet controller and the kubelet core set it on the pods they make."""
-    requests_any = limits_any = False
+    """The QoS class of a pod spec (status.qosClass), as Kubernetes computes it (pkg/apis/core/helper/qos): only cpu
+    and memory count (a pod that asks only for nvidia.com/gpu is BestEffort), zero quantities do not, init containers
+    do, and pod-level resources (spec.resources) replace the containers'. BestEffort without any request or limit;
+    Guaranteed when every container (or the pod) limits both cpu and memory and the summed requests equal the summed
+    limits, a request left out defaulting to its limit; else Burstable. The apiserver sets it when a pod is created
+    (strategy.py, before validation, so malformed containers are skipped); the DaemonSet controller and the kubelet
+    core set it on the pods they make."""
+    requests, limits = {}, {}
     guaranteed = True
-    for c in spec.get("containers") or []:
-        if not isinstance(c, dict):
-            continue
-        res = c.get("resources") or {}
-        limits, requests = res.get("limits") or {}, res.get("requests") or {}
-        requests_any = requests_any or bool(requests)
-        limits_any = limits_any or bool(limits)
-        for key in ("cpu", "memory"):
-            if key not in limits or parse_quantity(requests.get(key, limits[key])) != parse_quantity(limits[key]):
-                guaranteed = False
-    if not requests_any and not limits_any:
+    if isinstance(spec.get("resources"), dict):
+        holders = [spec["resources"]]
+    else:
+        holders = [c.get("resources") for c in (spec.get("containers") or []) + (spec.get("initContainers") or [])
+                   if isinstance(c, dict)]
+    for resources in holders:
+        lim = _qos_amounts(resources, "limits")
+        # the apiserver's defaulting: a resource limited but not requested requests its limit
+        req = dict(lim, **_qos_amounts(resources, "requests"))
+        for totals, amounts in ((requests, req), (limits, lim)):
+            for name, amount in amounts.items():
+                totals[name] = totals.get(name, 0) + amount
+        if set(lim) != set(QOS_RESOURCES):
+            guaranteed = False
+    if not requests and not limits:
         return "BestEffort"
-    return "Guaranteed" if guaranteed else "Burstable"
+    if guaranteed and requests == limits:
+        return "Guaranteed"
+    return "Burstable"
 
 
 def toleration_tolerates(tol, taint):
