@@ -37,6 +37,33 @@ def _default_container(c):
     for port in c.get("ports") or []:
         if isinstance(port, dict):
             port.setdefault("protocol", "TCP")
+    for env in c.get("env") or []:
+        field_ref = ((env.get("valueFrom") or {}) if isinstance(env, dict) else {}).get("fieldRef")
+        if isinstance(field_ref, dict):
+            field_ref.setdefault("apiVersion", "v1")      # SetDefaults_ObjectFieldSelector
+    for key in ("livenessProbe", "readinessProbe", "startupProbe"):
+        _default_probe(c.get(key))
+    for hook in ("postStart", "preStop"):
+        _default_http_get(((c.get("lifecycle") or {}) if isinstance(c.get("lifecycle"), dict) else {}).get(hook))
+
+
+def _default_http_get(handler):
+    """SetDefaults_HTTPGetAction: path "/", scheme HTTP."""
+    action = handler.get("httpGet") if isinstance(handler, dict) else None
+    if isinstance(action, dict):
+        action.setdefault("path", "/")
+        action.setdefault("scheme", "HTTP")
+
+
+def _default_probe(probe):
+    """SetDefaults_Probe: timeout 1 s, period 10 s, success threshold 1, failure threshold 3."""
+    if not isinstance(probe, dict):
+        return
+    for key, value in (("timeoutSeconds", 1), ("periodSeconds", 10), ("successThreshold", 1), ("failureThreshold", 3)):
+        probe.setdefault(key, value)
+    _default_http_get(probe)
+    if isinstance(probe.get("grpc"), dict):
+        probe["grpc"].setdefault("service", "")
 
 
 def default_pod_spec(spec, is_pod):
@@ -56,15 +83,17 @@ def default_pod_spec(spec, is_pod):
             continue
         if isinstance(vol.get("hostPath"), dict):
             vol["hostPath"].setdefault("type", "")
-        for src in ("secret", "configMap"):
+        for src in ("secret", "configMap", "projected", "downwardAPI"):
             if isinstance(vol.get(src), dict):
                 vol[src].setdefault("defaultMode", 420)
+        for item in (vol.get("downwardAPI") or {}).get("items") or [] if isinstance(vol.get("downwardAPI"), dict) else []:
+            if isinstance(item, dict) and isinstance(item.get("fieldRef"), dict):
+                item["fieldRef"].setdefault("apiVersion", "v1")
     if is_pod:
         spec.setdefault("enableServiceLinks", True)
         spec.setdefault("preemptionPolicy", "PreemptLowerPriority")
         spec.setdefault("priority", 0)
         spec.setdefault("serviceAccountName", "default")
-        spec["serviceAccount"] = spec["serviceAccountName"]
         # DefaultTolerationSeconds admission
         tolerations = spec.setdefault("tolerations", [])
         keys = set((t.get("key"), t.get("effect")) for t in tolerations if isinstance(t, dict))
@@ -73,6 +102,9 @@ def default_pod_spec(spec, is_pod):
                     isinstance(t, dict) and t.get("operator") == "Exists" and not t.get("key") for t in tolerations):
                 tolerations.append({"key": key, "operator": "Exists", "effect": "NoExecute",
                                     "tolerationSeconds": 300})
+    if spec.get("serviceAccountName"):
+        # the v1 conversion writes the deprecated alias from serviceAccountName, in pods and pod templates alike
+        spec["serviceAccount"] = spec["serviceAccountName"]
 
 
 NODE_INFO_FIELDS = ("architecture", "bootID", "containerRuntimeVersion", "kernelVersion", "kubeProxyVersion",
