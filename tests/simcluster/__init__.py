@@ -1,6 +1,6 @@
 # Copyright (c) kubehw.devices contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""A simulated Kubernetes cluster for tests: an HTTPS API that answers as kube-apiserver v1.32,
+"""A simulated Kubernetes cluster for tests: an HTTPS API that answers as kube-apiserver v1.36.2 (FACTS.md),
 simulated kubelets, a DaemonSet controller and a scheduler. Test equipment, not shipped code.
 
     from tests.simcluster import SimCluster
@@ -20,7 +20,7 @@ import tempfile
 from tests.simcluster import auth
 from tests.simcluster.config import DEFAULT_CONFIG_PATH, load_config
 from tests.simcluster.controllers import Controllers
-from tests.simcluster.kubelets import KUBELET_VERSION, KubeletPlugins
+from tests.simcluster.kubelets import KubeletPlugins
 from tests.simcluster.kubeconfig import write_kubeconfig
 from tests.simcluster.server import ApiServer
 from tests.simcluster.store import Store
@@ -249,4 +249,4 @@ class SimCluster:
 
 def node_object(node):
     """A Node as a freshly registered, Ready kubelet would have written it (no extended resources)."""
-    return kubelet_core.node_object(node, 0, KUBELET_VERSION)
+    return kubelet_core.node_object(node, 0, kubelet_core.KUBELET_VERSION)

@@ -37,6 +37,20 @@ def served_versions(api):
     return list(versions)
 
 
+# The release /version reports for the newest resource.k8s.io version served: the reference control plane for v1
+# (../shared/k8s), the first release that served each beta, v1.32 for a cluster without the group
+SERVER_RELEASES = {"v1": "v1.36.2", "v1beta2": "v1.33.0", "v1beta1": "v1.32.0"}
+
+
+def server_release(api):
+    """The gitVersion /version answers: a cluster that serves resource.k8s.io/v1 says v1.36.2, one that serves only
+    v1beta1 says v1.32.0, as the real releases would."""
+    for version in KNOWN_VERSIONS:
+        if version in served_versions(api):
+            return SERVER_RELEASES[version]
+    return SERVER_RELEASES["v1beta1"]
+
+
 def _served_group_entry(versions):
     gvs = [{"groupVersion": "%s/%s" % (GROUP, v), "version": v} for v in versions]
     return {"name": GROUP, "versions": gvs, "preferredVersion": gvs[0]}

@@ -21,13 +21,12 @@ __metaclass__ = type
 import threading
 import time
 
-from tests.support.kubelet_core import DELETE, STATUS_STEPS, heartbeat_conditions
+from tests.support.kubelet_core import DELETE, KUBELET_VERSION, STATUS_STEPS, heartbeat_conditions
 
 from . import dra_allocation as dra
 from .objutil import _condition, _meta, pod_ready, pod_terminal
 from .store import now_rfc3339
 
-KUBELET_VERSION = "v1.32.2"
 
 
 class KubeletMixin:

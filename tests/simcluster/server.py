@@ -154,9 +154,10 @@ class ApiServer(FaultTableMixin, RequestLogMixin, ReadVerbsMixin, WriteVerbsMixi
         if path in ("/healthz", "/readyz", "/livez"):
             return (200, "ok", {})
         if path == "/version":
-            return (200, {"major": "1", "minor": "32", "gitVersion": "v1.32.0-simcluster",
+            release = dra_versions.server_release(self)
+            return (200, {"major": "1", "minor": release.split(".")[1], "gitVersion": release + "-simcluster",
                           "gitCommit": "0000000000000000000000000000000000000000", "gitTreeState": "clean",
-                          "buildDate": "2024-12-11T00:00:00Z", "goVersion": "go1.23.4", "compiler": "gc",
+                          "buildDate": "2026-11-01T00:00:00Z", "goVersion": "go1.25.4", "compiler": "gc",
                           "platform": "linux/amd64"}, {})
         answer = openapi.answer(path, lambda resource, version: dra_versions.version_served(self, resource, version))
         if answer is not None:

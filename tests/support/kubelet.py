@@ -41,13 +41,12 @@ import threading
 import time
 
 from tests.simcluster.objutil import _condition, _meta
-from tests.support.kubelet_core import DELETE, STATUS_STEPS, KubeletCore, heartbeat_conditions
+from tests.support.kubelet_core import DELETE, KUBELET_VERSION, STATUS_STEPS, KubeletCore, heartbeat_conditions
 from tests.simcluster.store import now_rfc3339
 
 # a label on every node the stand-in registers, so a test (or a person) can tell them from real nodes
 STANDIN_LABEL = "kubehw-it.example.com/kubelet-stand-in"
 LEASE_DURATION = 40
-KUBELET_VERSION = "v1.36.2"
 
 
 class KubeletStandIn:

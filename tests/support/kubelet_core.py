@@ -44,6 +44,7 @@ from tests.simcluster.store import now_rfc3339
 from tests.support.dra_devices import DEFAULT_DRA_DRIVERS, resource_slice, slice_name
 
 CONTAINER_RUNTIME_VERSION = "containerd://1.7.24"
+KUBELET_VERSION = "v1.36.2"      # the reference control plane's release (../shared/k8s)
 RESOURCES_ANNOTATION = "devices.kubehw.io/resources"
 DEFAULT_PLUGIN_STOP_GRACE = 2.0
 

@@ -110,10 +110,18 @@ def api_error(fn, *args, **kwargs):
 
 # ---------------------------------------------------------------- discovery
 
+@pytest.mark.parametrize("versions, release", [(["v1"], "v1.36.2"), (["v1beta2", "v1beta1"], "v1.33.0"),
+                                               (["v1beta1"], "v1.32.0"), ([], "v1.32.0")])
+def test_version_follows_the_dra_versions_served(simcluster_factory, versions, release):
+    code, version, _h = Raw(simcluster_factory({"nodes": [], "dra_versions": versions}, controllers=False)).request(
+        "GET", "/version")
+    assert code == 200 and version["gitVersion"] == release + "-simcluster" and version["minor"] == release.split(".")[1]
+
+
 def test_discovery_documents(sim):
     raw = Raw(sim)
     code, version, _h = raw.request("GET", "/version")
-    assert code == 200 and version["major"] == "1" and version["minor"] == "32"
+    assert code == 200 and version["major"] == "1" and version["minor"] == "36" and version["gitVersion"] == "v1.36.2-simcluster"
     code, api, _h = raw.request("GET", "/api")
     assert api["kind"] == "APIVersions" and api["versions"] == ["v1"]
     code, groups, _h = raw.request("GET", "/apis")
@@ -143,7 +151,7 @@ def test_typed_clients_work(sim, clients):
     assert created.metadata.generation == 1
     assert created.status.desired_number_scheduled == 0
     assert [d.metadata.name for d in apps.list_namespaced_daemon_set("kube-system").items] == ["plugin"]
-    assert kubernetes.client.VersionApi(core.api_client).get_code().minor == "32"
+    assert kubernetes.client.VersionApi(core.api_client).get_code().minor == "36"
 
 
 def test_dynamic_client_works(sim):

@@ -143,7 +143,7 @@ def test_nodes_are_bootstrapped_from_config(cluster):
     assert node["status"]["allocatable"] == node["status"]["capacity"]
     ready = [c for c in node["status"]["conditions"] if c["type"] == "Ready"][0]
     assert ready["status"] == "True" and ready["lastHeartbeatTime"]
-    assert node["status"]["nodeInfo"]["kubeletVersion"].startswith("v1.32.")
+    assert node["status"]["nodeInfo"]["kubeletVersion"].startswith("v1.36.")
     assert node["status"]["nodeInfo"]["containerRuntimeVersion"].startswith("containerd://")
     assert {a["type"] for a in node["status"]["addresses"]} == {"InternalIP", "Hostname"}
     bare = store.get("nodes", None, "bare")
