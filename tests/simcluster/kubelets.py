@@ -28,7 +28,6 @@ from .objutil import _condition, _meta, pod_ready, pod_terminal
 from .store import now_rfc3339
 
 
-
 class KubeletMixin:
     """The kubelets of the configured nodes, as parts of the controller worker (Controllers)."""
 
