@@ -120,6 +120,8 @@ from ansible.plugins.inventory import BaseInventoryPlugin, Cacheable, Constructa
 
 from ansible_collections.kubehw.devices.plugins.module_utils import _client
 from ansible_collections.kubehw.devices.plugins.module_utils import _device_plugin_presets as presets
+from ansible_collections.kubehw.devices.plugins.module_utils._connection import AUTH_ARG_SPEC
+from ansible_collections.kubehw.devices.plugins.module_utils._errors import KubeHwError
 from ansible_collections.kubehw.devices.plugins.module_utils._extended_resources import (
     ExtendedResourceError, extended_resource_name_problem, quantity_value, whole_quantity)
 from ansible_collections.kubehw.devices.plugins.module_utils._k8s_names import label_key_problem, selector_problem
@@ -247,7 +249,7 @@ def _check_connection_options(options):
         raise ConfigProblem("request_timeout %r must be a number of seconds above 0" % (timeout,))
     # Ansible checks the type of a dict option, not its keys; the client would fail on an unknown one
     headers = options.get("proxy_headers") or {}
-    allowed = sorted(_client.AUTH_ARG_SPEC["proxy_headers"]["options"])
+    allowed = sorted(AUTH_ARG_SPEC["proxy_headers"]["options"])
     unknown = sorted(key for key in headers if key not in allowed)
     if unknown:
         raise ConfigProblem("proxy_headers has unknown key%s %s: use %s" % (
@@ -469,7 +471,7 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
 
     def _auth_params(self):
         # The modules' option set; unset options stay None so the client reads K8S_AUTH_* as the modules do.
-        return dict((name, self.get_option(name)) for name in _client.AUTH_ARG_SPEC)
+        return dict((name, self.get_option(name)) for name in AUTH_ARG_SPEC)
 
     def _list_nodes(self, path, options):
         server = None
@@ -488,7 +490,7 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
                     records = []
                 for node in page.get("items") or []:
                     records.append(node_record(node))
-        except _client.KubeHwError as err:
+        except KubeHwError as err:
             raise AnsibleParserError(explain_error(err, server, path))
         regex = options.get("name_regex")
         if regex is not None:

@@ -2,16 +2,15 @@
 # Copyright: kubehw.devices contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 
-"""Kubernetes client layer shared by every kubehw.devices module.
+"""Kubernetes client of every kubehw.devices module and of the inventory plugin.
 
 Private to the collection: the interface may change without notice.
 
-One option set (``AUTH_ARG_SPEC``) with kubernetes.core's names and environment
-variables, one client factory (``KubeClient``), one exception type
-(``KubeHwError``), bounded retries with backoff for 429/5xx/connection resets
+One client factory (``KubeClient``), bounded retries with backoff for 429/5xx/connection resets
 (creates only when the request certainly did not reach the server), paginated
 lists (``list_all``), and a watch helper that lists once and then follows a
-watch stream it reads itself, relisting on ERROR events.
+watch stream it reads itself, relisting on ERROR events. The connection settings are in
+``_connection.py``, the error type in ``_errors.py``.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -20,116 +19,19 @@ __metaclass__ = type
 
 import gc
 import json
-import os
 import random
 import time
-import traceback
 
 from ansible.module_utils.basic import missing_required_lib
 from ansible.module_utils.common.text.converters import to_native
-
-# The kubernetes library is imported when the first client is built (import_kubernetes()), not when a module
-# starts: a task that refuses its input before any request then never pays for it (about 0.5 CPU-s, most of
-# such a task's time). Until then these names are None and HAS_KUBERNETES is None (not tried yet).
-kubernetes = urllib3 = ApiException = ConfigException = HTTPHeaderDict = None
-# What a request fails with when the connection fails (urllib3's classes are added on import).
-CONNECTION_ERRORS = (ConnectionError,)
-ACCEPTS_CONTENT_TYPE = False
-HAS_KUBERNETES = None
-KUBERNETES_IMPORT_ERROR = None
-
-
-def _without_gc(fn, *args):
-    """fn(*args) with the cyclic garbage collector paused: importing the kubernetes library and making an API
-    class creates thousands of classes (pydantic models in kubernetes 35+), and the collector would scan the
-    growing heap again and again meanwhile (about an eighth of that CPU time, measured with kubernetes 37)."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        return fn(*args)
-    finally:
-        if enabled:
-            gc.enable()
-
-
-def import_kubernetes():
-    """Import the kubernetes library and its urllib3 (once); return whether they are installed."""
-    if HAS_KUBERNETES is None:
-        _without_gc(_import_kubernetes)
-    return HAS_KUBERNETES
-
-
-def _import_kubernetes():
-    global kubernetes, urllib3, ApiException, ConfigException, HTTPHeaderDict, ACCEPTS_CONTENT_TYPE, CONNECTION_ERRORS
-    global HAS_KUBERNETES, KUBERNETES_IMPORT_ERROR
-    try:
-        import kubernetes
-        import urllib3
-        from kubernetes.client.rest import ApiException
-        from kubernetes.config.config_exception import ConfigException
-
-        try:
-            from urllib3 import HTTPHeaderDict  # urllib3 2.x exports it here
-        except ImportError:
-            from urllib3._collections import HTTPHeaderDict  # urllib3 1.26 only has it here
-
-        # The generated functions take _content_type from kubernetes 36.0.0 on. Before that, every patch
-        # function sends the first type it lists, application/json-patch+json (api_client.py
-        # select_header_content_type, release 24.2.0), so that one needs no keyword there.
-        ACCEPTS_CONTENT_TYPE = int(kubernetes.__version__.split(".")[0]) >= 36
-
-        CONNECTION_ERRORS = (urllib3.exceptions.ProtocolError, urllib3.exceptions.NewConnectionError,
-                             urllib3.exceptions.MaxRetryError, urllib3.exceptions.TimeoutError, ConnectionError)
-        HAS_KUBERNETES = True
-    except ImportError:
-        HAS_KUBERNETES = False
-        KUBERNETES_IMPORT_ERROR = traceback.format_exc()
-
-
-# Option name -> environment variable, as kubernetes.core names them, so
-# inventories and AWX credentials written for kubernetes.core work unchanged.
-ENV_VARS = {
-    "kubeconfig": "K8S_AUTH_KUBECONFIG",
-    "context": "K8S_AUTH_CONTEXT",
-    "host": "K8S_AUTH_HOST",
-    "api_key": "K8S_AUTH_API_KEY",
-    "username": "K8S_AUTH_USERNAME",
-    "password": "K8S_AUTH_PASSWORD",
-    "client_cert": "K8S_AUTH_CERT_FILE",
-    "client_key": "K8S_AUTH_KEY_FILE",
-    "ca_cert": "K8S_AUTH_SSL_CA_CERT",
-    "validate_certs": "K8S_AUTH_VERIFY_SSL",
-    "proxy": "K8S_AUTH_PROXY",
-    "no_proxy": "K8S_AUTH_NO_PROXY",
-    "impersonate_user": "K8S_AUTH_IMPERSONATE_USER",
-    "impersonate_groups": "K8S_AUTH_IMPERSONATE_GROUPS",
-}
-
-AUTH_ARG_SPEC = dict(
-    kubeconfig=dict(type="raw"),
-    context=dict(type="str"),
-    host=dict(type="str"),
-    api_key=dict(type="str", no_log=True),
-    username=dict(type="str"),
-    password=dict(type="str", no_log=True),
-    client_cert=dict(type="path", aliases=["cert_file"]),
-    client_key=dict(type="path", aliases=["key_file"], no_log=False),
-    ca_cert=dict(type="path", aliases=["ssl_ca_cert"]),
-    validate_certs=dict(type="bool", aliases=["verify_ssl"]),
-    proxy=dict(type="str"),
-    no_proxy=dict(type="str"),
-    proxy_headers=dict(
-        type="dict",
-        options=dict(
-            proxy_basic_auth=dict(type="str", no_log=True),
-            basic_auth=dict(type="str", no_log=True),
-            user_agent=dict(type="str"),
-        ),
-    ),
-    impersonate_user=dict(type="str"),
-    impersonate_groups=dict(type="list", elements="str"),
-    request_timeout=dict(type="float", default=30.0),
+from ansible_collections.kubehw.devices.plugins.module_utils import _kubernetes_library
+from ansible_collections.kubehw.devices.plugins.module_utils._connection import (
+    build_configuration,
+    protect_kubeconfig_secrets,
+    resolve_auth_params,
 )
+from ansible_collections.kubehw.devices.plugins.module_utils._errors import KubeHwError, error_from_api_exception
+from ansible_collections.kubehw.devices.plugins.module_utils._kubernetes_library import _without_gc, import_kubernetes
 
 RETRY_STATUSES = frozenset([429, 500, 502, 503, 504])
 # Bounded retries: enough to ride out an apiserver restart or a burst of 429s,
@@ -141,248 +43,16 @@ JSON_PATCH = "application/json-patch+json"
 # Page size of every list, as kubectl and client-go's pager use.
 PAGE_SIZE = 500
 
-HTTP_REASONS = {
-    400: "Bad Request",
-    401: "Unauthorized",
-    403: "Forbidden",
-    404: "Not Found",
-    405: "Method Not Allowed",
-    409: "Conflict",
-    410: "Gone",
-    415: "Unsupported Media Type",
-    422: "Unprocessable Entity",
-    429: "Too Many Requests",
-    500: "Internal Server Error",
-    502: "Bad Gateway",
-    503: "Service Unavailable",
-    504: "Gateway Timeout",
-}
-
-FALSE_STRINGS = ("0", "false", "no", "off", "n", "f")
-
-
-class KubeHwError(Exception):
-    """The one error type of kubehw.devices module_utils.
-
-    ``status`` is the HTTP status code (None when no answer came back),
-    ``reason`` the Kubernetes Status reason (``NotFound``, ``Invalid``,
-    ``Conflict``...) or a short word for client-side failures, ``body`` the
-    decoded Status object when the server sent one, ``ambiguous`` whether a
-    create may have been stored although it failed.
-    """
-
-    # True when a create failed in a way that leaves unknown whether the object was stored.
-    ambiguous = False
-    # True when an earlier attempt of the same request may have been applied (its answer was lost).
-    after_lost_answer = False
-
-    def __init__(self, msg, status=None, reason=None, body=None):
-        super(KubeHwError, self).__init__(msg)
-        self.msg = msg
-        self.status = status
-        self.reason = reason
-        self.body = body
-
-    def __str__(self):
-        return self.msg
-
-
-def fail_from_error(module, err, **result):
-    """Fail the module from a KubeHwError, keeping the partial result."""
-    result.pop("msg", None)
-    module.fail_json(msg=err.msg, status=err.status, reason=err.reason, **result)
-
-
-# Keys of a kubeconfig's users[].user whose values are credentials (client-certificate-data is public).
-KUBECONFIG_SECRET_KEYS = ("token", "password", "client-key-data")
-# auth-provider config keys holding credentials (id-token, refresh-token, access-token, client-secret...).
-AUTH_PROVIDER_SECRET_WORDS = ("token", "secret", "password", "key")
-
-
-def kubeconfig_secrets(kubeconfig):
-    """Every credential of a kubeconfig given as a dict, as a set of strings.
-
-    users[].user token, password and client-key-data; every exec env value and every exec
-    argument that is not a bare flag (``--token=x`` and ``x`` after ``--token`` are both kept,
-    since which arguments are secret is the plugin's business); auth-provider config values
-    whose key names a token, secret, password or key.
-    """
-    found = set()
-    if not isinstance(kubeconfig, dict):
-        return found
-    for entry in kubeconfig.get("users") or []:
-        user = entry.get("user") if isinstance(entry, dict) else None
-        if not isinstance(user, dict):
-            continue
-        for key in KUBECONFIG_SECRET_KEYS:
-            if user.get(key):
-                found.add(to_native(user[key]))
-        exec_cfg = user.get("exec")
-        if isinstance(exec_cfg, dict):
-            for env in exec_cfg.get("env") or []:
-                if isinstance(env, dict) and env.get("value"):
-                    found.add(to_native(env["value"]))
-            for arg in exec_cfg.get("args") or []:
-                arg = to_native(arg)
-                if arg.startswith("-") and "=" in arg:
-                    arg = arg.split("=", 1)[1]
-                elif arg.startswith("-"):
-                    continue
-                if arg:
-                    found.add(arg)
-        provider = user.get("auth-provider")
-        if isinstance(provider, dict) and isinstance(provider.get("config"), dict):
-            for key, value in provider["config"].items():
-                if value and any(word in to_native(key).lower() for word in AUTH_PROVIDER_SECRET_WORDS):
-                    found.add(to_native(value))
-    return found
-
-
-def protect_kubeconfig_secrets(module):
-    """Add the credentials of a kubeconfig dict (option or K8S_AUTH_KUBECONFIG JSON) to the
-    module's no-log values, so no result, warning or error shows them, even at -vvv.
-    Call it right after AnsibleModule(), before anything can fail."""
-    kubeconfig = module.params.get("kubeconfig")
-    if kubeconfig is None:
-        raw = os.environ.get(ENV_VARS["kubeconfig"]) or ""
-        if raw.lstrip().startswith("{"):
-            try:
-                kubeconfig = json.loads(raw)
-            except ValueError:
-                kubeconfig = None
-    secrets = kubeconfig_secrets(kubeconfig)
-    module.no_log_values.update(secrets)
-    return secrets
-
-
-def _env_bool(value):
-    if isinstance(value, bool):
-        return value
-    return to_native(value).strip().lower() not in FALSE_STRINGS
-
-
-def resolve_auth_params(params, environ=None):
-    """Explicit options first, then the K8S_AUTH_* environment variables."""
-    environ = os.environ if environ is None else environ
-    resolved = {}
-    for option in AUTH_ARG_SPEC:
-        value = params.get(option)
-        env_name = ENV_VARS.get(option)
-        if value is None and env_name and environ.get(env_name):
-            value = environ[env_name]
-            if option == "validate_certs":
-                value = _env_bool(value)
-            elif option == "impersonate_groups":
-                value = [g.strip() for g in value.split(",") if g.strip()]
-            elif option == "kubeconfig" and value.lstrip().startswith("{"):
-                value = json.loads(value)
-        resolved[option] = value
-    if resolved.get("request_timeout") is None:
-        resolved["request_timeout"] = AUTH_ARG_SPEC["request_timeout"]["default"]
-    return resolved
-
-
-def build_configuration(auth):
-    """Turn resolved options into a kubernetes.client.Configuration.
-
-    A kubeconfig (given or from ``K8S_AUTH_KUBECONFIG``) is loaded first and
-    explicit host/credential options override it; with neither a kubeconfig
-    nor a host, the in-cluster service account is tried (AWX running inside
-    Kubernetes), then the default kubeconfig (``$KUBECONFIG`` or ``~/.kube/config``).
-    """
-    if not import_kubernetes():
-        raise KubeHwError(missing_required_lib("kubernetes"), reason="MissingLibrary")
-    cfg = kubernetes.client.Configuration()
-    _load_connection_settings(cfg, auth)
-    _apply_server_and_credentials(cfg, auth)
-    _apply_tls_and_proxy(cfg, auth)
-    # Our own retry loop decides; urllib3's hidden retries would blur request counts.
-    cfg.retries = False
-    if not cfg.host:
-        raise KubeHwError(
-            "No Kubernetes API server to talk to: set kubeconfig, host or K8S_AUTH_HOST.", reason="ConfigError")
-    return cfg
-
-
-def _load_connection_settings(cfg, auth):
-    """Load the kubeconfig, the in-cluster service account or the default kubeconfig into cfg; a KubeHwError
-    (ConfigError) names what could not be loaded."""
-    try:
-        _load_kubeconfig_or_in_cluster(cfg, auth)
-    except ConfigException as exc:
-        raise KubeHwError(
-            "Could not load Kubernetes connection settings: %s. Set kubeconfig, or host with "
-            "api_key, or the K8S_AUTH_* environment variables." % to_native(exc).rstrip("."), reason="ConfigError")
-    except (IOError, OSError, ValueError, TypeError) as exc:
-        raise KubeHwError("Could not read the kubeconfig: %s" % to_native(exc), reason="ConfigError")
-
-
-def _load_kubeconfig_or_in_cluster(cfg, auth):
-    kubeconfig = auth.get("kubeconfig")
-    if isinstance(kubeconfig, dict):
-        kubernetes.config.load_kube_config_from_dict(
-            kubeconfig, context=auth.get("context"), client_configuration=cfg, persist_config=False)
-    elif kubeconfig:
-        path = os.path.expanduser(to_native(kubeconfig))
-        if not os.path.exists(path):
-            raise KubeHwError("kubeconfig file %s does not exist" % path, reason="ConfigError")
-        kubernetes.config.load_kube_config(
-            config_file=path, context=auth.get("context"), client_configuration=cfg, persist_config=False)
-    elif not auth.get("host"):
-        try:
-            kubernetes.config.load_incluster_config(client_configuration=cfg)
-        except ConfigException:
-            # The client reads $KUBECONFIG at import time; read it now instead.
-            default = os.environ.get("KUBECONFIG") or os.path.expanduser("~/.kube/config")
-            kubernetes.config.load_kube_config(
-                config_file=default, context=auth.get("context"), client_configuration=cfg, persist_config=False)
-
-
-def _apply_server_and_credentials(cfg, auth):
-    """host, api_key, username and password, over what the kubeconfig set."""
-    if auth.get("host"):
-        cfg.host = auth["host"].rstrip("/")
-    if auth.get("api_key"):
-        # kubernetes 24.2.0 reads the token under "authorization", 37.0.2 under "BearerToken"
-        # (kubernetes/client/configuration.py, auth_settings): set both.
-        bearer = "Bearer %s" % auth["api_key"]
-        cfg.api_key = {"authorization": bearer, "BearerToken": bearer}
-        cfg.api_key_prefix = {}
-        # The kubeconfig loader installs a hook that would put its own token back.
-        cfg.refresh_api_key_hook = None
-    if auth.get("username"):
-        cfg.username = auth["username"]
-    if auth.get("password"):
-        cfg.password = auth["password"]
-
-
-def _apply_tls_and_proxy(cfg, auth):
-    """ca_cert, client_cert, client_key, validate_certs and the proxy options, over what the kubeconfig set."""
-    if auth.get("ca_cert"):
-        cfg.ssl_ca_cert = auth["ca_cert"]
-    if auth.get("client_cert"):
-        cfg.cert_file = auth["client_cert"]
-    if auth.get("client_key"):
-        cfg.key_file = auth["client_key"]
-    if auth.get("validate_certs") is not None:
-        cfg.verify_ssl = bool(auth["validate_certs"])
-    if auth.get("proxy"):
-        cfg.proxy = auth["proxy"]
-    if auth.get("no_proxy"):
-        cfg.no_proxy = auth["no_proxy"]
-    if auth.get("proxy_headers"):
-        headers = dict((k, v) for k, v in auth["proxy_headers"].items() if v)
-        cfg.proxy_headers = urllib3.util.make_headers(**headers)
-
 
 def _drop_content_type_older_clients_lack(kwargs, what):
     """Before kubernetes 36.0.0 a generated call takes no ``_content_type`` and sends JSON patch: leave it out when it
     is JSON patch, refuse any other type."""
-    if "_content_type" in kwargs and not ACCEPTS_CONTENT_TYPE:
+    if "_content_type" in kwargs and not _kubernetes_library.ACCEPTS_CONTENT_TYPE:
         content_type = kwargs.pop("_content_type")
         if content_type != JSON_PATCH:
             raise KubeHwError("Failed to %s: sending %s needs the kubernetes Python library 36.0.0 or later, "
-                              "found %s" % (what, content_type, kubernetes.__version__), reason="MissingLibrary")
+                              "found %s" % (what, content_type, _kubernetes_library.kubernetes.__version__),
+                              reason="MissingLibrary")
 
 
 def _backoff(attempt):
@@ -393,26 +63,6 @@ def _backoff(attempt):
 def _jittered_backoff(attempt):
     """_backoff, spread by a quarter either way so that clients retrying together do not stay in step."""
     return _backoff(attempt) * random.uniform(0.75, 1.25)
-
-
-def _status_body(exc):
-    try:
-        body = json.loads(exc.body) if exc.body else None
-    except (TypeError, ValueError):
-        return None
-    return body if isinstance(body, dict) else None
-
-
-def error_from_api_exception(exc, what):
-    body = _status_body(exc)
-    status = exc.status
-    reason = (body or {}).get("reason") or exc.reason or HTTP_REASONS.get(status)
-    message = (body or {}).get("message") or to_native(exc.body or exc.reason or "").strip()
-    http_reason = HTTP_REASONS.get(status, exc.reason or "")
-    msg = "Failed to %s: %s %s" % (what, status, http_reason)
-    if message:
-        msg += ": %s" % message
-    return KubeHwError(msg, status=status, reason=reason, body=body)
 
 
 def _retry_after(exc, body=None):
@@ -434,7 +84,8 @@ class KubeClient(object):
     def __init__(self, module=None, params=None, retry_deadline=RETRY_DEADLINE, sleep=time.sleep):
         if not import_kubernetes():
             if module is not None:
-                module.fail_json(msg=missing_required_lib("kubernetes"), exception=KUBERNETES_IMPORT_ERROR)
+                module.fail_json(msg=missing_required_lib("kubernetes"),
+                                 exception=_kubernetes_library.KUBERNETES_IMPORT_ERROR)
             raise KubeHwError(missing_required_lib("kubernetes"), reason="MissingLibrary")
         if params is None:
             protect_kubeconfig_secrets(module)
@@ -444,7 +95,7 @@ class KubeClient(object):
         self.retry_deadline = retry_deadline
         self._sleep = sleep
         self.configuration = build_configuration(self.auth)
-        self.api_client = kubernetes.client.ApiClient(configuration=self.configuration)
+        self.api_client = _kubernetes_library.kubernetes.client.ApiClient(configuration=self.configuration)
         self.api_client.user_agent = "kubehw.devices/ansible"
         if self.auth.get("impersonate_user"):
             self.api_client.set_default_header("Impersonate-User", self.auth["impersonate_user"])
@@ -463,7 +114,7 @@ class KubeClient(object):
         api = KubeClient._LAZY_APIS.get(name)
         if api is None or "api_client" not in self.__dict__:
             raise AttributeError(name)
-        value = _without_gc(getattr(kubernetes.client, api), self.api_client)
+        value = _without_gc(getattr(_kubernetes_library.kubernetes.client, api), self.api_client)
         setattr(self, name, value)
         return value
 
@@ -474,7 +125,7 @@ class KubeClient(object):
         plain_request = pool.request
 
         def request(method, url, *args, **kwargs):
-            headers = HTTPHeaderDict(kwargs.get("headers") or {})
+            headers = _kubernetes_library.HTTPHeaderDict(kwargs.get("headers") or {})
             for group in groups:
                 headers.add("Impersonate-Group", group)
             kwargs["headers"] = headers
@@ -508,7 +159,7 @@ class KubeClient(object):
             delay = None
             try:
                 return fn(*args, **kwargs)
-            except ApiException as exc:
+            except _kubernetes_library.ApiException as exc:
                 if not exc.status and "SSLError" in to_native(exc.reason or ""):
                     # The generated client reports a TLS failure as an ApiException with status 0.
                     raise self._tls_error(what, to_native(exc.reason).replace("SSLError", "", 1).strip())
@@ -523,11 +174,11 @@ class KubeClient(object):
                     error.ambiguous = True
                     raise error
                 delay = _retry_after(exc, error.body)
-            except urllib3.exceptions.SSLError as exc:
+            except _kubernetes_library.urllib3.exceptions.SSLError as exc:
                 raise self._tls_error(what, to_native(exc))
-            except CONNECTION_ERRORS as exc:
-                if isinstance(exc, urllib3.exceptions.MaxRetryError) and isinstance(
-                        exc.reason, urllib3.exceptions.SSLError):
+            except _kubernetes_library.CONNECTION_ERRORS as exc:
+                if isinstance(exc, _kubernetes_library.urllib3.exceptions.MaxRetryError) and isinstance(
+                        exc.reason, _kubernetes_library.urllib3.exceptions.SSLError):
                     raise self._tls_error(what, to_native(exc.reason))
                 error = KubeHwError(
                     "Failed to %s: connection to %s failed: %s" % (what, self.configuration.host, to_native(exc)),
@@ -793,7 +444,7 @@ class KubeClient(object):
                     return ("done", None, None)
                 if time.monotonic() >= deadline:
                     break
-        except (urllib3.exceptions.HTTPError, ConnectionError, OSError):
+        except (_kubernetes_library.urllib3.exceptions.HTTPError, ConnectionError, OSError):
             # A watch that drops is normal (apiserver restart, load balancer idle timeout).
             pass
         finally:
@@ -850,10 +501,10 @@ def _watch_error(status):
 
 def _never_sent(exc):
     """Whether a connection error proves the request never reached the server."""
-    if isinstance(exc, urllib3.exceptions.MaxRetryError):
+    if isinstance(exc, _kubernetes_library.urllib3.exceptions.MaxRetryError):
         exc = exc.reason
     # NewConnectionError is a ConnectTimeoutError in urllib3 1.26 and 2.x: no connection, no request
-    return isinstance(exc, (urllib3.exceptions.ConnectTimeoutError, ConnectionRefusedError))
+    return isinstance(exc, (_kubernetes_library.urllib3.exceptions.ConnectTimeoutError, ConnectionRefusedError))
 
 
 def _key(obj):

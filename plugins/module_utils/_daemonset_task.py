@@ -16,7 +16,7 @@ import time
 
 from ansible_collections.kubehw.devices.plugins.module_utils import _daemonset_compare as compare
 from ansible_collections.kubehw.devices.plugins.module_utils import _daemonset_rollout as ds_rollout
-from ansible_collections.kubehw.devices.plugins.module_utils._client import KubeHwError
+from ansible_collections.kubehw.devices.plugins.module_utils._errors import KubeHwError
 from ansible_collections.kubehw.devices.plugins.module_utils._daemonset_manifest import RESOURCES_ANNOTATION
 from ansible_collections.kubehw.devices.plugins.module_utils._pod_spec import COMPONENT_LABEL
 from ansible_collections.kubehw.devices.plugins.module_utils._k8s_objects import (

@@ -18,7 +18,7 @@ __metaclass__ = type
 import copy
 import json
 
-from ansible_collections.kubehw.devices.plugins.module_utils._client import KubeHwError
+from ansible_collections.kubehw.devices.plugins.module_utils._errors import KubeHwError
 from ansible_collections.kubehw.devices.plugins.module_utils._extended_resources import (
     escape_pointer,
     extended_resource_name_problem,

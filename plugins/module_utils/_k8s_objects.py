@@ -14,7 +14,7 @@ import copy
 import hashlib
 import json
 
-from ansible_collections.kubehw.devices.plugins.module_utils._client import KubeHwError
+from ansible_collections.kubehw.devices.plugins.module_utils._errors import KubeHwError
 from ansible_collections.kubehw.devices.plugins.module_utils._k8s_names import LABEL_VALUE_RE, label_key_problem
 
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"

@@ -201,9 +201,9 @@ diff:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.kubehw.devices.plugins.module_utils._client import (
+from ansible_collections.kubehw.devices.plugins.module_utils._client import KubeClient
+from ansible_collections.kubehw.devices.plugins.module_utils._connection import (
     AUTH_ARG_SPEC,
-    KubeClient,
     protect_kubeconfig_secrets,
 )
 from ansible_collections.kubehw.devices.plugins.module_utils._k8s_objects import run_object_module

@@ -306,12 +306,12 @@ import json
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.kubehw.devices.plugins.module_utils._client import (
+from ansible_collections.kubehw.devices.plugins.module_utils._client import KubeClient
+from ansible_collections.kubehw.devices.plugins.module_utils._connection import (
     AUTH_ARG_SPEC,
-    KubeClient,
-    KubeHwError,
     protect_kubeconfig_secrets,
 )
+from ansible_collections.kubehw.devices.plugins.module_utils._errors import KubeHwError
 from ansible_collections.kubehw.devices.plugins.module_utils import _daemonset_compare as compare
 from ansible_collections.kubehw.devices.plugins.module_utils import _daemonset_rollout as ds_rollout
 from ansible_collections.kubehw.devices.plugins.module_utils import _daemonset_task as ds_task

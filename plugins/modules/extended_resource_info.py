@@ -190,13 +190,12 @@ import copy
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.kubehw.devices.plugins.module_utils._dra import DraApi, report as dra_report
-from ansible_collections.kubehw.devices.plugins.module_utils._client import (
+from ansible_collections.kubehw.devices.plugins.module_utils._client import KubeClient
+from ansible_collections.kubehw.devices.plugins.module_utils._connection import (
     AUTH_ARG_SPEC,
-    KubeClient,
-    KubeHwError,
-    fail_from_error,
     protect_kubeconfig_secrets,
 )
+from ansible_collections.kubehw.devices.plugins.module_utils._errors import KubeHwError, fail_from_error
 from ansible_collections.kubehw.devices.plugins.module_utils._extended_resources import (
     ExtendedResourceError,
     extended_resource_name_problem,

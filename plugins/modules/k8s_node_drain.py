@@ -149,15 +149,13 @@ left_on_node:
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.kubehw.devices.plugins.module_utils import _client
-from ansible_collections.kubehw.devices.plugins.module_utils._client import (
+from ansible_collections.kubehw.devices.plugins.module_utils import _kubernetes_library
+from ansible_collections.kubehw.devices.plugins.module_utils._client import KubeClient, _never_sent
+from ansible_collections.kubehw.devices.plugins.module_utils._connection import (
     AUTH_ARG_SPEC,
-    KubeClient,
-    KubeHwError,
-    _never_sent,
-    error_from_api_exception,
     protect_kubeconfig_secrets,
 )
+from ansible_collections.kubehw.devices.plugins.module_utils._errors import KubeHwError, error_from_api_exception
 from ansible_collections.kubehw.devices.plugins.module_utils._k8s_names import DNS1123_SUBDOMAIN_RE
 
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
@@ -277,14 +275,14 @@ class NodeDrain(object):
                     _request_timeout=self.client.request_timeout)
                 return True
             # the library was imported with the client (KubeClient), before this module sends anything
-            except _client.ApiException as exc:
+            except _kubernetes_library.ApiException as exc:
                 err = error_from_api_exception(exc, what)
                 if err.status == 404:
                     return False
                 if err.status != 429 and (err.status is None or err.status < 500):
                     raise err
                 lost_answer = err.status != 429
-            except _client.CONNECTION_ERRORS as exc:
+            except _kubernetes_library.CONNECTION_ERRORS as exc:
                 err = KubeHwError("Failed to %s: connection to %s failed: %s"
                                   % (what, self.client.configuration.host, exc), reason="ConnectionError")
                 lost_answer = not _never_sent(exc)

@@ -270,13 +270,12 @@ from concurrent.futures import ThreadPoolExecutor
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 from ansible.module_utils.common.text.converters import to_native
-from ansible_collections.kubehw.devices.plugins.module_utils._client import (
+from ansible_collections.kubehw.devices.plugins.module_utils._client import PAGE_SIZE, KubeClient
+from ansible_collections.kubehw.devices.plugins.module_utils._connection import (
     AUTH_ARG_SPEC,
-    PAGE_SIZE,
-    KubeClient,
-    KubeHwError,
     protect_kubeconfig_secrets,
 )
+from ansible_collections.kubehw.devices.plugins.module_utils._errors import KubeHwError
 from ansible_collections.kubehw.devices.plugins.module_utils._extended_resources import (
     HAS_JSONPATCH,
     JSONPATCH_IMPORT_ERROR,

@@ -200,12 +200,12 @@ diff:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.kubehw.devices.plugins.module_utils._client import (
+from ansible_collections.kubehw.devices.plugins.module_utils._client import KubeClient
+from ansible_collections.kubehw.devices.plugins.module_utils._connection import (
     AUTH_ARG_SPEC,
-    KubeClient,
-    KubeHwError,
     protect_kubeconfig_secrets,
 )
+from ansible_collections.kubehw.devices.plugins.module_utils._errors import KubeHwError
 from ansible_collections.kubehw.devices.plugins.module_utils._k8s_objects import (
     MANAGED_BY,
     MANAGED_BY_LABEL,

@@ -271,12 +271,12 @@ import time
 import uuid
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.kubehw.devices.plugins.module_utils._client import (
+from ansible_collections.kubehw.devices.plugins.module_utils._client import KubeClient
+from ansible_collections.kubehw.devices.plugins.module_utils._connection import (
     AUTH_ARG_SPEC,
-    KubeClient,
-    KubeHwError,
     protect_kubeconfig_secrets,
 )
+from ansible_collections.kubehw.devices.plugins.module_utils._errors import KubeHwError
 from ansible_collections.kubehw.devices.plugins.module_utils._k8s_names import (
     is_dns1123_label,
     is_dns1123_subdomain,

@@ -22,6 +22,8 @@ from ansible_collections.kubehw.devices.plugins.inventory.k8s_nodes import (
     host_plan, node_record, static_resources_of, unknown_keys)
 from ansible_collections.kubehw.devices.plugins.module_utils import _client
 from ansible_collections.kubehw.devices.plugins.module_utils import _device_plugin_presets as presets
+from ansible_collections.kubehw.devices.plugins.module_utils._connection import AUTH_ARG_SPEC, resolve_auth_params
+from ansible_collections.kubehw.devices.plugins.module_utils._errors import KubeHwError
 
 DEFAULTS = {
     "label_selectors": None, "field_selectors": None, "name_pattern": None,
@@ -199,14 +201,14 @@ def test_unknown_keys_are_named():
 # -- errors ----------------------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("err,words", [
-    (_client.KubeHwError("Failed to list nodes: 401 Unauthorized", status=401, reason="Unauthorized"),
+    (KubeHwError("Failed to list nodes: 401 Unauthorized", status=401, reason="Unauthorized"),
      "answered 401 Unauthorized: its credentials were not accepted; fix api_key"),
-    (_client.KubeHwError("Failed to list nodes: 403 Forbidden: nodes is forbidden", status=403, reason="Forbidden"),
+    (KubeHwError("Failed to list nodes: 403 Forbidden: nodes is forbidden", status=403, reason="Forbidden"),
      "may not list nodes; grant it get and list on nodes"),
-    (_client.KubeHwError("Failed to list nodes: connection to x failed:\nrefused", reason="ConnectionError"),
+    (KubeHwError("Failed to list nodes: connection to x failed:\nrefused", reason="ConnectionError"),
      "could not be reached; check host (K8S_AUTH_HOST)"),
-    (_client.KubeHwError("Failed to list nodes: 400 Bad Request: unable to parse requirement", status=400,
-                         reason="BadRequest"), "check label_selectors and field_selectors"),
+    (KubeHwError("Failed to list nodes: 400 Bad Request: unable to parse requirement", status=400,
+                 reason="BadRequest"), "check label_selectors and field_selectors"),
 ])
 def test_errors_are_one_line_naming_what_to_fix(err, words):
     line = explain_error(err, "https://k8s.example:6443", "site.k8s_nodes.yml")
@@ -246,14 +248,14 @@ def plugin_with(monkeypatch, answers, **option_values):
     fake = FakeClient(answers)
     monkeypatch.setattr(k8s_nodes._client, "KubeClient", lambda params, retry_deadline: fake)
     plugin = InventoryModule()
-    plugin._options = dict((name, None) for name in _client.AUTH_ARG_SPEC)
+    plugin._options = dict((name, None) for name in AUTH_ARG_SPEC)
     plugin._options.update(option_values)
     return plugin, fake
 
 
 def test_pages_follow_continue_and_an_expired_token_relists_from_the_start(monkeypatch):
-    expired = _client.KubeHwError("Failed to list nodes: 410 Gone: continue parameter is too old", status=410,
-                                  reason="Expired")
+    expired = KubeHwError("Failed to list nodes: 410 Gone: continue parameter is too old", status=410,
+                          reason="Expired")
     plugin, fake = plugin_with(monkeypatch, [page(["a", "b"], "t1"), expired, page(["a", "b"], "t2"),
                                              page(["c"])])
     records = plugin._list_nodes("x.k8s_nodes.yml", options(page_size=2, label_selectors=["a=b", "c"]))
@@ -269,8 +271,8 @@ def test_name_pattern_matches_the_whole_name(monkeypatch):
 
 
 def test_a_refused_list_is_one_parser_error(monkeypatch):
-    plugin, _fake = plugin_with(monkeypatch, [_client.KubeHwError("Failed to list nodes: 403 Forbidden: no",
-                                                                  status=403, reason="Forbidden")])
+    plugin, _fake = plugin_with(monkeypatch, [KubeHwError("Failed to list nodes: 403 Forbidden: no",
+                                                          status=403, reason="Forbidden")])
     with pytest.raises(AnsibleParserError) as err:
         plugin._list_nodes("x.k8s_nodes.yml", options())
     assert "https://fake:6443 answered 403 Forbidden" in str(err.value)
@@ -280,7 +282,7 @@ def test_an_unreachable_server_is_one_parser_error_naming_the_host_option(monkey
     # the real client against a port nobody listens on; retries shortened from the modules' 45 s
     monkeypatch.setattr(InventoryModule, "retry_deadline", 0.5)
     plugin = InventoryModule()
-    plugin._options = dict((name, None) for name in _client.AUTH_ARG_SPEC)
+    plugin._options = dict((name, None) for name in AUTH_ARG_SPEC)
     plugin._options.update(host="https://127.0.0.1:9", request_timeout=5.0)
     with pytest.raises(AnsibleParserError) as err:
         plugin._list_nodes("x.k8s_nodes.yml", options())
@@ -293,14 +295,14 @@ def test_connection_options_come_from_k8s_auth_variables_as_in_the_modules(monke
     seen = {}
 
     def client(params, retry_deadline):
-        seen.update(_client.resolve_auth_params(params))
-        raise _client.KubeHwError("stop", reason="ConfigError")
+        seen.update(resolve_auth_params(params))
+        raise KubeHwError("stop", reason="ConfigError")
     monkeypatch.setattr(k8s_nodes._client, "KubeClient", client)
     monkeypatch.setenv("K8S_AUTH_HOST", "https://env.example:6443")
     monkeypatch.setenv("K8S_AUTH_API_KEY", "env-token")
     monkeypatch.setenv("K8S_AUTH_VERIFY_SSL", "no")
     plugin = InventoryModule()
-    plugin._options = dict((name, None) for name in _client.AUTH_ARG_SPEC)
+    plugin._options = dict((name, None) for name in AUTH_ARG_SPEC)
     plugin._options["context"] = "from-file"
     with pytest.raises(AnsibleParserError):
         plugin._list_nodes("x.k8s_nodes.yml", options())

@@ -13,12 +13,10 @@ import urllib3
 import yaml
 from kubernetes.client.rest import ApiException
 
-from ansible_collections.kubehw.devices.plugins.module_utils import _client
-from ansible_collections.kubehw.devices.plugins.module_utils._client import (
-    KubeClient,
-    KubeHwError,
-    resolve_auth_params,
-)
+from ansible_collections.kubehw.devices.plugins.module_utils import _client, _connection, _errors, _kubernetes_library
+from ansible_collections.kubehw.devices.plugins.module_utils._client import KubeClient
+from ansible_collections.kubehw.devices.plugins.module_utils._connection import resolve_auth_params
+from ansible_collections.kubehw.devices.plugins.module_utils._errors import KubeHwError
 
 
 def kubeconfig_dict(server="https://kc.example:6443", token="kc-token"):
@@ -35,7 +33,7 @@ def kubeconfig_dict(server="https://kc.example:6443", token="kc-token"):
 
 @pytest.fixture
 def no_env(monkeypatch, tmp_path):
-    for name in list(_client.ENV_VARS.values()) + ["KUBECONFIG"]:
+    for name in list(_connection.ENV_VARS.values()) + ["KUBECONFIG"]:
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("HOME", str(tmp_path))
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
@@ -43,7 +41,7 @@ def no_env(monkeypatch, tmp_path):
 
 
 def fake_api_exception(status, body=None, headers=None, reason=None):
-    exc = ApiException(status=status, reason=reason or _client.HTTP_REASONS.get(status, ""))
+    exc = ApiException(status=status, reason=reason or _errors.HTTP_REASONS.get(status, ""))
     exc.body = json.dumps(body) if body is not None else None
     exc.headers = headers or {}
     return exc
@@ -505,10 +503,10 @@ def test_kubeconfig_secrets_cover_tokens_keys_exec_and_auth_provider():
             "id-token": "idt-1", "refresh-token": "rt-2", "client-secret": "cs-3", "client-id": "public-id",
             "idp-issuer-url": "https://issuer.example"}}}},
     ]
-    secrets = _client.kubeconfig_secrets(cfg)
+    secrets = _connection.kubeconfig_secrets(cfg)
     assert {"tok-123", "KEYDATA", "pw-456", "arg-789", "env-000", "idt-1", "rt-2", "cs-3"} <= secrets
     assert not {"CERTDATA", "admin", "public-id", "https://issuer.example", "--token=arg-789"} & secrets
-    assert _client.kubeconfig_secrets("/path/to/kubeconfig") == set()
+    assert _connection.kubeconfig_secrets("/path/to/kubeconfig") == set()
 
 
 class FakeModule(object):
@@ -526,7 +524,7 @@ def test_kubeconfig_dict_secrets_become_no_log_values(no_env):
 def test_kubeconfig_json_from_environment_is_protected(no_env):
     no_env.setenv("K8S_AUTH_KUBECONFIG", json.dumps(kubeconfig_dict(token="env-tok")))
     module = FakeModule({"kubeconfig": None})
-    assert _client.protect_kubeconfig_secrets(module) == {"env-tok"}
+    assert _connection.protect_kubeconfig_secrets(module) == {"env-tok"}
     assert module.no_log_values == {"env-tok"}
 
 
@@ -583,12 +581,12 @@ def test_an_empty_map_in_the_body_matches_the_dropped_field(no_env):
 def test_content_type_is_left_out_for_clients_that_do_not_take_it(no_env, monkeypatch):
     fn = Flaky()
     client = make_client([])
-    monkeypatch.setattr(_client, "ACCEPTS_CONTENT_TYPE", False)
+    monkeypatch.setattr(_kubernetes_library, "ACCEPTS_CONTENT_TYPE", False)
     client.call(fn, "n1", [], _content_type="application/json-patch+json")
     assert "_content_type" not in fn.kwargs[0]
     with pytest.raises(KubeHwError) as err:
         client.call(fn, "n1", {}, _content_type="application/merge-patch+json", what="patch node")
     assert "36.0.0" in err.value.msg and fn.calls == 1
-    monkeypatch.setattr(_client, "ACCEPTS_CONTENT_TYPE", True)
+    monkeypatch.setattr(_kubernetes_library, "ACCEPTS_CONTENT_TYPE", True)
     client.call(fn, "n1", [], _content_type="application/json-patch+json")
     assert fn.kwargs[-1]["_content_type"] == "application/json-patch+json"

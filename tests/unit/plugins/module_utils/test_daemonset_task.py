@@ -14,7 +14,7 @@ import pytest
 from ansible_collections.kubehw.devices.plugins.module_utils import _daemonset_rollout as ds_rollout
 from ansible_collections.kubehw.devices.plugins.module_utils import _daemonset_task as ds_task
 from ansible_collections.kubehw.devices.plugins.module_utils import _dra
-from ansible_collections.kubehw.devices.plugins.module_utils._client import KubeHwError
+from ansible_collections.kubehw.devices.plugins.module_utils._errors import KubeHwError
 from ansible_collections.kubehw.devices.plugins.module_utils._k8s_objects import TaskFailed
 
 READY = {"type": "Ready", "status": "True"}

@@ -17,7 +17,8 @@ import pytest
 
 from ansible.module_utils.testing import patch_module_args
 
-from ansible_collections.kubehw.devices.plugins.module_utils._client import KubeClient, KubeHwError
+from ansible_collections.kubehw.devices.plugins.module_utils._client import KubeClient
+from ansible_collections.kubehw.devices.plugins.module_utils._errors import KubeHwError
 
 
 def run_module(module, capsys, args, check=False, diff=False):

@@ -19,7 +19,7 @@ import json
 import pytest
 
 from ansible_collections.kubehw.devices.plugins.module_utils import _dra
-from ansible_collections.kubehw.devices.plugins.module_utils._client import KubeHwError
+from ansible_collections.kubehw.devices.plugins.module_utils._errors import KubeHwError
 from ansible_collections.kubehw.devices.plugins.modules import dra_device_class as mod
 
 from tests.unit.plugins.modules.module_harness import run_module

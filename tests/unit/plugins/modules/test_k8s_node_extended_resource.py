@@ -18,7 +18,7 @@ import json
 import jsonpatch
 import pytest
 
-from ansible_collections.kubehw.devices.plugins.module_utils._client import KubeHwError
+from ansible_collections.kubehw.devices.plugins.module_utils._errors import KubeHwError
 from ansible_collections.kubehw.devices.plugins.modules import k8s_node_extended_resource as mod
 from tests.unit.plugins.modules import module_harness
 

@@ -15,7 +15,7 @@ import copy
 
 import pytest
 
-from ansible_collections.kubehw.devices.plugins.module_utils._client import KubeHwError
+from ansible_collections.kubehw.devices.plugins.module_utils._errors import KubeHwError
 from ansible_collections.kubehw.devices.plugins.modules import k8s_node_extended_resource as mod
 from tests.unit.plugins.modules.test_k8s_node_extended_resource import FakeClient, FakeCore, make_node, run
 

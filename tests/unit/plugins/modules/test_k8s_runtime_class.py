@@ -18,7 +18,7 @@ import json
 
 import pytest
 
-from ansible_collections.kubehw.devices.plugins.module_utils._client import KubeHwError
+from ansible_collections.kubehw.devices.plugins.module_utils._errors import KubeHwError
 from ansible_collections.kubehw.devices.plugins.modules import k8s_runtime_class as mod
 from tests.unit.plugins.modules import module_harness
 
