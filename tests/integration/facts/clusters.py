@@ -187,7 +187,7 @@ def started_control_plane():
         else:
             try:
                 plane.start()
-                open(os.path.join(plane.state_dir, "facts-ready"), "w").close()
+                open(os.path.join(plane.state_dir, "facts-ready"), "w", encoding="utf-8").close()
             except control_plane.ControlPlaneError as err:
                 reason = str(err)[-2000:]
     try:
@@ -203,6 +203,6 @@ def started_control_plane():
 
 @contextlib.contextmanager
 def _locked(folder):
-    with open(os.path.join(folder, ".lock"), "w") as lock:
+    with open(os.path.join(folder, ".lock"), "w", encoding="utf-8") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         yield

@@ -36,8 +36,8 @@ def probe_node_status_add_empty_capacity_map_dropped(t):
     "code": 200, "capacity": {"example.com/dongle": "4"}, "allocatable": {"example.com/dongle": "4"}})
 def probe_node_status_add_whole_capacity_map_200(t):
     node = t.node()
-    code, body = patch_status(t, node, [{"op": "add", "path": "/status/capacity",
-                                         "value": {"example.com/dongle": "4"}}])
+    code, _body = patch_status(t, node, [{"op": "add", "path": "/status/capacity",
+                                          "value": {"example.com/dongle": "4"}}])
     stored = t.get("/api/v1/nodes/" + node)["status"]
     return {"code": code, "capacity": stored.get("capacity"), "allocatable": stored.get("allocatable")}
 
@@ -45,14 +45,14 @@ def probe_node_status_add_whole_capacity_map_200(t):
 @row("node-status-add-existing-key-replaces", {"code": 200, "capacity": {"example.com/dongle": "6"}})
 def probe_node_status_add_existing_key_replaces(t):
     node = t.node_with_capacity({"example.com/dongle": "4"})
-    code, body = patch_status(t, node, [{"op": "add", "path": DONGLE, "value": "6"}])
+    code, _body = patch_status(t, node, [{"op": "add", "path": DONGLE, "value": "6"}])
     return {"code": code, "capacity": t.get("/api/v1/nodes/" + node)["status"].get("capacity")}
 
 
 @row("node-status-replace-missing-key-adds", {"code": 200, "capacity": {"example.com/dongle": "4", "example.com/x": "2"}})
 def probe_node_status_replace_missing_key_adds(t):
     node = t.node_with_capacity({"example.com/dongle": "4"})
-    code, body = patch_status(t, node, [{"op": "replace", "path": "/status/capacity/example.com~1x", "value": "2"}])
+    code, _body = patch_status(t, node, [{"op": "replace", "path": "/status/capacity/example.com~1x", "value": "2"}])
     return {"code": code, "capacity": t.get("/api/v1/nodes/" + node)["status"].get("capacity")}
 
 
