@@ -225,23 +225,36 @@ def apply_rbac(collections_path, tmp_path, kubeconfig):
     return recap
 
 
-def credential_env(cluster):
+def automation_token(cluster):
+    """The bearer token of the automation identity rbac.yml made: on the simulated cluster the one it is configured
+    with, on a real control plane one from the TokenRequest API, as an AWX administrator would mint it."""
+    if cluster.simulated:
+        return TOKEN
+    namespace, name = SA_USER.split(":")[2:]
+    answer = cluster.core.create_namespaced_service_account_token(name, namespace, {
+        "apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"expirationSeconds": 3600}},
+        _preload_content=False)
+    return json.loads(answer.data)["status"]["token"]
+
+
+def credential_env(cluster, token):
     """What AWX's Kubernetes bearer-token credential injects."""
-    return {"K8S_AUTH_HOST": cluster.sim.url, "K8S_AUTH_API_KEY": TOKEN,
+    return {"K8S_AUTH_HOST": cluster.sim.url, "K8S_AUTH_API_KEY": token,
             "K8S_AUTH_SSL_CA_CERT": cluster.sim.ca_cert_path, "K8S_AUTH_VERIFY_SSL": "True"}
 
 
 def test_site_through_ansible_runner_with_least_privilege_token(cluster, collections_path, tmp_path):
-    cluster.require_simulated("the token is one the simulated cluster is configured with")
+    cluster.require_controlled("the demo inventory names the configured nodes; rbac.yml's identity has fixed names")
     import ansible_runner
 
     apply_rbac(collections_path, tmp_path, cluster.kubeconfig)
+    token = automation_token(cluster)
     private = tmp_path / "runner"
     (private / "env").mkdir(parents=True)
     (private / "inventory").mkdir()
     with open(INVENTORY) as f:
         (private / "inventory" / "hosts.yml").write_text(f.read())
-    envvars = dict(credential_env(cluster), ANSIBLE_COLLECTIONS_PATH=collections_path, ANSIBLE_NOCOLOR="1")
+    envvars = dict(credential_env(cluster, token), ANSIBLE_COLLECTIONS_PATH=collections_path, ANSIBLE_NOCOLOR="1")
     mark = cluster.mark()
     result = ansible_runner.run(private_data_dir=str(private), project_dir=REPO_ROOT,
                                 playbook="playbooks/site.yml", envvars=envvars, quiet=True,
@@ -259,16 +272,17 @@ def test_site_through_ansible_runner_with_least_privilege_token(cluster, collect
     # (the runner's own record of the environment it was given, artifacts/*/command, is AWX's business)
     users = set(r.get("user") for r in cluster.requests(mark))
     assert users == {SA_USER}, users
-    assert TOKEN not in stdout
+    assert token not in stdout
     outputs = glob.glob(str(artifacts / "job_events" / "*.json")) + [str(artifacts / "stdout")]
     for path in outputs:
         with open(path, errors="replace") as f:
-            assert TOKEN not in f.read(), path
+            assert token not in f.read(), path
 
 
 def test_token_without_nodes_status_permission_is_refused_by_name(cluster, collections_path, tmp_path):
-    cluster.require_simulated("edits the RBAC of the simulated automation identity")
+    cluster.require_controlled("edits the RBAC of rbac.yml's identity, which has fixed names")
     apply_rbac(collections_path, tmp_path, cluster.kubeconfig)
+    token = automation_token(cluster)
     from kubernetes import client
 
     rbac = client.RbacAuthorizationV1Api(cluster.api_client)
@@ -278,7 +292,7 @@ def test_token_without_nodes_status_permission_is_refused_by_name(cluster, colle
     assert len(role["rules"]) == rules - 1
     rbac.replace_cluster_role("kubehw-devices-nodes", role, _preload_content=False)
     before = node_statuses(cluster)["dongle-node-1"]
-    proc, recap = play(collections_path, tmp_path, "advertise", env=credential_env(cluster))
+    proc, recap = play(collections_path, tmp_path, "advertise", env=credential_env(cluster, token))
     assert proc.returncode != 0
     assert recap["dongle-node-1"]["failed"] == 1
     assert "nodes/status" in proc.stdout and "patch" in proc.stdout, proc.stdout[-3000:]
