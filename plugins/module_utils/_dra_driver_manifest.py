@@ -16,6 +16,7 @@ import posixpath
 import re
 
 from ansible_collections.kubehw.devices.plugins.module_utils import _dra as dra
+from ansible_collections.kubehw.devices.plugins.module_utils import _dra_device_class as dra_device_class
 from ansible_collections.kubehw.devices.plugins.module_utils import _dra_driver_presets as presets
 from ansible_collections.kubehw.devices.plugins.module_utils import _k8s_objects as objects
 from ansible_collections.kubehw.devices.plugins.module_utils._pod_spec import (
@@ -205,8 +206,8 @@ def build_namespace_rbac(params):
 
 def device_class_params(params, state="present"):
     """dra_device_class's options for each of the preset's DeviceClasses (none with device_classes: false); the
-    first is the main one, which carries extended_resource_name. They go to _dra.manage_device_class, the code
-    dra_device_class runs."""
+    first is the main one, which carries extended_resource_name. They go to _dra_device_class.manage_device_class,
+    the code dra_device_class runs."""
     if not params.get("device_classes", True):
         return []
     preset = presets.PRESETS[params["preset"]]
@@ -218,7 +219,7 @@ def device_class_params(params, state="present"):
 
 def build_device_classes(params):
     """The preset's DeviceClasses (v1 shape) as dra_device_class builds them."""
-    return [dra.build_device_class(p) for p in device_class_params(params)]
+    return [dra_device_class.build_device_class(p) for p in device_class_params(params)]
 
 
 # -- what the cluster must offer -----------------------------------------------------------------------------

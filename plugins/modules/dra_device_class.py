@@ -208,11 +208,10 @@ from ansible_collections.kubehw.devices.plugins.module_utils._connection import 
 )
 from ansible_collections.kubehw.devices.plugins.module_utils._k8s_objects import run_object_module
 # The DeviceClass code lives in module_utils so other modules (dra_driver_deploy) manage classes with it too.
-from ansible_collections.kubehw.devices.plugins.module_utils._dra import (  # pylint: disable=unused-import
-    HAS_CEL,
+from ansible_collections.kubehw.devices.plugins.module_utils._dra import DraApi
+from ansible_collections.kubehw.devices.plugins.module_utils._dra_device_class import (  # pylint: disable=unused-import
     DeviceClassSpecError,
     DeviceClassTask,
-    DraApi,
     build_device_class as build,
     device_class_differences as differences,
 )

@@ -316,8 +316,10 @@ from ansible_collections.kubehw.devices.plugins.module_utils import _daemonset_c
 from ansible_collections.kubehw.devices.plugins.module_utils import _daemonset_rollout as ds_rollout
 from ansible_collections.kubehw.devices.plugins.module_utils import _daemonset_task as ds_task
 from ansible_collections.kubehw.devices.plugins.module_utils import _dra as dra
+from ansible_collections.kubehw.devices.plugins.module_utils import _dra_device_class as dra_device_class
 from ansible_collections.kubehw.devices.plugins.module_utils import _dra_driver_manifest as dra_manifest
 from ansible_collections.kubehw.devices.plugins.module_utils import _dra_driver_presets as presets
+from ansible_collections.kubehw.devices.plugins.module_utils import _dra_validation as dra_validation
 from ansible_collections.kubehw.devices.plugins.module_utils import _k8s_objects as objects
 from ansible_collections.kubehw.devices.plugins.module_utils._pod_spec import (
     NAME_LABEL,
@@ -327,7 +329,7 @@ from ansible_collections.kubehw.devices.plugins.module_utils._pod_spec import (
 )
 from ansible_collections.kubehw.devices.plugins.module_utils._pod_spec import positive_int as whole_number
 # The ResourceSlice aggregation and the builders live in module_utils; the names stay importable from here.
-from ansible_collections.kubehw.devices.plugins.module_utils._dra import (  # pylint: disable=unused-import
+from ansible_collections.kubehw.devices.plugins.module_utils._dra_report import (  # pylint: disable=unused-import
     node_results,
     nodes_missing_devices,
     published_by_node,
@@ -377,13 +379,13 @@ def validate(params):
         if not params.get("device_classes", True):
             raise DaemonSetSpecError("extended_resource_name is set on the preset's DeviceClass: it needs "
                                      "device_classes: true")
-        problem = dra.extended_name_problem(extended)
+        problem = dra_validation.extended_name_problem(extended)
         if problem:
             raise DaemonSetSpecError("extended_resource_name %r %s" % (extended, problem))
     for class_params in device_class_params(params):
         try:
-            dra.build_device_class(class_params)
-        except dra.DeviceClassSpecError as err:
+            dra_device_class.build_device_class(class_params)
+        except dra_device_class.DeviceClassSpecError as err:
             raise DaemonSetSpecError("DeviceClass %s: %s" % (class_params["name"], err))
 
 
@@ -703,10 +705,10 @@ class DraDriverDeploy(object):
         self._changed(kind, name)
 
     def _device_classes(self, class_params):
-        """Each DeviceClass through dra_device_class's own task (_dra.manage_device_class): read, compare, a class
-        made by others left alone with a warning, the DRAExtendedResource dry run, write or delete."""
+        """Each DeviceClass through dra_device_class's own task (_dra_device_class.manage_device_class): read,
+        compare, a class made by others left alone with a warning, the DRAExtendedResource dry run, write or delete."""
         for params in class_params:
-            task = dra.manage_device_class(self.api, params, self.check_mode)
+            task = dra_device_class.manage_device_class(self.api, params, self.check_mode)
             self.warnings.extend(task.warnings)
             if task.diff:
                 self.diff.append(task.diff)

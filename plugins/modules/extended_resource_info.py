@@ -189,7 +189,8 @@ pending_pods:
 import copy
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.kubehw.devices.plugins.module_utils._dra import DraApi, report as dra_report
+from ansible_collections.kubehw.devices.plugins.module_utils._dra import DraApi
+from ansible_collections.kubehw.devices.plugins.module_utils._dra_report import report as dra_report
 from ansible_collections.kubehw.devices.plugins.module_utils._client import KubeClient
 from ansible_collections.kubehw.devices.plugins.module_utils._connection import (
     AUTH_ARG_SPEC,

@@ -293,8 +293,8 @@ from ansible_collections.kubehw.devices.plugins.module_utils._dra import (
     allocated_node,
     allocation_results,
     claim_template,
-    device_class_name_problem,
 )
+from ansible_collections.kubehw.devices.plugins.module_utils._dra_validation import device_class_name_problem
 
 
 RUN_LABEL = "kubehw.devices/smoke-test-run"

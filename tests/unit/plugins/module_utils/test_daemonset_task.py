@@ -13,7 +13,7 @@ import pytest
 
 from ansible_collections.kubehw.devices.plugins.module_utils import _daemonset_rollout as ds_rollout
 from ansible_collections.kubehw.devices.plugins.module_utils import _daemonset_task as ds_task
-from ansible_collections.kubehw.devices.plugins.module_utils import _dra
+from ansible_collections.kubehw.devices.plugins.module_utils import _dra_report
 from ansible_collections.kubehw.devices.plugins.module_utils._errors import KubeHwError
 from ansible_collections.kubehw.devices.plugins.module_utils._k8s_objects import TaskFailed
 
@@ -179,17 +179,17 @@ def rs(node_name, pool, generation, count, names, driver="gpu.example.com"):
 
 
 def test_both_aggregators_agree_a_pool_counts_only_when_all_its_newest_slices_are_there():
-    """_dra.published_devices (extended_resource_info, the smoke test) counted the devices of an
+    """_dra_report.published_devices (extended_resource_info, the smoke test) counted the devices of an
     incomplete pool, dra_driver_deploy's aggregator did not."""
     slices = [rs("n1", "n1", 2, 2, ["gpu-0"]), rs("n1", "n1", 2, 2, ["gpu-1"]),    # complete
               rs("n2", "n2", 1, 2, ["gpu-0"]),                                     # 1 of 2 slices
               rs("n3", "n3", 1, 1, ["old"]), rs("n3", "n3", 2, 2, ["new-0"])]      # newest generation incomplete
-    devices = _dra.published_devices(slices)
-    by_node = _dra.published_by_node(slices, "gpu.example.com")
+    devices = _dra_report.published_devices(slices)
+    by_node = _dra_report.published_by_node(slices, "gpu.example.com")
     assert sorted(devices) == ["n1"]
     assert [d["device"] for d in devices["n1"]] == by_node["n1"]["devices"] == ["gpu-0", "gpu-1"]
     assert by_node["n2"]["devices"] == [] and by_node["n3"]["devices"] == []
-    assert _dra.current_pools(slices)[("gpu.example.com", "n3")]["generation"] == 2
+    assert _dra_report.current_pools(slices)[("gpu.example.com", "n3")]["generation"] == 2
 
 
 # -- a missing RuntimeClass before any write ----------------------------------------------------------------------

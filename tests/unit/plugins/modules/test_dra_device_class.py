@@ -1,8 +1,9 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) kubehw.devices contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""dra_device_class and _dra without a network: validation before any request, version discovery and the
-shapes of resource.k8s.io v1/v1beta2/v1beta1, which writes the module sends and when none.
+"""dra_device_class and the DRA module_utils (_dra, _dra_validation, _dra_device_class, _dra_report) without a
+network: validation before any request, version discovery and the shapes of resource.k8s.io v1/v1beta2/v1beta1,
+which writes the module sends and when none.
 
 The fake DRA API answers as the apiserver does where the module depends on it: 404 on a missing object,
 409 on a stale resourceVersion, a dry run that stores nothing, a 422 for a selector that does not compile,
@@ -19,6 +20,9 @@ import json
 import pytest
 
 from ansible_collections.kubehw.devices.plugins.module_utils import _dra
+from ansible_collections.kubehw.devices.plugins.module_utils import _dra_device_class
+from ansible_collections.kubehw.devices.plugins.module_utils import _dra_report
+from ansible_collections.kubehw.devices.plugins.module_utils import _dra_validation
 from ansible_collections.kubehw.devices.plugins.module_utils._errors import KubeHwError
 from ansible_collections.kubehw.devices.plugins.modules import dra_device_class as mod
 
@@ -34,14 +38,14 @@ GPU = 'device.driver == "gpu.example.com"'
     ("gpu.example.com", True), ("gpu", True), ("a" * 253, True), ("a" * 254, False), ("GPU", False),
     ("gpu_example", False), ("-gpu", False), ("gpu.", False), ("", False)])
 def test_device_class_name_is_a_dns_subdomain(name, ok):
-    assert (_dra.device_class_name_problem(name) is None) is ok
+    assert (_dra_validation.device_class_name_problem(name) is None) is ok
 
 
 @pytest.mark.parametrize("name, ok", [
     ("gpu.nvidia.com", True), ("gpu.example.com", True), ("x" * 63, True), ("x" * 64, False),
     ("GPU.example.com", False), ("gpu_example.com", False), ("gpu..com", False), ("", False)])
 def test_driver_name_is_a_dns_subdomain_of_at_most_63(name, ok):
-    assert (_dra.driver_name_problem(name) is None) is ok
+    assert (_dra_validation.driver_name_problem(name) is None) is ok
 
 
 def test_cel_checked_with_the_given_compiler_and_length_before_that():
@@ -55,23 +59,23 @@ def test_cel_checked_with_the_given_compiler_and_length_before_that():
         if text.endswith("== "):
             raise ParseError("device.driver == \n              ^")
 
-    assert _dra.cel_problem(GPU, compile_fn) is None
-    problem = _dra.cel_problem("device.driver == ", compile_fn)
+    assert _dra_validation.cel_problem(GPU, compile_fn) is None
+    problem = _dra_validation.cel_problem("device.driver == ", compile_fn)
     assert "syntax error at line 1, column 18" in problem and "cel-python" in problem
-    assert "no more than 10240" in _dra.cel_problem("x" * 10241, compile_fn)
-    assert _dra.cel_problem("  ", compile_fn) == "must be a non-empty CEL expression"
+    assert "no more than 10240" in _dra_validation.cel_problem("x" * 10241, compile_fn)
+    assert _dra_validation.cel_problem("  ", compile_fn) == "must be a non-empty CEL expression"
     assert seen == [GPU, "device.driver == "]
 
 
 def test_cel_without_a_library_is_left_to_the_server(monkeypatch):
-    monkeypatch.setattr(_dra, "HAS_CEL", False)
-    assert _dra.cel_problem("device.driver == ") is None
+    monkeypatch.setattr(_dra_validation, "HAS_CEL", False)
+    assert _dra_validation.cel_problem("device.driver == ") is None
 
 
 def test_parameters_need_data_within_10ki():
-    assert _dra.parameters_problem({"a": 1}) is None
-    assert "required" in _dra.parameters_problem(None)
-    assert "no more than 10240 bytes" in _dra.parameters_problem({"a": "x" * 10240})
+    assert _dra_validation.parameters_problem({"a": 1}) is None
+    assert "required" in _dra_validation.parameters_problem(None)
+    assert "no more than 10240 bytes" in _dra_validation.parameters_problem({"a": "x" * 10240})
 
 
 @pytest.mark.parametrize("params, text", [
@@ -285,9 +289,8 @@ class FakeDra(object):
 @pytest.fixture
 def dra(monkeypatch):
     monkeypatch.setattr(mod, "KubeClient", lambda module: None)
-    # the module's own reading of HAS_CEL (cel_validation) and _dra's (cel_problem): no library here
-    monkeypatch.setattr(_dra, "HAS_CEL", False)
-    monkeypatch.setattr(mod, "HAS_CEL", False)
+    # no library here: neither cel_problem nor the task's cel_validation (both read _dra_validation.HAS_CEL)
+    monkeypatch.setattr(_dra_validation, "HAS_CEL", False)
     fake = FakeDra()
     monkeypatch.setattr(mod, "DraApi", lambda client: fake)
     return fake
@@ -358,8 +361,8 @@ def test_local_cel_error_stops_before_any_request(dra, capsys, monkeypatch):
             raise ParseError("mismatched input")
 
     # cel-python importable: its parser refuses the expression on the controller
-    monkeypatch.setattr(_dra, "HAS_CEL", True)
-    monkeypatch.setattr(_dra, "celpy", type("celpy", (), {"Environment": Environment}), raising=False)
+    monkeypatch.setattr(_dra_validation, "HAS_CEL", True)
+    monkeypatch.setattr(_dra_validation, "celpy", type("celpy", (), {"Environment": Environment}), raising=False)
     result = run(capsys, dict(CLASS, selectors=["device.driver == "]))
     assert result["failed"] is True
     assert "selectors[0] 'device.driver == ' is not valid CEL: syntax error at line 1, column 18" in result["msg"]
@@ -457,7 +460,7 @@ A100 = {"name": "gpu-0", "attributes": {"model": {"string": "a100"}, "index": {"
 def test_published_devices_flattens_values_and_ignores_stale_pool_generations():
     slices = [slice_("n1", "n1", 1, [{"name": "old-0"}]), slice_("n1", "n1", 2, [A100, {"name": "gpu-1"}]),
               slice_(None, "shared", 1, [{"name": "fabric-0"}])]
-    nodes = _dra.published_devices(slices)
+    nodes = _dra_report.published_devices(slices)
     assert nodes["n1"] == [
         {"driver": "gpu.example.com", "pool": "n1", "device": "gpu-0", "attributes": {"model": "a100", "index": 0},
          "capacity": {"memory": "40Gi"}},
@@ -468,7 +471,7 @@ def test_published_devices_flattens_values_and_ignores_stale_pool_generations():
 def test_published_devices_reads_v1beta1_slices():
     beta = slice_("n1", "n1", 1, [{"name": "gpu-0", "basic": {"attributes": {"model": {"string": "a100"}}}}],
                   version="v1beta1")
-    assert _dra.published_devices([beta], "v1beta1")["n1"][0]["attributes"] == {"model": "a100"}
+    assert _dra_report.published_devices([beta], "v1beta1")["n1"][0]["attributes"] == {"model": "a100"}
 
 
 def test_claims_are_placed_by_node_selector_or_by_their_devices():
@@ -482,7 +485,7 @@ def test_claims_are_placed_by_node_selector_or_by_their_devices():
         "results": [{"request": "gpu", "driver": "gpu.example.com", "pool": "n1", "device": "gpu-0"}]}}}}
     pending = {"metadata": {"namespace": "ml", "name": "c"},
                "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "x"}}]}}}
-    allocated, waiting = _dra.claim_report([by_selector, by_device, pending], devices)
+    allocated, waiting = _dra_report.claim_report([by_selector, by_device, pending], devices)
     assert allocated["n2"] == [{"namespace": "default", "name": "a", "reserved_for": ["pods/p"],
                                 "devices": ["gpu.example.com/n2/gpu-9"], "node": "n2"}]
     assert [(c["name"], c["node"]) for c in allocated["n1"]] == [("b", "n1")]
@@ -492,30 +495,30 @@ def test_claims_are_placed_by_node_selector_or_by_their_devices():
 
 def test_report_without_the_group_is_not_an_error():
     client = RecordingClient({"get_api_versions": {"groups": []}})
-    assert _dra.report(_dra.DraApi(client), ["n1"]) == {"served": False}
+    assert _dra_report.report(_dra.DraApi(client), ["n1"]) == {"served": False}
     assert [c[0] for c in client.calls] == ["get_api_versions"]
 
 
 def test_another_module_manages_a_device_class_through_module_utils(monkeypatch):
-    """dra_driver_deploy and others call _dra.manage_device_class with dra_device_class's options: the same
+    """dra_driver_deploy and others call _dra_device_class.manage_device_class with dra_device_class's options: the same
     validation, idempotence, adoption rule and check mode as the module."""
-    monkeypatch.setattr(_dra, "HAS_CEL", False)
+    monkeypatch.setattr(_dra_validation, "HAS_CEL", False)
     fake = FakeDra()
     params = {"name": "gpu.example.com", "selectors": [GPU], "extended_resource_name": "example.com/gpu"}
-    planned = _dra.manage_device_class(fake, params, check_mode=True)
+    planned = _dra_device_class.manage_device_class(fake, params, check_mode=True)
     assert planned.result["action"] == "created" and fake.objects == {}
     assert [c[0] for c in fake.calls] == ["DISCOVER", "GET", "POST dry"]
-    made = _dra.manage_device_class(fake, params)
+    made = _dra_device_class.manage_device_class(fake, params)
     assert made.result["changed"] is True and made.result["api_version"] == "resource.k8s.io/v1"
     assert fake.objects["gpu.example.com"]["spec"]["extendedResourceName"] == "example.com/gpu"
     fake.calls = []
-    again = _dra.manage_device_class(fake, params)
+    again = _dra_device_class.manage_device_class(fake, params)
     assert again.result["changed"] is False and fake.writes() == []
-    with pytest.raises(_dra.DeviceClassSpecError):
-        _dra.manage_device_class(fake, dict(params, name="GPU"))
+    with pytest.raises(_dra_device_class.DeviceClassSpecError):
+        _dra_device_class.manage_device_class(fake, dict(params, name="GPU"))
     fake.objects["other.example.com"] = {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
                                          "metadata": {"name": "other.example.com", "resourceVersion": "1"},
                                          "spec": {}}
-    gone = _dra.manage_device_class(fake, {"name": "other.example.com", "state": "absent"})
+    gone = _dra_device_class.manage_device_class(fake, {"name": "other.example.com", "state": "absent"})
     assert gone.result["action"] == "skipped" and "adopt: true" in gone.warnings[0]
     assert "other.example.com" in fake.objects

@@ -33,7 +33,7 @@ def test_pod_requests_sum_containers_by_value_and_take_limits_for_missing_reques
 
 
 def test_the_claims_report_names_the_pods_and_the_node_and_the_scheduler_reason_of_pending_claims():
-    from ansible_collections.kubehw.devices.plugins.module_utils import _dra
+    from ansible_collections.kubehw.devices.plugins.module_utils import _dra_report
 
     devices = {"gpu-1": [{"driver": "gpu.example.com", "pool": "gpu-1", "device": "gpu-0"}]}
     allocated_claim = {"metadata": {"namespace": "ml", "name": "trainer-gpu-x1y2z"}, "spec": {},
@@ -49,8 +49,8 @@ def test_the_claims_report_names_the_pods_and_the_node_and_the_scheduler_reason_
                                           "message": "0/3 nodes are available: 3 cannot allocate all claims."}]}}
     other_namespace = {"metadata": {"namespace": "other", "name": "big"},
                        "spec": {"resourceClaims": [{"name": "gpu", "resourceClaimName": "big-gpu-a1b2c"}]}}
-    allocated, pending = _dra.claim_report([allocated_claim, pending_claim], devices,
-                                           _dra.claim_consumers([waiting, other_namespace]))
+    allocated, pending = _dra_report.claim_report([allocated_claim, pending_claim], devices,
+                                                  _dra_report.claim_consumers([waiting, other_namespace]))
     assert allocated == {"gpu-1": [{"namespace": "ml", "name": "trainer-gpu-x1y2z", "reserved_for": ["pods/trainer"],
                                     "devices": ["gpu.example.com/gpu-1/gpu-0"], "node": "gpu-1"}]}
     assert pending == [{"namespace": "ml", "name": "big-gpu-a1b2c", "reserved_for": [], "requests": ["gpu"],
@@ -59,7 +59,7 @@ def test_the_claims_report_names_the_pods_and_the_node_and_the_scheduler_reason_
 
 
 def test_pods_are_listed_for_the_dra_report_only_when_a_claim_is_pending():
-    from ansible_collections.kubehw.devices.plugins.module_utils import _dra
+    from ansible_collections.kubehw.devices.plugins.module_utils import _dra_report
 
     class Api(object):
         version = None
@@ -75,18 +75,18 @@ def test_pods_are_listed_for_the_dra_report_only_when_a_claim_is_pending():
 
     listed = []
     allocated = {"metadata": {"namespace": "ml", "name": "a"}, "status": {"allocation": {"devices": {"results": []}}}}
-    _dra.report(Api([allocated]), ["gpu-1"], list_pods=lambda: listed.append(1) or [])
+    _dra_report.report(Api([allocated]), ["gpu-1"], list_pods=lambda: listed.append(1) or [])
     assert listed == []
-    out = _dra.report(Api([allocated, {"metadata": {"namespace": "ml", "name": "p"}}]), ["gpu-1"],
-                      list_pods=lambda: listed.append(1) or [])
+    out = _dra_report.report(Api([allocated, {"metadata": {"namespace": "ml", "name": "p"}}]), ["gpu-1"],
+                             list_pods=lambda: listed.append(1) or [])
     assert listed == [1] and out["pending_claims"][0]["pods"] == []
 
 
 def test_the_claim_the_scheduler_made_for_an_extended_resource_request_names_its_pod():
-    from ansible_collections.kubehw.devices.plugins.module_utils import _dra
+    from ansible_collections.kubehw.devices.plugins.module_utils import _dra_report
 
     pod = {"metadata": {"namespace": "ml", "name": "asks-example-gpu"}, "spec": {},
            "status": {"extendedResourceClaimStatus": {"resourceClaimName": "asks-example-gpu-extended-resources-x1",
                                                       "requestMappings": []}}}
-    users = _dra.claim_consumers([pod])
+    users = _dra_report.claim_consumers([pod])
     assert list(users) == [("ml", "asks-example-gpu-extended-resources-x1")]
