@@ -81,7 +81,7 @@ class SimCluster:
             ssl_context = auth.server_ssl_context(self.ca_cert_path, cert, key)
         for resource, obj in auth.bootstrap_rbac():
             self.store.create(resource, obj)
-        in_process = self.kubelets == "in-process"
+        in_process = not self._runs_standin
         if self.use_controllers:
             self.controllers = Controllers(self.store, self.config, kubelets=in_process)
             self.controllers.start()
@@ -104,9 +104,14 @@ class SimCluster:
                                                     self.ca_cert_path, self.admin_token)
         else:
             self.kubeconfig_path = self._write_plain_kubeconfig(os.path.join(self._tmpdir, "kubeconfig"))
-        if self.use_controllers and not in_process:
+        if self._runs_standin:
             self._start_standin()
         return self
+
+    @property
+    def _runs_standin(self):
+        """The configured nodes' kubelet is the stand-in (it needs the controllers: without them no kubelet runs)."""
+        return self.use_controllers and self.kubelets == "stand-in"
 
     def _start_standin(self):
         """The configured nodes' kubelets: the kubelet stand-in, through the API as the user "agent"."""
@@ -173,7 +178,7 @@ class SimCluster:
             if self.store.get("namespaces", None, ns) is None:
                 self.store.create("namespaces", {"metadata": {"name": ns, "labels": {"kubernetes.io/metadata.name": ns}},
                                                  "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}})
-        for node in self.config["nodes"] if self.kubelets == "in-process" else []:    # the stand-in registers its own
+        for node in [] if self._runs_standin else self.config["nodes"]:    # the stand-in registers its own
             if self.store.get("nodes", None, node["name"]) is None:
                 self.store.create("nodes", node_object(node))
 

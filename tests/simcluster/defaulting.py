@@ -15,6 +15,11 @@ def _drop_empty(mapping, *keys):
             del mapping[key]
 
 
+def _mapping(value):
+    """value if it is a mapping, else an empty one: defaulting runs before validation, on whatever was sent."""
+    return value if isinstance(value, dict) else {}
+
+
 def _default_container(c):
     image = c.get("image") or ""
     if "imagePullPolicy" not in c:
@@ -38,13 +43,17 @@ def _default_container(c):
         if isinstance(port, dict):
             port.setdefault("protocol", "TCP")
     for env in c.get("env") or []:
-        field_ref = ((env.get("valueFrom") or {}) if isinstance(env, dict) else {}).get("fieldRef")
-        if isinstance(field_ref, dict):
-            field_ref.setdefault("apiVersion", "v1")      # SetDefaults_ObjectFieldSelector
+        _default_field_ref(_mapping(_mapping(env).get("valueFrom")).get("fieldRef"))
     for key in ("livenessProbe", "readinessProbe", "startupProbe"):
         _default_probe(c.get(key))
     for hook in ("postStart", "preStop"):
-        _default_http_get(((c.get("lifecycle") or {}) if isinstance(c.get("lifecycle"), dict) else {}).get(hook))
+        _default_http_get(_mapping(c.get("lifecycle")).get(hook))
+
+
+def _default_field_ref(field_ref):
+    """SetDefaults_ObjectFieldSelector: apiVersion v1."""
+    if isinstance(field_ref, dict):
+        field_ref.setdefault("apiVersion", "v1")
 
 
 def _default_http_get(handler):
@@ -86,9 +95,8 @@ def default_pod_spec(spec, is_pod):
         for src in ("secret", "configMap", "projected", "downwardAPI"):
             if isinstance(vol.get(src), dict):
                 vol[src].setdefault("defaultMode", 420)
-        for item in (vol.get("downwardAPI") or {}).get("items") or [] if isinstance(vol.get("downwardAPI"), dict) else []:
-            if isinstance(item, dict) and isinstance(item.get("fieldRef"), dict):
-                item["fieldRef"].setdefault("apiVersion", "v1")
+        for item in _mapping(vol.get("downwardAPI")).get("items") or []:
+            _default_field_ref(_mapping(item).get("fieldRef"))
     if is_pod:
         spec.setdefault("enableServiceLinks", True)
         spec.setdefault("preemptionPolicy", "PreemptLowerPriority")

@@ -45,10 +45,9 @@ SERVER_RELEASES = {"v1": "v1.36.2", "v1beta2": "v1.33.0", "v1beta1": "v1.32.0"}
 def server_release(api):
     """The gitVersion /version answers: a cluster that serves resource.k8s.io/v1 says v1.36.2, one that serves only
     v1beta1 says v1.32.0, as the real releases would."""
-    for version in KNOWN_VERSIONS:
-        if version in served_versions(api):
-            return SERVER_RELEASES[version]
-    return SERVER_RELEASES["v1beta1"]
+    served = served_versions(api)
+    newest = next((version for version in KNOWN_VERSIONS if version in served), "v1beta1")
+    return SERVER_RELEASES[newest]
 
 
 def _served_group_entry(versions):

@@ -42,8 +42,9 @@ def node_taints(node):
     """The taints the node lifecycle controller leaves on a node: the condition taints derived from the conditions
     the node reports (NoSchedule; none for a node that reports no conditions at all, so the not-ready taint the
     create got goes, as on v1.36.2), unreachable:NoExecute from a Ready condition of Unknown and no NoExecute
-    condition taint once Ready is True (kept as they are while there is no Ready condition), unschedulable:NoSchedule while spec.unschedulable; every
-    other taint kept as it is, in its place, and a kept managed taint keeps its timeAdded."""
+    condition taint once Ready is True (kept as they are while there is no Ready condition), and
+    unschedulable:NoSchedule while spec.unschedulable; every other taint kept as it is, in its place, and a kept
+    managed taint keeps its timeAdded."""
     spec = node.get("spec") or {}
     current = [t for t in spec.get("taints") or [] if isinstance(t, dict)]
     statuses = dict((c.get("type"), c.get("status")) for c in (node.get("status") or {}).get("conditions") or []
@@ -69,6 +70,19 @@ def node_taints(node):
     return taints
 
 
+def apply_node_taints(node):
+    """Set the node's taints to node_taints(node), in place (no taints key when there are none); unchanged taints are
+    not touched."""
+    wanted = node_taints(node)
+    spec = node.setdefault("spec", {})
+    if wanted == (spec.get("taints") or []):
+        return
+    if wanted:
+        spec["taints"] = wanted
+    else:
+        spec.pop("taints", None)
+
+
 class NodeLifecycleMixin:
     """Node lifecycle verdicts and taints, and the garbage collector of DaemonSet pods."""
 
@@ -87,12 +101,8 @@ class NodeLifecycleMixin:
                     status["conditions"] = node_conditions(heartbeat, stamp, ready=False)
             else:
                 status["conditions"] = node_conditions(stamp, heartbeat if ready_now else stamp, ready=True)
-            # the taints follow in the same write (node_taints), as the tainting pass would make them
-            wanted = node_taints(node)
-            if wanted:
-                node.setdefault("spec", {})["taints"] = wanted
-            else:
-                node.setdefault("spec", {}).pop("taints", None)
+            # the taints follow in the same write, as the tainting pass would make them
+            apply_node_taints(node)
 
         self.store.mutate("nodes", None, name, fn)
         with self._cond:
@@ -107,18 +117,8 @@ class NodeLifecycleMixin:
         if node_taints(node) == ((node.get("spec") or {}).get("taints") or []):
             return
 
-        def fn(obj):
-            wanted = node_taints(obj)
-            spec = obj.setdefault("spec", {})
-            if wanted == (spec.get("taints") or []):
-                return
-            if wanted:
-                spec["taints"] = wanted
-            else:
-                spec.pop("taints", None)
-
         try:
-            self.store.mutate("nodes", None, _meta(node).get("name"), fn)
+            self.store.mutate("nodes", None, _meta(node).get("name"), apply_node_taints)
         except Exception as err:  # pylint: disable=broad-except
             self._record_error(err)
 

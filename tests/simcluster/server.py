@@ -86,18 +86,19 @@ class ApiServer(FaultTableMixin, RequestLogMixin, ReadVerbsMixin, WriteVerbsMixi
         """Return (code, body, headers) or a Streamed, or "drop"."""
         if req.path.startswith("/simcluster/"):
             return self._admin(req)
-        entry, user_name = None, None
+        entry, user_name, equipment = None, None, False
         try:
             user, error = self.authenticator.identify(self.store, req.headers, peer_cert=req.peer_cert)
             user_name = users.user_name(user) if error is None else None
-            equipment = user_name is not None and user_name in self.equipment_users
-            entry = None if equipment else self._log_request(req)
+            equipment = user_name in self.equipment_users
+            if not equipment:
+                entry = self._log_request(req)
             if error is not None:
                 result = (error[0], error[1], {})
             else:
                 result = self._authorized(req, user, faults=not equipment)
         except StoreError as e:
-            if entry is None and not (user_name is not None and user_name in self.equipment_users):
+            if entry is None and not equipment:
                 entry = self._log_request(req)
             # the apiserver copies details.retryAfterSeconds into a Retry-After header (responsewriters)
             retry = (e.details or {}).get("retryAfterSeconds") if isinstance(e.details, dict) else None

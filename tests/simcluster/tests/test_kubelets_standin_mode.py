@@ -113,3 +113,9 @@ def test_unreachable_and_back(sim, core):
     wait_for(lambda: sim.store.get("leases", "kube-node-lease", "n1")["spec"]["renewTime"] != lease, what="a heartbeat")
     node = sim.store.get("nodes", None, "n1")
     assert ready(node) == ["True"] and not node["spec"].get("taints")
+
+
+def test_without_the_controllers_no_stand_in_runs_and_the_nodes_are_still_made(simcluster_factory):
+    sim = simcluster_factory(CONFIG, controllers=False, kubelets="stand-in")
+    assert sim.standin is None
+    assert sorted(n["metadata"]["name"] for n in sim.store.list("nodes")[0]) == ["n1", "n2"]
