@@ -240,9 +240,7 @@ def test_the_example_drivers_service_account_may_do_what_the_driver_does(cluster
             assert allowed == [], allowed
 
         # real requests with the account's own token (TokenRequest), as the kubelet plugin makes them
-        token = json.loads(cluster.core.create_namespaced_service_account_token(name, namespace, {
-            "apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"expirationSeconds": 600}},
-            _preload_content=False).data)["status"]["token"]
+        token = cluster.request_token(name, namespace, seconds=600)
         as_driver = kube_config.new_client_from_config(config_file=cluster.token_kubeconfig(token))
         try:
             custom = client.CustomObjectsApi(as_driver)
@@ -515,13 +513,7 @@ def test_the_example_driver_writes_device_status_of_a_claim_on_its_node_with_its
                                 "lastTransitionTime": now}]}])
 
             def write_status(bound_pod):
-                spec = {"expirationSeconds": 600}
-                if bound_pod is not None:
-                    spec["boundObjectRef"] = {"apiVersion": "v1", "kind": "Pod", "name": bound_pod["metadata"]["name"],
-                                              "uid": bound_pod["metadata"]["uid"]}
-                token = json.loads(cluster.core.create_namespaced_service_account_token(name, namespace, {
-                    "apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": spec},
-                    _preload_content=False).data)["status"]["token"]
+                token = cluster.request_token(name, namespace, seconds=600, bound_pod=bound_pod)
                 as_driver = kube_config.new_client_from_config(config_file=cluster.token_kubeconfig(token))
                 try:
                     current = json.loads(client.CustomObjectsApi(as_driver).get_namespaced_custom_object(

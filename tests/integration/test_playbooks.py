@@ -231,10 +231,7 @@ def automation_token(cluster):
     if cluster.simulated:
         return TOKEN
     namespace, name = SA_USER.split(":")[2:]
-    answer = cluster.core.create_namespaced_service_account_token(name, namespace, {
-        "apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"expirationSeconds": 3600}},
-        _preload_content=False)
-    return json.loads(answer.data)["status"]["token"]
+    return cluster.request_token(name, namespace)
 
 
 def credential_env(cluster, token):

@@ -241,10 +241,17 @@ class Cluster:
         namespace = namespace or self.namespace()
         self.core.create_namespaced_service_account(namespace, {
             "apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name}}, _preload_content=False)
+        return "system:serviceaccount:%s:%s" % (namespace, name), self.request_token(name, namespace)
+
+    def request_token(self, name, namespace, seconds=3600, bound_pod=None):
+        """A token of an existing ServiceAccount from the TokenRequest API (bound to a pod when given one)."""
+        spec = {"expirationSeconds": seconds}
+        if bound_pod is not None:
+            spec["boundObjectRef"] = {"apiVersion": "v1", "kind": "Pod", "name": bound_pod["metadata"]["name"],
+                                      "uid": bound_pod["metadata"]["uid"]}
         answer = self.core.create_namespaced_service_account_token(name, namespace, {
-            "apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"expirationSeconds": 3600}},
-            _preload_content=False)
-        return "system:serviceaccount:%s:%s" % (namespace, name), json.loads(answer.data)["status"]["token"]
+            "apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": spec}, _preload_content=False)
+        return json.loads(answer.data)["status"]["token"]
 
     def bind(self, rules, subjects):
         """A ClusterRole with these rules bound to the subjects ({"kind", "name", "namespace"}); deleted after."""

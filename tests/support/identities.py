@@ -8,7 +8,6 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import json
 import os
 
 import yaml
@@ -143,11 +142,8 @@ def rbac_identity_kubeconfig(cluster, filename, **overrides):
     overrides) as the admin; return a kubeconfig of a TokenRequest token of the automation account."""
     create_objects(cluster, rbac_objects(**overrides))
     params = dict(RBAC_VARS, **overrides)
-    answer = cluster.core.create_namespaced_service_account_token(
-        params["kubehw_rbac_service_account"], params["kubehw_rbac_namespace"],
-        {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"expirationSeconds": 3600}},
-        _preload_content=False)
-    return cluster.token_kubeconfig(json.loads(answer.data)["status"]["token"], filename)
+    token = cluster.request_token(params["kubehw_rbac_service_account"], params["kubehw_rbac_namespace"])
+    return cluster.token_kubeconfig(token, filename)
 
 
 def suite_identity_names(cluster):
