@@ -126,6 +126,11 @@ from ansible_collections.kubehw.devices.plugins.module_utils._extended_resources
     ExtendedResourceError, extended_resource_name_problem, quantity_value, whole_quantity)
 from ansible_collections.kubehw.devices.plugins.module_utils._k8s_names import label_key_problem, selector_problem
 
+# Everything read from the cluster is wrapped unsafe before Ansible sees it: a node annotation or address that reads
+# "{{ lookup('pipe', ...) }}" must stay a string on every supported ansible-core (2.17 and 2.18 template any string not
+# so marked; 2.19 templates only trusted strings, and wrap_var keeps those untrusted).
+from ansible.utils.unsafe_proxy import wrap_var as make_unsafe
+
 try:
     from ansible.template import trust_as_template
 except ImportError:  # ansible-core before 2.19 templates every string
@@ -512,10 +517,10 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
         without_address, problems = [], []
         for record in records:
             plan = host_plan(record, options)
-            host = plan["name"]
+            host = make_unsafe(plan["name"])
             self.inventory.add_host(host)
             for key, value in plan["variables"].items():
-                self.inventory.set_variable(host, key, value)
+                self.inventory.set_variable(host, key, make_unsafe(value))
             for group in plan["groups"]:
                 self.inventory.add_child(group, host)
             if not plan["address"]:

@@ -13,6 +13,7 @@ __metaclass__ = type
 import json
 import os
 import re
+import sys
 
 import pytest
 import yaml
@@ -240,6 +241,65 @@ def test_refused_credentials_and_a_bad_key_are_one_line_each(cluster, collection
     config = write_config(tmp_path, "badvalue", kubeconfig=cluster.kubeconfig, address_types=["InternalIp"])
     one_line_failure(inventory(collections_path, tmp_path, config, "--list"),
                      "address_types entry 'InternalIp' is not a node address type")
+
+
+# -- cluster data is never code -----------------------------------------------------------------------------------------
+
+EXAMPLE_CONFIG = os.path.join(REPO_ROOT, "playbooks", "inventory", "k8s_nodes.yml")
+# A value of Ansible's template syntax planted where anyone who may patch a Node (or its own kubelet) can write. Label
+# keys and values cannot carry it: kube-apiserver refuses "{" there (422).
+PLANTED = "{{ lookup('pipe', 'touch %s') }}"
+
+
+def test_values_read_from_the_cluster_are_never_templated(cluster, collections_path, tmp_path):
+    """A lookup planted in a node's annotation and address runs neither in `ansible-inventory --graph`/`--list` with
+    the shipped example configuration (whose keyed_groups reads kubehw_node) nor in a play that connects to the host
+    and templates every variable the plugin set; each arrives as the literal string. Runs on the ansible-core of the
+    stage: make integration (the pinned 2.19), make min-versions (the floor, 2.17) and make core-2.18."""
+    import ansible.release
+
+    planted_annotation = str(tmp_path / "ran-from-annotation")
+    planted_address = str(tmp_path / "ran-from-address")
+    mark = cluster.unique_name("unsafe")
+    name = cluster.create_nodes([{"what": "unsafe", "labels": {"kubehw-it/inventory": mark},
+                                  "capacity": {"cpu": "4", "pods": "110", "nvidia.com/gpu": "1"}}])[0]
+    annotate(cluster, name, {"example.com/note": PLANTED % planted_annotation})
+    set_addresses(cluster, name, [{"type": "InternalIP", "address": PLANTED % planted_address}])
+
+    with open(EXAMPLE_CONFIG) as f:
+        config = yaml.safe_load(f)
+    config.update(kubeconfig=cluster.kubeconfig.split(os.pathsep)[0], label_selectors=["kubehw-it/inventory=" + mark],
+                  cache_connection=str(tmp_path / "cache"))
+    # the play reaches the host without ssh or sudo; the example's own keyed_groups stays
+    config["compose"] = {"ansible_connection": "'local'", "ansible_become": "false",
+                         "ansible_python_interpreter": "'%s'" % sys.executable}
+    path = tmp_path / "example.k8s_nodes.yml"
+    path.write_text(yaml.safe_dump(config))
+
+    proc = inventory(collections_path, tmp_path, str(path), "--graph")
+    assert proc.returncode == 0 and name in proc.stdout, proc.stdout[-3000:] + proc.stderr[-3000:]
+    data, _stderr = listing(collections_path, tmp_path, str(path))
+    variables = hostvars(data, name)
+    assert variables["ansible_host"] == PLANTED % planted_address
+    assert variables["kubehw_node"]["annotations"]["example.com/note"] == PLANTED % planted_annotation
+
+    seen = tmp_path / "seen.json"
+    plays = [{"name": "Connect to every node and template what the plugin set", "hosts": "all",
+              "gather_facts": False, "tasks": [
+                  {"name": "Reach the host", "ansible.builtin.ping": None},
+                  {"name": "Write every variable of the plugin", "delegate_to": "localhost",
+                   "ansible.builtin.copy": {
+                       "dest": str(seen), "mode": "0600",
+                       "content": "{{ hostvars[inventory_hostname] | dict2items | selectattr('key', 'match', "
+                                  "'^(kubehw_|ansible_host$|extended_resources_static$)') | items2dict | to_json }}"}}]}]
+    run = run_playbook(plays, str(tmp_path), inventory=str(path), collections=collections_path)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    written = json.loads(seen.read_text())
+    assert written["ansible_host"] == PLANTED % planted_address
+    assert written["kubehw_node"]["annotations"]["example.com/note"] == PLANTED % planted_annotation
+    assert written["kubehw_node"]["addresses"] == [{"type": "InternalIP", "address": PLANTED % planted_address}]
+    ran = [p for p in (planted_annotation, planted_address) if os.path.exists(p)]
+    assert ran == [], "ansible-core %s ran cluster data as a template" % ansible.release.__version__
 
 
 def test_k8s_auth_variables_of_an_awx_kubernetes_credential(cluster, collections_path, tmp_path, fleet):
