@@ -22,7 +22,7 @@ PYTEST_OPTS := -p no:cacheprovider --durations=10 --dist loadgroup
 # PYTEST_JOBS=0 runs in one process (easier to debug).
 PYTEST_JOBS ?= 2
 
-.PHONY: help setup sanity units integration real min-versions lint roles test demo clean
+.PHONY: help setup sanity units integration real min-versions core-2.18 lint roles test demo clean
 
 # Colour only on a terminal. When a recipe's stdout is a file or a pipe (`make test > log`, CI) every
 # tool is told: NO_COLOR (molecule, ansible-lint and other rich/click tools), PY_COLORS (pytest),
@@ -43,8 +43,14 @@ BEFORE_ANY_REQUEST := \
 	tests/integration/test_device_plugin_deploy.py::test_invalid_input_fails_before_any_request \
 	tests/integration/test_info_and_smoke_test.py::test_info_refuses_bad_wait_input_before_any_request
 MODULE_SUITES_OPTS := $(MODULE_SUITES) $(addprefix --deselect ,$(BEFORE_ANY_REQUEST))
-# `make min-versions`: a separate venv with the floors of meta/ee-requirements.txt installed exactly.
+# `make min-versions`: a separate venv with the floors of meta/ee-requirements.txt and meta/runtime.yml's lowest
+# ansible-core installed exactly. `make core-2.18`: the pinned libraries with ansible-core 2.18.
 MIN_VENV := $(ROOT)/.cache/min-versions/venv
+CORE_218_VENV := $(ROOT)/.cache/core-2.18/venv
+CORE_218 := 2.18.19
+# What the ansible-core stages run: the plugins' unit tests, the module suites and the inventory plugin's suite
+# (cluster data planted as templates must stay strings on every ansible-core the collection supports).
+CORE_SUITES := tests/unit/plugins $(MODULE_SUITES_OPTS) tests/integration/test_inventory.py
 # `make roles SCENARIOS="default container_runtime"` runs only those scenarios.
 SCENARIOS ?=
 # Scenarios run at a time by `make roles` (each boots its own target and spends much of its time waiting
@@ -64,8 +70,10 @@ help:
 	@echo "                   the module suites' modules run as the least-privilege identity of rbac.yaml.j2"
 	@echo "make real          the integration suite again on a real control plane: ../shared/k8s started per pytest worker"
 	@echo "                   (state in .cache/real-control-plane), else the cluster of KUBECONFIG, else not run (and says why)"
-	@echo "make min-versions  plugin unit tests and module integration suites with the minimum kubernetes, urllib3 and"
-	@echo "                   jsonpatch of meta/ee-requirements.txt (venv in .cache/min-versions)"
+	@echo "make min-versions  plugin unit tests, module and inventory integration suites with the lowest ansible-core of"
+	@echo "                   meta/runtime.yml and the minimum kubernetes, urllib3 and jsonpatch of meta/ee-requirements.txt"
+	@echo "                   (venv in .cache/min-versions)"
+	@echo "make core-2.18     the same suites with ansible-core 2.18 and the pinned libraries (venv in .cache/core-2.18)"
 	@echo "make lint          ansible-lint --profile production"
 	@echo "make roles         every molecule scenario (extensions/molecule), two at a time (ROLES_JOBS);"
 	@echo "                   SCENARIOS=\"a b\" runs only those"
@@ -107,7 +115,12 @@ real:
 # never import them and spend minutes in ansible-playbook runs.
 min-versions:
 	@$(PLAIN) $(BIN)/python $(ROOT)/scripts/min_versions.py --venv $(MIN_VENV)
-	$(call run_pytest,min-versions,tests/unit/plugins $(MODULE_SUITES_OPTS),$(MIN_VENV)/bin/python)
+	$(call run_pytest,min-versions,$(CORE_SUITES),$(MIN_VENV)/bin/python)
+
+core-2.18:
+	@$(PLAIN) $(BIN)/python $(ROOT)/scripts/min_versions.py --stage core-2.18 --venv $(CORE_218_VENV) \
+		--ansible-core $(CORE_218) --libraries pinned
+	$(call run_pytest,core-2.18,$(CORE_SUITES),$(CORE_218_VENV)/bin/python)
 
 lint:
 	@echo "ansible-lint --profile production"

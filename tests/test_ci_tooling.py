@@ -347,19 +347,19 @@ def _make(*args, **kwargs):
 def test_make_help_and_the_development_docs_name_the_same_targets():
     proc = _make('help')
     assert proc.returncode == 0, proc.stdout
-    helped = set(re.findall(r'^make ([a-z][a-z-]*)', proc.stdout, re.M))
+    helped = set(re.findall(r'^make ([a-z][a-z0-9.-]*)', proc.stdout, re.M))
     with open(os.path.join(ROOT, 'Makefile')) as handle:
         makefile = handle.read()
     phony = set(re.search(r'^\.PHONY:(.*)$', makefile, re.M).group(1).split())
     assert helped == phony, 'make help and .PHONY differ: %s' % sorted(helped ^ phony)
     with open(os.path.join(ROOT, 'docs', 'development.md')) as handle:
         development = handle.read()
-    named = set(re.findall(r'\bmake ([a-z][a-z-]*)\b', development))
+    named = set(re.findall(r'\bmake ([a-z][a-z0-9.-]*[a-z0-9])', development))
     assert named - helped == set(), 'docs/development.md names targets make help does not list'
     assert helped - named == set(), 'make help lists targets docs/development.md does not name'
     with open(os.path.join(ROOT, 'README.md')) as handle:
         readme = handle.read()
-    assert set(re.findall(r'\bmake ([a-z][a-z-]*)\b', readme)) - helped == set(), \
+    assert set(re.findall(r'\bmake ([a-z][a-z0-9.-]*[a-z0-9])', readme)) - helped == set(), \
         'the README names targets make help does not list'
     # the first screen's description of `make test` names every stage make test runs
     first_screen = readme.split('\n## ', 1)[0]
@@ -415,6 +415,27 @@ def test_min_versions_pins_the_declared_floors_exactly(tmp_path):
     ee.write_text(u'kubernetes\njsonpatch>=1.32\n')
     with pytest.raises(SystemExit, match="'kubernetes' is not of the form name>=version"):
         min_versions.requirement_lines(str(ee), str(dev))
+
+
+def test_min_versions_installs_the_lowest_ansible_core_runtime_yml_declares(tmp_path):
+    min_versions = _load('min_versions')
+    runtime = tmp_path / 'runtime.yml'
+    runtime.write_text(u"---\nrequires_ansible: '>=2.17.0'\naction_groups: {}\n")
+    assert min_versions.ansible_core_floor(str(runtime)) == '2.17.0'
+    assert min_versions.ansible_core_floor(os.path.join(ROOT, 'meta', 'runtime.yml')) == '2.17.0'
+    assert min_versions.with_ansible_core(['kubernetes==24.2.0', 'ansible-core==2.19.14', 'pytest==9.0.3'],
+                                          '2.17.0') == ['kubernetes==24.2.0', 'ansible-core==2.17.0', 'pytest==9.0.3']
+    runtime.write_text(u"---\nrequires_ansible: '>=2.17'\n")
+    with pytest.raises(SystemExit, match='declares no requires_ansible floor'):
+        min_versions.ansible_core_floor(str(runtime))
+
+
+def test_core_218_is_a_counted_pytest_stage_running_the_inventory_suite_on_ansible_core_2_18():
+    assert 'core-2.18' in run_tests.PYTEST_STAGES and 'core-2.18' in run_tests.STAGES
+    proc = _make('-n', 'core-2.18')
+    assert '--ansible-core 2.18.19 --libraries pinned' in proc.stdout, proc.stdout
+    assert '.cache/core-2.18/venv/bin/python -m pytest' in proc.stdout
+    assert 'tests/integration/test_inventory.py' in proc.stdout
 
 
 def test_min_versions_is_a_counted_pytest_stage_of_make_test():

@@ -64,6 +64,15 @@ options:
       - Nodes per page of the list (C(limit)); every page is one request.
     type: int
     default: 500
+  retry_timeout:
+    description:
+      - Seconds in all for which an API server that cannot be reached, or answers 429 or 5xx, is asked again
+        (with backoff) before the inventory fails. The default rides out an apiserver restart, as the modules do;
+        V(0) fails at the first such error, so an unreachable cluster is reported within seconds.
+    type: float
+    default: 45
+    env:
+      - name: KUBEHW_INVENTORY_RETRY_TIMEOUT
   allocation_label:
     description:
       - The node label that says what serves a GPU node's devices, as the M(kubehw.devices.accelerator_node) role
@@ -187,6 +196,7 @@ def check_options(options):
     checked["name_regex"] = _name_regex(options.get("name_pattern"))
     _check_address_types(options.get("address_types"))
     _check_page_size(options.get("page_size"))
+    _check_retry_timeout(options.get("retry_timeout"))
     _check_keys_and_grouping_rule(options)
     _check_connection_options(options)
     return checked
@@ -233,6 +243,11 @@ def _check_address_types(types):
 def _check_page_size(page_size):
     if isinstance(page_size, bool) or not isinstance(page_size, int) or page_size < 1:
         raise ConfigProblem("page_size %r must be a whole number of at least 1" % (page_size,))
+
+
+def _check_retry_timeout(seconds):
+    if seconds is not None and (isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or seconds < 0):
+        raise ConfigProblem("retry_timeout %r must be a number of seconds, 0 or more" % (seconds,))
 
 
 def _check_keys_and_grouping_rule(options):
@@ -430,8 +445,6 @@ def explain_error(err, server, path):
 
 class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
     NAME = "kubehw.devices.k8s_nodes"
-    # Seconds a refused or dropped connection is retried, as in the modules (an apiserver restarting).
-    retry_deadline = _client.RETRY_DEADLINE
 
     def verify_file(self, path):
         return super(InventoryModule, self).verify_file(path) and \
@@ -454,7 +467,7 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
                 path, "s" if len(unknown) > 1 else "", ", ".join(repr(k) for k in unknown), self.NAME))
         names = ("label_selectors", "field_selectors", "name_pattern", "address_types", "page_size",
                  "allocation_label", "static_resources_annotation", "static_resource_nodes", "request_timeout",
-                 "proxy_headers")
+                 "proxy_headers", "retry_timeout")
         try:
             options = check_options(dict((name, self.get_option(name)) for name in names))
         except ConfigProblem as exc:
@@ -481,7 +494,9 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
     def _list_nodes(self, path, options):
         server = None
         try:
-            client = _client.KubeClient(params=self._auth_params(), retry_deadline=self.retry_deadline)
+            retry_timeout = options.get("retry_timeout")
+            client = _client.KubeClient(params=self._auth_params(), retry_deadline=_client.RETRY_DEADLINE
+                                        if retry_timeout is None else float(retry_timeout))
             server = client.configuration.host
             kwargs = {"limit": options["page_size"], "what": "list nodes"}
             if options.get("label_selectors"):

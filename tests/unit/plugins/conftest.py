@@ -6,7 +6,10 @@ __metaclass__ = type
 
 import pytest
 
-from ansible.module_utils import _internal
+try:
+    from ansible.module_utils import _internal
+except ImportError:  # before 2.19 warn() and deprecate() always collect into the result
+    _internal = None
 
 
 @pytest.fixture(autouse=True)
@@ -16,4 +19,5 @@ def modules_run_as_on_the_target(monkeypatch):
     imports controller code (ansible.template, as the role unit tests do), ansible-core marks the process as the
     controller and warn() goes to the controller's display instead, so the module results would lose their warnings:
     each plugin test sees the target's setting."""
-    monkeypatch.setattr(_internal, "is_controller", False)
+    if _internal is not None:
+        monkeypatch.setattr(_internal, "is_controller", False)

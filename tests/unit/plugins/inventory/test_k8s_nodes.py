@@ -8,13 +8,18 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import json
+import time
 
 import pytest
 
 from ansible.errors import AnsibleParserError
 from ansible.inventory.data import InventoryData
 from ansible.parsing.dataloader import DataLoader
-from ansible.template import trust_as_template
+try:
+    from ansible.template import trust_as_template
+except ImportError:  # ansible-core before 2.19: a configuration's strings are templates as they are
+    def trust_as_template(value):
+        return value
 
 from ansible_collections.kubehw.devices.plugins.inventory import k8s_nodes
 from ansible_collections.kubehw.devices.plugins.inventory.k8s_nodes import (
@@ -31,6 +36,7 @@ DEFAULTS = {
     "page_size": 500, "allocation_label": "kubehw.devices/gpu-allocation",
     "static_resources_annotation": "kubehw.devices/static-resources",
     "static_resource_nodes": "extended_resources_static is defined", "request_timeout": 30.0,
+    "retry_timeout": 45.0,
 }
 
 
@@ -178,6 +184,8 @@ def test_a_plain_node_is_in_no_group_of_the_plugin_and_has_no_ansible_host():
     ({"static_resources_annotation": ""}, "static_resources_annotation '' is not a label or annotation key"),
     ({"static_resource_nodes": " "}, "static_resource_nodes ' ' must be a Jinja2 conditional"),
     ({"request_timeout": 0}, "request_timeout 0 must be a number of seconds above 0"),
+    ({"retry_timeout": -1}, "retry_timeout -1 must be a number of seconds, 0 or more"),
+    ({"retry_timeout": True}, "retry_timeout True must be a number of seconds, 0 or more"),
     ({"proxy_headers": {"user_agent": "x", "proxy_auth": "u:p"}},
      "proxy_headers has unknown key 'proxy_auth': use basic_auth, proxy_basic_auth, user_agent"),
 ])
@@ -278,17 +286,30 @@ def test_a_refused_list_is_one_parser_error(monkeypatch):
     assert "https://fake:6443 answered 403 Forbidden" in str(err.value)
 
 
-def test_an_unreachable_server_is_one_parser_error_naming_the_host_option(monkeypatch):
-    # the real client against a port nobody listens on; retries shortened from the modules' 45 s
-    monkeypatch.setattr(InventoryModule, "retry_deadline", 0.5)
+@pytest.mark.parametrize("retry_timeout", [0, 1.5])
+def test_an_unreachable_server_is_one_parser_error_naming_the_host_option_within_retry_timeout(retry_timeout):
+    # the real client against a port nobody listens on, asked again for retry_timeout seconds, not the default 45
     plugin = InventoryModule()
     plugin._options = dict((name, None) for name in AUTH_ARG_SPEC)
     plugin._options.update(host="https://127.0.0.1:9", request_timeout=5.0)
+    started = time.monotonic()
     with pytest.raises(AnsibleParserError) as err:
-        plugin._list_nodes("x.k8s_nodes.yml", options())
+        plugin._list_nodes("x.k8s_nodes.yml", options(retry_timeout=retry_timeout))
+    assert time.monotonic() - started < retry_timeout + 3
     message = str(err.value)
     assert "the API server at https://127.0.0.1:9 could not be reached; check host (K8S_AUTH_HOST)" in message
     assert "\n" not in message
+
+
+def test_the_retry_timeout_reaches_the_client(monkeypatch):
+    seen = []
+    monkeypatch.setattr(k8s_nodes._client, "KubeClient", lambda params, retry_deadline: seen.append(retry_deadline)
+                        or FakeClient([page(["a"])]))
+    plugin = InventoryModule()
+    plugin._options = dict((name, None) for name in AUTH_ARG_SPEC)
+    plugin._list_nodes("x.k8s_nodes.yml", options(retry_timeout=3))
+    plugin._list_nodes("x.k8s_nodes.yml", options(retry_timeout=None))
+    assert seen == [3.0, 45.0]
 
 
 def test_connection_options_come_from_k8s_auth_variables_as_in_the_modules(monkeypatch):

@@ -21,7 +21,7 @@ SCRIPT = r"""
 import json, sys
 if sys.argv[1] == "without-kubernetes":
     sys.modules["kubernetes"] = None    # as if it were not installed: importing it raises ImportError
-from ansible.module_utils.testing import patch_module_args
+from tests.unit.plugins.modules.module_harness import patch_module_args
 import importlib
 module = importlib.import_module("ansible_collections.kubehw.devices.plugins.modules." + sys.argv[3])
 with patch_module_args(json.loads(sys.argv[2])):

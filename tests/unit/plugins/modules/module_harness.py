@@ -11,11 +11,25 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import contextlib
 import json
 
 import pytest
 
-from ansible.module_utils.testing import patch_module_args
+from ansible.module_utils import basic
+
+try:
+    from ansible.module_utils.testing import patch_module_args
+except ImportError:  # ansible-core before 2.19 (make min-versions runs 2.17, make core-2.18 runs 2.18)
+    @contextlib.contextmanager
+    def patch_module_args(args):
+        """What ansible.module_utils.testing.patch_module_args does on 2.19: the arguments AnsibleModule reads."""
+        saved = basic._ANSIBLE_ARGS
+        basic._ANSIBLE_ARGS = json.dumps({"ANSIBLE_MODULE_ARGS": args}).encode("utf-8")
+        try:
+            yield
+        finally:
+            basic._ANSIBLE_ARGS = saved
 
 from ansible_collections.kubehw.devices.plugins.module_utils._client import KubeClient
 from ansible_collections.kubehw.devices.plugins.module_utils._errors import KubeHwError

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from ansible.module_utils.testing import patch_module_args
+from tests.unit.plugins.modules.module_harness import patch_module_args
 
 from ansible_collections.kubehw.devices.plugins.modules import device_facts
 
