@@ -22,7 +22,7 @@ PYTEST_OPTS := -p no:cacheprovider --durations=10 --dist loadgroup
 # PYTEST_JOBS=0 runs in one process (easier to debug).
 PYTEST_JOBS ?= 2
 
-.PHONY: help setup sanity units integration real min-versions core-2.18 lint roles test demo clean
+.PHONY: help setup sanity units integration min-versions core-2.18 lint roles test demo clean
 
 # Colour only on a terminal. When a recipe's stdout is a file or a pipe (`make test > log`, CI) every
 # tool is told: NO_COLOR (molecule, ansible-lint and other rich/click tools), PY_COLORS (pytest),
@@ -59,17 +59,18 @@ ROLES_JOBS ?= 2
 
 # `make help` is the list of targets; tests/test_ci_tooling.py checks the README names the same ones.
 help:
-	@echo "make demo          set up, start the simulated cluster, run site.yml against it, say per node what it did"
-	@echo "make test          every stage below (setup, sanity, units, integration, min-versions, lint, roles;"
+	@echo "make demo          set up, start a real control plane with stand-in kubelets, run site.yml against it, say per"
+	@echo "                   node what it did"
+	@echo "make test          every stage below (setup, sanity, units, integration, min-versions, core-2.18, lint, roles;"
 	@echo "                   roles beside the others, each log printed whole in this order), then a summary"
 	@echo "                   table ending with 'N passed, N failed'"
 	@echo "make setup         .venv with pinned tools, Debian packages (system-wide, as root), test collections"
 	@echo "make sanity        ansible-test sanity on a copy of the checkout (no ignore file)"
-	@echo "make units         pytest tests/unit, the build/install test and the CI tooling tests"
-	@echo "make integration   pytest tests/integration tests/simcluster (simulated cluster unless KUBECONFIG is set);"
-	@echo "                   the module suites' modules run as the least-privilege identity of rbac.yaml.j2"
-	@echo "make real          the integration suite again on a real control plane: ../shared/k8s started per pytest worker"
-	@echo "                   (state in .cache/real-control-plane), else the cluster of KUBECONFIG, else not run (and says why)"
+	@echo "make units         pytest tests/unit, the build/install test, the CI tooling tests and the simulated cluster's"
+	@echo "                   own tests (tests/simcluster: the fault proxy is built on its parts)"
+	@echo "make integration   pytest tests/integration on a real control plane: ../shared/k8s started per pytest worker"
+	@echo "                   (state in .cache/real-control-plane), else the cluster of KUBECONFIG, else not run (and says"
+	@echo "                   why); the module suites' modules run as the least-privilege identity of rbac.yaml.j2"
 	@echo "make min-versions  plugin unit tests, module and inventory integration suites with the lowest ansible-core of"
 	@echo "                   meta/runtime.yml and the minimum kubernetes, urllib3 and jsonpatch of meta/ee-requirements.txt"
 	@echo "                   (venv in .cache/min-versions)"
@@ -97,17 +98,19 @@ define run_pytest
 endef
 
 units:
-	$(call run_pytest,units,tests/unit tests/test_build.py tests/test_ci_tooling.py tests/test_docs.py)
+	$(call run_pytest,units,tests/unit tests/test_build.py tests/test_ci_tooling.py tests/test_docs.py tests/simcluster)
+
+# The stages that need a Kubernetes API run through scripts/cluster_stage.sh: each pytest worker starts a real control
+# plane of its own from ../shared/k8s (or $$KUBEHW_K8S_HOME), with a kubelet stand-in per test for the nodes it needs;
+# without one, the cluster of KUBECONFIG; without either, it says so and does not fail (nothing to test against).
+# $(1): stage, $(2): pytest arguments, $(3): the Python to run pytest with (default .venv's).
+define cluster_pytest
+	@$(PLAIN) bash $(ROOT)/scripts/cluster_stage.sh $(1) $(REPORTS) $(or $(3),$(BIN)/python) $(PYTEST_OPTS) -rs \
+		-n $(PYTEST_JOBS) --junitxml=$(REPORTS)/$(1).xml $(2)
+endef
 
 integration:
-	$(call run_pytest,integration,tests/integration tests/simcluster)
-
-# The integration suite on a real control plane (scripts/real_stage.sh): each pytest worker starts its own from
-# ../shared/k8s (or $$KUBEHW_K8S_HOME), with a kubelet stand-in per test for the nodes it needs; without one, the
-# cluster of KUBECONFIG; without either, it says so and does not fail (nothing to test against).
-real:
-	@mkdir -p $(REPORTS)
-	@$(PLAIN) bash $(ROOT)/scripts/real_stage.sh $(REPORTS)
+	$(call cluster_pytest,integration,tests/integration tests/support/tests)
 
 # The declared floors, not the pinned tools: meta/ee-requirements.txt's minimum kubernetes, urllib3 and
 # jsonpatch installed exactly (==) in their own venv, with the other test tools from requirements-dev.txt.
@@ -115,12 +118,12 @@ real:
 # never import them and spend minutes in ansible-playbook runs.
 min-versions:
 	@$(PLAIN) $(BIN)/python $(ROOT)/scripts/min_versions.py --venv $(MIN_VENV)
-	$(call run_pytest,min-versions,$(CORE_SUITES),$(MIN_VENV)/bin/python)
+	$(call cluster_pytest,min-versions,$(CORE_SUITES),$(MIN_VENV)/bin/python)
 
 core-2.18:
 	@$(PLAIN) $(BIN)/python $(ROOT)/scripts/min_versions.py --stage core-2.18 --venv $(CORE_218_VENV) \
 		--ansible-core $(CORE_218) --libraries pinned
-	$(call run_pytest,core-2.18,$(CORE_SUITES),$(CORE_218_VENV)/bin/python)
+	$(call cluster_pytest,core-2.18,$(CORE_SUITES),$(CORE_218_VENV)/bin/python)
 
 lint:
 	@echo "ansible-lint --profile production"

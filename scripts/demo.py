@@ -1,7 +1,10 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""`make demo`: site.yml against the bundled SIMULATED cluster, then a readable summary.
+"""`make demo`: site.yml against a real Kubernetes control plane, then a readable summary.
 
-Starts tests/simcluster with tests/simcluster/examples/demo.yaml, declares the dongle node's static resources in
+Starts kube-apiserver, etcd, kube-controller-manager and kube-scheduler (tests/support/control_plane.py, from
+../shared/k8s or $KUBEHW_K8S_HOME) with state under .cache/demo-control-plane, registers the three nodes of
+tests/simcluster/examples/demo.yaml through the kubelet stand-in of tests/support/kubelet.py (no container runs: the
+stand-in does a kubelet's API-side duties), declares the dongle node's static resources in
 its kubehw.devices/static-resources annotation, reads the inventory from the cluster with the kubehw.devices.k8s_nodes
 plugin (playbooks/inventory/demo_k8s_nodes; the hand-written playbooks/inventory/demo/hosts.yml is not used), runs
 `ansible-playbook kubehw.devices.site` with it, says per node what the run did there (from the modules' results),
@@ -19,8 +22,7 @@ __metaclass__ = type
 
 import json
 import os
-import signal
-import subprocess
+import shutil
 import sys
 import tempfile
 import time
@@ -31,7 +33,7 @@ sys.path.insert(0, ROOT)
 from tests.support.playbook_runner import collections_path, run_inventory, run_playbook  # noqa: E402  (test equipment)
 
 CONFIG = os.path.join(ROOT, "tests", "simcluster", "examples", "demo.yaml")
-# The inventory is read from the simulated cluster by the kubehw.devices.k8s_nodes inventory plugin.
+# The inventory is read from the cluster by the kubehw.devices.k8s_nodes inventory plugin.
 INVENTORY_REL = "playbooks/inventory/demo_k8s_nodes/demo.k8s_nodes.yml"
 INVENTORY = os.path.join(ROOT, *INVENTORY_REL.split("/"))
 STATIC_ANNOTATION = "kubehw.devices/static-resources"
@@ -56,24 +58,39 @@ def rule(title):
     say(("== %s " % title).ljust(WIDTH, "="))
 
 
-def start_cluster(workdir):
-    kubeconfig = os.path.join(workdir, "kubeconfig")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.simcluster", "--config", CONFIG, "--write-kubeconfig", kubeconfig,
-         "--kubelets", "stand-in"],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    deadline = time.monotonic() + 30
-    url = None
+def start_cluster():
+    """A control plane of the demo's own, and the demo nodes registered by the kubelet stand-in once Ready."""
+    from tests.support.control_plane import ControlPlane, ControlPlaneError, locate
+    from tests.support.kubelet import KubeletStandIn
+
+    home = locate()
+    if home is None:
+        raise SystemExit("make demo: no Kubernetes control-plane binaries: ../shared/k8s beside the checkout, or a "
+                         "folder named by KUBEHW_K8S_HOME (docs/development.md)")
+    base = os.path.join(ROOT, ".cache", "demo-control-plane")
+    plane = ControlPlane(home, os.path.join(base, "run-%d" % os.getpid()), bin_dir=os.path.join(base, "bin"))
+    try:
+        plane.start()
+    except ControlPlaneError as exc:
+        raise SystemExit("make demo: the control plane did not start: %s" % exc)
+    standin = KubeletStandIn(plane.agent_kubeconfig, CONFIG)
+    standin.start()
+    return plane, standin
+
+
+def wait_nodes_ready(core, names, timeout=60):
+    deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        line = proc.stdout.readline()
-        if not line:
-            break
-        if line.startswith("https://") or line.startswith("http://"):
-            url = line.strip()
-        if os.path.exists(kubeconfig) and url:
-            return proc, url, kubeconfig
-    proc.kill()
-    raise SystemExit("the simulated cluster did not start")
+        ready = set()
+        for node in core.list_node().items:
+            conditions = dict((c.type, c.status) for c in (node.status.conditions or []))
+            taints = [t.key for t in (node.spec.taints or []) if t.effect == "NoSchedule"]
+            if conditions.get("Ready") == "True" and not taints:
+                ready.add(node.metadata.name)
+        if set(names) <= ready:
+            return
+        time.sleep(0.5)
+    raise SystemExit("make demo: the demo nodes did not become Ready and schedulable within %ds" % timeout)
 
 
 def collections(workdir):
@@ -398,18 +415,20 @@ def main():
     from kubernetes import client, config
 
     rule("kubehw.devices demo")
-    say("This demo runs against a SIMULATED Kubernetes cluster (tests/simcluster), started on")
-    say("127.0.0.1 for the length of the demo: two GPU nodes with 4 and 8 simulated GPUs and one")
-    say("node with 2 USB dongles. Its kubelets, DaemonSet controller, DRA kubelet plugins and scheduler")
-    say("are simulations; no container runs and no host is prepared (accelerator_node_host_setup is off).")
+    say("This demo runs against a REAL Kubernetes v1.36 control plane (kube-apiserver, etcd, controller-manager,")
+    say("scheduler) started on 127.0.0.1 for its length, with stand-in kubelets: two GPU nodes with 4 and 8 GPUs")
+    say("and one node with 2 USB dongles. The stand-ins report the nodes Ready, mark pods running and register")
+    say("the device plugin's and DRA driver's devices; no container runs and no host is prepared.")
     say("The inventory is not written by hand: the kubehw.devices.k8s_nodes inventory plugin reads it from")
     say("the cluster. First the GPUs are served by the device plugin, then the same nodes through DRA.")
     workdir = tempfile.mkdtemp(prefix="kubehw-demo-")
-    sim, url, kubeconfig = start_cluster(workdir)
+    plane, standin = start_cluster()
     try:
-        say("Simulated API server: %s" % url)
+        kubeconfig = plane.kubeconfig
         api = config.new_client_from_config(config_file=kubeconfig)
         core, apps, custom = client.CoreV1Api(api), client.AppsV1Api(api), client.CustomObjectsApi(api)
+        say("API server: %s (kube-apiserver %s)" % (api.configuration.host, client.VersionApi(api).get_code().git_version))
+        wait_nodes_ready(core, GPU_NODES + (DONGLE_NODE,))
         declare_static_resources(core)
         hosts = show_inventory(kubeconfig, workdir)
         rule("site.yml")
@@ -425,18 +444,16 @@ def main():
         show_dra_devices(custom)
         show_claim(core, custom, ((driver or {}).get("device_classes") or [DRA_DEVICE_CLASS])[0])
     finally:
-        sim.send_signal(signal.SIGTERM)
-        try:
-            sim.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            sim.kill()
+        standin.stop()
+        plane.stop(wipe=True)
+        shutil.rmtree(workdir, ignore_errors=True)
     rule("Against a real cluster")
     say("Let the plugin read the inventory from your cluster (playbooks/inventory/k8s_nodes.yml, docs/inventory.md),")
     say("or write one like playbooks/inventory/example/hosts.yml (groups gpu_nodes and static_resource_nodes):")
     say("  ansible-inventory -i my.k8s_nodes.yml --graph")
     say("  ansible-playbook -i my.k8s_nodes.yml kubehw.devices.site")
     say("Moving node pools from the device plugin to DRA one at a time: docs/dra.md (migration).")
-    say("The simulated cluster has been stopped.")
+    say("The demo's control plane has been stopped and its state removed.")
     return 0
 
 

@@ -434,7 +434,7 @@ def test_core_218_is_a_counted_pytest_stage_running_the_inventory_suite_on_ansib
     assert 'core-2.18' in run_tests.PYTEST_STAGES and 'core-2.18' in run_tests.STAGES
     proc = _make('-n', 'core-2.18')
     assert '--ansible-core 2.18.19 --libraries pinned' in proc.stdout, proc.stdout
-    assert '.cache/core-2.18/venv/bin/python -m pytest' in proc.stdout
+    assert 'cluster_stage.sh core-2.18 ' in proc.stdout and '.cache/core-2.18/venv/bin/python -p no:cacheprovider' in proc.stdout
     assert 'tests/integration/test_inventory.py' in proc.stdout
 
 
@@ -443,7 +443,8 @@ def test_min_versions_is_a_counted_pytest_stage_of_make_test():
     assert run_tests.STAGES.index('min-versions') < run_tests.STAGES.index('roles')
     proc = _make('-n', 'min-versions')
     assert proc.returncode == 0, proc.stdout
-    assert 'min_versions.py' in proc.stdout and '.cache/min-versions/venv/bin/python -m pytest' in proc.stdout
+    assert 'min_versions.py' in proc.stdout and 'cluster_stage.sh min-versions ' in proc.stdout
+    assert '.cache/min-versions/venv/bin/python -p no:cacheprovider' in proc.stdout
     for suite in ('tests/unit/plugins ', 'test_k8s_node_extended_resource.py', 'test_device_plugin_deploy.py',
                   'test_info_and_smoke_test.py', 'test_dra.py', 'test_dra_driver_deploy.py'):
         assert suite in proc.stdout
@@ -577,16 +578,17 @@ def test_run_molecule_refuses_a_scenario_name_it_does_not_have(capsys, monkeypat
     assert "no scenario named defualt; there are: " in capsys.readouterr().err
 
 
-def test_real_stage_without_a_control_plane_says_so_and_does_not_fail(tmp_path):
-    """No control plane folder and no KUBECONFIG (a user's machine): `make real` prints that it did not run and why,
-    exits 0, and the summary shows the stage as not run, neither passed nor failed."""
+def test_a_cluster_stage_without_a_control_plane_says_so_and_does_not_fail(tmp_path):
+    """No control plane folder and no KUBECONFIG (a user's machine): `make integration` prints that it did not run and
+    why, exits 0, and the summary shows the stage as not run, neither passed nor failed."""
     env = dict((k, v) for k, v in os.environ.items() if k != 'KUBECONFIG')
     env['KUBEHW_K8S_HOME'] = str(tmp_path / 'no-control-plane-here')
-    proc = subprocess.run(['bash', os.path.join(ROOT, 'scripts', 'real_stage.sh'), str(tmp_path)], env=env,
-                          capture_output=True, text=True, timeout=120, check=False)
+    proc = subprocess.run(['bash', os.path.join(ROOT, 'scripts', 'cluster_stage.sh'), 'integration', str(tmp_path),
+                           sys.executable, '--junitxml=%s' % (tmp_path / 'integration.xml'), 'tests/integration'],
+                          env=env, capture_output=True, text=True, timeout=120, check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert 'real: did not run: ' in proc.stdout and 'KUBECONFIG unset' in proc.stdout, proc.stdout
-    assert not (tmp_path / 'real.xml').exists()
-    stage = run_tests.evaluate('real', 0, str(tmp_path), 0.1)
+    assert 'integration: did not run: ' in proc.stdout and 'KUBECONFIG unset' in proc.stdout, proc.stdout
+    assert not (tmp_path / 'integration.xml').exists()
+    stage = run_tests.evaluate('integration', 0, str(tmp_path), 0.1)
     assert stage.ok and (stage.passed, stage.failed, stage.skipped) == (0, 0, 0)
     assert stage.note == 'not run: no control plane folder with up.sh (%s) and KUBECONFIG unset' % env['KUBEHW_K8S_HOME']

@@ -25,7 +25,8 @@ def test_demo_runs_site_and_shows_scheduling(collections_path):
                           capture_output=True, text=True, timeout=900, check=False)
     out = proc.stdout
     assert proc.returncode == 0, out[-5000:] + proc.stderr[-3000:]
-    assert "SIMULATED Kubernetes cluster" in out
+    assert "REAL Kubernetes v1.36 control plane" in out
+    assert re.search(r"^API server: https://127\.0\.0\.1:\d+ \(kube-apiserver v1\.36\.\d+\)$", out, re.M), out[:3000]
     # the inventory comes from the cluster through the k8s_nodes inventory plugin, not from a hand-written file
     assert "the kubehw.devices.k8s_nodes inventory plugin reads it from" in out
     assert "playbooks/inventory/demo/hosts.yml" not in out
@@ -72,10 +73,10 @@ def test_demo_runs_site_and_shows_scheduling(collections_path):
     assert re.search(r"^claim claims-one-gpu-gpu-\S+ allocated gpu.nvidia.com/%s/gpu-\d, reserved for pods/claims-one-gpu$"
                      % bound.group(1), dra, re.M), dra
     assert "failed=0" in out and "failed=1" not in out
-    assert "The simulated cluster has been stopped." in out
-    # it stops what it started: no simulated cluster process is left behind
-    # (this checkout's demo cluster only: another checkout's demo may be running on the same machine)
-    config = os.path.join(REPO_ROOT, "tests", "simcluster", "examples", "demo.yaml")
-    left = subprocess.run(["pgrep", "-f", "tests.simcluster --config %s" % re.escape(config)], capture_output=True,
-                          text=True, check=False)
+    assert "The demo's control plane has been stopped and its state removed." in out
+    # it stops what it started: no control plane of this checkout's demo is left, running or on disk
+    # (this checkout's only: another checkout's demo, or the suite's own control planes, may be running)
+    state = os.path.join(REPO_ROOT, ".cache", "demo-control-plane")
+    assert [name for name in os.listdir(state) if name != "bin"] == []
+    left = subprocess.run(["pgrep", "-f", re.escape(state + "/run-")], capture_output=True, text=True, check=False)
     assert left.stdout.strip() == ""
