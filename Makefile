@@ -66,8 +66,7 @@ help:
 	@echo "                   table ending with 'N passed, N failed'"
 	@echo "make setup         .venv with pinned tools, Debian packages (system-wide, as root), test collections"
 	@echo "make sanity        ansible-test sanity on a copy of the checkout (no ignore file)"
-	@echo "make units         pytest tests/unit, the build/install test, the CI tooling tests and the simulated cluster's"
-	@echo "                   own tests (tests/simcluster: the fault proxy is built on its parts)"
+	@echo "make units         pytest tests/unit, the build/install test and the CI tooling tests"
 	@echo "make integration   pytest tests/integration on a real control plane: ../shared/k8s started per pytest worker"
 	@echo "                   (state in .cache/real-control-plane), else the cluster of KUBECONFIG, else not run (and says"
 	@echo "                   why); the module suites' modules run as the least-privilege identity of rbac.yaml.j2"
@@ -98,7 +97,7 @@ define run_pytest
 endef
 
 units:
-	$(call run_pytest,units,tests/unit tests/test_build.py tests/test_ci_tooling.py tests/test_docs.py tests/simcluster)
+	$(call run_pytest,units,tests/unit tests/test_build.py tests/test_ci_tooling.py tests/test_docs.py)
 
 # The stages that need a Kubernetes API run through scripts/cluster_stage.sh: each pytest worker starts a real control
 # plane of its own from ../shared/k8s (or $$KUBEHW_K8S_HOME), with a kubelet stand-in per test for the nodes it needs;

@@ -34,7 +34,6 @@ else
     echo "$reason" > "$REPORTS/$STAGE.not-run"
     exit 0
 fi
-export KUBEHW_SIMCLUSTER=0
 echo "pytest $*"
 rc=0
 "$PY" -m pytest "$@" || rc=$?

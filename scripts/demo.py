@@ -1,9 +1,9 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """`make demo`: site.yml against a real Kubernetes control plane, then a readable summary.
 
-Starts kube-apiserver, etcd, kube-controller-manager and kube-scheduler (tests/support/control_plane.py, from
+Starts kube-apiserver, etcd, kube-controller-manager and kube-scheduler (tests/support/local_cluster.py, from
 ../shared/k8s or $KUBEHW_K8S_HOME) with state under .cache/demo-control-plane, registers the three nodes of
-tests/simcluster/examples/demo.yaml through the kubelet stand-in of tests/support/kubelet.py (no container runs: the
+tests/support/node_configs/demo.yaml through the kubelet stand-in of tests/support/kubelet.py (no container runs: the
 stand-in does a kubelet's API-side duties), declares the dongle node's static resources in
 its kubehw.devices/static-resources annotation, reads the inventory from the cluster with the kubehw.devices.k8s_nodes
 plugin (playbooks/inventory/demo_k8s_nodes; the hand-written playbooks/inventory/demo/hosts.yml is not used), runs
@@ -32,7 +32,6 @@ sys.path.insert(0, ROOT)
 
 from tests.support.playbook_runner import collections_path, run_inventory, run_playbook  # noqa: E402  (test equipment)
 
-CONFIG = os.path.join(ROOT, "tests", "simcluster", "examples", "demo.yaml")
 # The inventory is read from the cluster by the kubehw.devices.k8s_nodes inventory plugin.
 INVENTORY_REL = "playbooks/inventory/demo_k8s_nodes/demo.k8s_nodes.yml"
 INVENTORY = os.path.join(ROOT, *INVENTORY_REL.split("/"))
@@ -59,38 +58,14 @@ def rule(title):
 
 
 def start_cluster():
-    """A control plane of the demo's own, and the demo nodes registered by the kubelet stand-in once Ready."""
-    from tests.support.control_plane import ControlPlane, ControlPlaneError, locate
-    from tests.support.kubelet import KubeletStandIn
+    """A control plane of the demo's own, with the demo nodes registered by the kubelet stand-in and schedulable."""
+    from tests.support.local_cluster import LocalCluster, LocalClusterError
+    from tests.support.node_configs import DEMO_CONFIG_PATH
 
-    home = locate()
-    if home is None:
-        raise SystemExit("make demo: no Kubernetes control-plane binaries: ../shared/k8s beside the checkout, or a "
-                         "folder named by KUBEHW_K8S_HOME (docs/development.md)")
-    base = os.path.join(ROOT, ".cache", "demo-control-plane")
-    plane = ControlPlane(home, os.path.join(base, "run-%d" % os.getpid()), bin_dir=os.path.join(base, "bin"))
     try:
-        plane.start()
-    except ControlPlaneError as exc:
-        raise SystemExit("make demo: the control plane did not start: %s" % exc)
-    standin = KubeletStandIn(plane.agent_kubeconfig, CONFIG)
-    standin.start()
-    return plane, standin
-
-
-def wait_nodes_ready(core, names, timeout=60):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        ready = set()
-        for node in core.list_node().items:
-            conditions = dict((c.type, c.status) for c in (node.status.conditions or []))
-            taints = [t.key for t in (node.spec.taints or []) if t.effect == "NoSchedule"]
-            if conditions.get("Ready") == "True" and not taints:
-                ready.add(node.metadata.name)
-        if set(names) <= ready:
-            return
-        time.sleep(0.5)
-    raise SystemExit("make demo: the demo nodes did not become Ready and schedulable within %ds" % timeout)
+        return LocalCluster("demo", node_config=DEMO_CONFIG_PATH).start()
+    except LocalClusterError as exc:
+        raise SystemExit("make demo: %s" % exc)
 
 
 def collections(workdir):
@@ -422,13 +397,12 @@ def main():
     say("The inventory is not written by hand: the kubehw.devices.k8s_nodes inventory plugin reads it from")
     say("the cluster. First the GPUs are served by the device plugin, then the same nodes through DRA.")
     workdir = tempfile.mkdtemp(prefix="kubehw-demo-")
-    plane, standin = start_cluster()
+    local = start_cluster()
     try:
-        kubeconfig = plane.kubeconfig
+        kubeconfig = local.kubeconfig
         api = config.new_client_from_config(config_file=kubeconfig)
         core, apps, custom = client.CoreV1Api(api), client.AppsV1Api(api), client.CustomObjectsApi(api)
         say("API server: %s (kube-apiserver %s)" % (api.configuration.host, client.VersionApi(api).get_code().git_version))
-        wait_nodes_ready(core, GPU_NODES + (DONGLE_NODE,))
         declare_static_resources(core)
         hosts = show_inventory(kubeconfig, workdir)
         rule("site.yml")
@@ -444,8 +418,7 @@ def main():
         show_dra_devices(custom)
         show_claim(core, custom, ((driver or {}).get("device_classes") or [DRA_DEVICE_CLASS])[0])
     finally:
-        standin.stop()
-        plane.stop(wipe=True)
+        local.stop()
         shutil.rmtree(workdir, ignore_errors=True)
     rule("Against a real cluster")
     say("Let the plugin read the inventory from your cluster (playbooks/inventory/k8s_nodes.yml, docs/inventory.md),")

@@ -113,27 +113,27 @@ def main():
     parser.add_argument("--output", default=os.path.join(ROOT, "benchmarks", "results", "daemonset_rollout.json"))
     opts = parser.parse_args()
 
-    from tests.simcluster import SimCluster
+    from tests.support.local_cluster import LocalCluster
     from kubernetes import client, config
 
     if not has_test_collection("kubernetes.core"):
         sys.exit("kubernetes.core is missing: run `make setup` (it unpacks it from the PyPI ansible wheel)")
     workdir = tempfile.mkdtemp(prefix="bench-ds-")
 
-    sim = SimCluster(CLUSTER)
+    sim = LocalCluster("bench-ds", node_config=CLUSTER)
     sim.start()
     try:
-        api = config.new_client_from_config(config_file=sim.kubeconfig_path)
+        api = config.new_client_from_config(config_file=sim.kubeconfig)
         client.CoreV1Api(api).create_namespace({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
         # the nvidia preset's pods name RuntimeClass nvidia, which device_plugin_deploy requires to exist
         client.NodeV1Api(api).create_runtime_class({"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass",
                                                     "metadata": {"name": "nvidia"}, "handler": "nvidia"})
-        observer = RolloutObserver(sim.kubeconfig_path)
+        observer = RolloutObserver(sim.kubeconfig)
         observer.start()
         play = [{"name": "daemonset rollout benchmark", "hosts": "localhost", "connection": "local",
                  "gather_facts": False, "vars": {"ansible_python_interpreter": sys.executable},
-                 "tasks": tasks_for(opts.rounds, sim.kubeconfig_path)}]
-        run = run_playbook(play, workdir, kubeconfig=sim.kubeconfig_path, timeout=1800)
+                 "tasks": tasks_for(opts.rounds, sim.kubeconfig)}]
+        run = run_playbook(play, workdir, kubeconfig=sim.kubeconfig, timeout=1800)
         elapsed = run.seconds
         time.sleep(0.2)
         observer.stopped.set()
@@ -169,7 +169,8 @@ def main():
                          "min_s": round(min(values), 3), "max_s": round(max(values), 3)}
     report = {
         "benchmark": "daemonset_rollout: rollout-complete to task-return",
-        "cluster": "tests.simcluster, 2 GPU nodes + 1 CPU node, sync_interval 1.0 s, pod_start_delay 0.3 s",
+        "cluster": "kube-apiserver, kube-controller-manager, kube-scheduler v1.36.2 (tests/support/local_cluster.py), "
+                   "2 GPU nodes + 1 CPU node of the kubelet stand-in, pod_start_delay 0.3 s",
         "kubernetes.core": "from the PyPI ansible==12.3.0 wheel (.cache/collections), wait: true, default wait_sleep",
         "baseline": "ansible.builtin.command printing time.time(): time from its last instruction to the task return",
         "rounds": opts.rounds,

@@ -5,14 +5,16 @@
 kubernetes.core.k8s (wait: true on the DaemonSet) followed by an until: loop of kubernetes.core.k8s_info on
 ResourceSlices (delay 5 s), as users write it.
 
-One simulated cluster per node count, one ansible-playbook run per cluster whose rounds alternate between the two
+One local cluster per node count (a real v1.36.2 control plane with the kubelet stand-in's nodes,
+tests/support/local_cluster.py), one ansible-playbook run per cluster whose rounds alternate between the two
 ways; every round starts from nothing (the previous round's objects deleted and its ResourceSlices gone) and deploys
 the DRA example driver (the same objects, built by the module's own code, for both ways).
 
   start   the moment the first task of the way starts (_started_at of the kubehw_results callback,
           tests/support/callback_plugins)
   end     the moment its last task's result reaches ansible-playbook (_returned_at)
-  requests  the simulated cluster's request log between the two
+  requests  the fault proxy's request log between the two (the way's requests to the apiserver; the kubelet
+            stand-in's go around it)
 
 Usage: python benchmarks/dra_rollout/run.py [--nodes 20 100] [--rounds 3] [--output FILE]
 """
@@ -112,17 +114,17 @@ def spans(lines, sim_requests):
 
 
 def run_size(nodes, rounds, workdir):
-    from tests.simcluster import SimCluster
+    from tests.support.local_cluster import LocalCluster
     from kubernetes import client, config
 
-    sim = SimCluster(cluster(nodes))
+    sim = LocalCluster("bench-dra", node_config=cluster(nodes), request_log=True)
     sim.start()
     try:
-        core = client.CoreV1Api(config.new_client_from_config(config_file=sim.kubeconfig_path))
+        core = client.CoreV1Api(config.new_client_from_config(config_file=sim.kubeconfig))
         core.create_namespace({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
         play = [{"name": "dra rollout benchmark", "hosts": "localhost", "connection": "local", "gather_facts": False,
                  "vars": {"ansible_python_interpreter": sys.executable}, "tasks": tasks_for(rounds, nodes)}]
-        run = run_playbook(play, workdir, kubeconfig=sim.kubeconfig_path, timeout=3600)
+        run = run_playbook(play, workdir, kubeconfig=sim.kubeconfig, timeout=3600)
         if run.returncode != 0:
             sys.exit("ansible-playbook failed (rc %d):\n%s\n%s"
                      % (run.returncode, run.stdout[-4000:], run.stderr[-4000:]))
@@ -161,8 +163,9 @@ def main():
     report = {
         "benchmark": "dra_rollout: rollout start to every node's devices published (wait: devices vs k8s wait + "
                      "k8s_info until loop, delay %d s)" % POLL_DELAY,
-        "cluster": "tests.simcluster, N nodes with %d example.com/gpu each, sync_interval %s s, pod_start_delay %s s"
-                   % (DEVICES_PER_NODE, SYNC_INTERVAL, POD_START_DELAY),
+        "cluster": "kube-apiserver, kube-controller-manager, kube-scheduler v1.36.2 (tests/support/local_cluster.py), "
+                   "N kubelet stand-in nodes with %d example.com/gpu each, pod_start_delay %s s"
+                   % (DEVICES_PER_NODE, POD_START_DELAY),
         "kubernetes.core": "from the PyPI ansible==12.3.0 wheel (.cache/collections)",
         "rounds": opts.rounds, "load_average_at_end": load, "summary": summary, "rows": rows,
         "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),

@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 # Copyright (c) kubehw.devices contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Advertise example.com/dongle: 4 on N simulated nodes several ways, side by side in one run.
+"""Advertise example.com/dongle: 4 on N nodes of a real control plane several ways, side by side in one run.
 
   module   one kubehw.devices.k8s_node_extended_resource task with a label selector
   bare     a bare concurrent Python client (bare_client.py): a ThreadPoolExecutor of JSON-patch
@@ -10,10 +10,10 @@
            one per node, with a JSON patch to /api/v1/nodes/<n>/status
   kubectl  a loop of `kubectl patch node <n> --subresource=status --type=json -p ...` (ansible.builtin.command)
 
-Each way runs twice against its own fresh simulated cluster: the first run (every node needs
-the resource) and the re-run (nothing to change). Wall time is the whole process's, end to end
-(ansible-playbook's, or the bare client's Python); request counts come from the simulated
-cluster's request log; peak memory is the maximum resident set size of the process that talks
+Each way runs twice against its own fresh local cluster (kube-apiserver v1.36.2 and etcd with N Node objects and
+no kubelet, tests/support/local_cluster.py): the first run (every node needs the resource) and the re-run (nothing
+to change). Wall time is the whole process's, end to end (ansible-playbook's, or the bare client's Python); request
+counts come from the request log of the fault proxy every way talks through (nothing else talks to that cluster); peak memory is the maximum resident set size of the process that talks
 to the API (the module's, or the bare client's), measured with /usr/bin/time.
 
   python benchmarks/extended_resources/run.py --nodes 10 100 500 --out benchmarks/results/extended_resources.json
@@ -39,7 +39,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, ROOT)
 
-from tests.simcluster import SimCluster  # noqa: E402  (test equipment, found from the checkout)
+from tests.support.local_cluster import LocalCluster  # noqa: E402  (test equipment, found from the checkout)
 from tests.support.playbook_runner import ansible_env, collections_path, run_playbook  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -61,13 +61,13 @@ def plays(way, sim, names, parallel, interpreter=None):
     if way == "module":
         task = {"name": "Advertise with the module",
                 "kubehw.devices.k8s_node_extended_resource": {
-                    "kubeconfig": sim.kubeconfig_path, "label_selectors": [LABEL], "resources": {RESOURCE: 4},
+                    "kubeconfig": sim.kubeconfig, "label_selectors": [LABEL], "resources": {RESOURCE: 4},
                     "parallel": parallel}}
     elif way == "uri":
         task = {"name": "Advertise with a uri loop",
                 "ansible.builtin.uri": {
                     "url": "%s/api/v1/nodes/{{ item }}/status" % sim.url, "method": "PATCH",
-                    "headers": {"Authorization": "Bearer %s" % sim.admin_token,
+                    "headers": {"Authorization": "Bearer %s" % sim.token,
                                 "Content-Type": "application/json-patch+json"},
                     "body_format": "json", "body": patch, "ca_path": sim.ca_cert_path, "status_code": 200},
                 "loop": names,
@@ -75,7 +75,7 @@ def plays(way, sim, names, parallel, interpreter=None):
     else:
         task = {"name": "Advertise with a kubectl loop",
                 "ansible.builtin.command": {
-                    "argv": ["kubectl", "--kubeconfig", sim.kubeconfig_path, "patch", "node", "{{ item }}",
+                    "argv": ["kubectl", "--kubeconfig", sim.kubeconfig, "patch", "node", "{{ item }}",
                              "--subresource=status", "--type=json", "-p", json.dumps(patch)]},
                 "loop": names,
                 "changed_when": True}
@@ -124,7 +124,7 @@ def run_bare(workdir, sim, names, parallel, env):
         f.write("\n".join(names) + "\n")
     rss_file = os.path.join(workdir, "bare-rss.txt")
     cmd = [TIME, "-f", "%M", "-o", rss_file, sys.executable, os.path.join(HERE, "bare_client.py"),
-           sim.kubeconfig_path, names_file, str(parallel), RESOURCE, "4"]
+           sim.kubeconfig, names_file, str(parallel), RESOURCE, "4"]
     started = time.monotonic()
     proc = subprocess.run(cmd, env=env, cwd=workdir, capture_output=True, text=True, check=False)
     elapsed = time.monotonic() - started
@@ -143,10 +143,10 @@ def count(requests):
 
 def bench(way, nodes, parallel, collections):
     names = node_names(nodes)
-    config = {"nodes": [{"name": n, "labels": {"kubehw-bench/dongle": "yes"}} for n in names]}
-    # API only: no kubelets writing heartbeats, so the log holds the benchmarked requests alone
-    sim = SimCluster(config, controllers=False)
+    # API only: Node objects without kubelets, and the fault proxy's log holds the benchmarked requests alone
+    sim = LocalCluster("bench-er", request_log=True)
     sim.start()
+    core = sim.create_nodes(names, labels={"kubehw-bench/dongle": "yes"})
     workdir = tempfile.mkdtemp(prefix="kubehw-bench-")
     env = ansible_env(collections, workdir, extra=fresh_home(workdir))
     rows = []
@@ -162,7 +162,7 @@ def bench(way, nodes, parallel, collections):
                 peak = peak_rss_mib(rss_file)
             else:
                 elapsed = run_plays(workdir, plays(way, sim, names, parallel), collections)
-            log = [r for r in sim.requests if not r["path"].startswith("/simcluster")]
+            log = sim.requests
             row = {"way": way, "nodes": nodes, "phase": phase, "seconds": round(elapsed, 2)}
             row.update(count(log))
             row["lists"] = sum(1 for r in log if r["method"].upper() == "GET" and r["path"] == "/api/v1/nodes")
@@ -170,8 +170,8 @@ def bench(way, nodes, parallel, collections):
                 row["peak_rss_mib"] = peak
             rows.append(row)
         # every way must have left the same state behind, or the comparison is meaningless
-        missing = [n for n in names
-                   if (sim.store.get("nodes", None, n)["status"].get("capacity") or {}).get(RESOURCE) != "4"]
+        stored = dict((n.metadata.name, n.status.capacity or {}) for n in core.list_node(label_selector=LABEL).items)
+        missing = [n for n in names if stored.get(n, {}).get(RESOURCE) != "4"]
         if missing:
             raise RuntimeError("%s left %d nodes without %s=4, e.g. %s" % (way, len(missing), RESOURCE, missing[0]))
     finally:

@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 # Copyright (c) kubehw.devices contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Build an inventory of N simulated nodes two ways, side by side in one run, and reach its GPU hosts.
+"""Build an inventory of N nodes of a real control plane two ways, side by side in one run, and reach its GPU hosts.
 
   plugin    ansible-playbook -i bench.k8s_nodes.yml: the kubehw.devices.k8s_nodes inventory plugin lists the
             nodes in pages (limit 500, continue) and groups them; one play on gpu_nodes
@@ -12,7 +12,8 @@
 Both ways end with the same play: `hosts: gpu_nodes`, one debug task run once that prints how many hosts the
 group has, which the script checks against the cluster (a quarter of the nodes carry the NVIDIA NFD label).
 `ansible-inventory --graph` with the plugin alone is timed too. Wall time is the whole process's, end to end;
-request counts come from the simulated cluster's request log (API only, no controllers writing).
+request counts come from the request log of the fault proxy in front of the local cluster (kube-apiserver v1.36.2 and
+etcd with N Node objects and no kubelet, tests/support/local_cluster.py).
 
   .venv/bin/python benchmarks/inventory/run.py --nodes 5000 --out benchmarks/results/inventory.json
 """
@@ -36,7 +37,7 @@ import yaml
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, ROOT)
 
-from tests.simcluster import SimCluster  # noqa: E402  (test equipment, found from the checkout)
+from tests.support.local_cluster import LocalCluster  # noqa: E402  (test equipment, found from the checkout)
 from tests.support.playbook_runner import collections_path, run_inventory, run_playbook  # noqa: E402
 
 NVIDIA_LABEL = "feature.node.kubernetes.io/pci-10de.present"
@@ -44,12 +45,11 @@ WAYS = ("plugin", "graph", "k8s_info")
 COUNTED = re.compile(r'"msg": "gpu_nodes has (\d+) hosts"')
 
 
-def node_config(count):
-    nodes = []
-    for i in range(count):
-        labels = {NVIDIA_LABEL: "true"} if i % 4 == 0 else {}
-        nodes.append({"name": "bench-%04d" % i, "labels": labels})
-    return {"nodes": nodes}
+def create_nodes(cluster, count):
+    """bench-0000 ... with every fourth labelled an NVIDIA GPU node: Node objects only, no kubelet."""
+    names = ["bench-%04d" % i for i in range(count)]
+    cluster.create_nodes([n for i, n in enumerate(names) if i % 4 == 0], labels={NVIDIA_LABEL: "true"})
+    cluster.create_nodes([n for i, n in enumerate(names) if i % 4 != 0])
 
 
 REACH_GPU_NODES = {"name": "Reach the GPU nodes", "hosts": "gpu_nodes", "gather_facts": False,
@@ -83,13 +83,14 @@ def checked(run):
 
 
 def bench(nodes, ways, collections):
-    sim = SimCluster(node_config(nodes), controllers=False)
+    sim = LocalCluster("bench-inventory", request_log=True)
     sim.start()
+    create_nodes(sim, nodes)
     workdir = tempfile.mkdtemp(prefix="kubehw-bench-inventory-")
     env = {"ANSIBLE_PYTHON_INTERPRETER": sys.executable, "HOME": workdir}
     config = os.path.join(workdir, "bench.k8s_nodes.yml")
     with open(config, "w") as f:
-        yaml.safe_dump({"plugin": "kubehw.devices.k8s_nodes", "kubeconfig": sim.kubeconfig_path}, f)
+        yaml.safe_dump({"plugin": "kubehw.devices.k8s_nodes", "kubeconfig": sim.kubeconfig}, f)
     gpu = len([i for i in range(nodes) if i % 4 == 0])
     rows = []
     try:
@@ -100,7 +101,7 @@ def bench(nodes, ways, collections):
                                                      timeout=None))
                 counted = len(set(re.findall(r"\|--(bench-\d+)", out)))
             else:
-                plays = [REACH_GPU_NODES] if way == "plugin" else k8s_info_plays(sim.kubeconfig_path)
+                plays = [REACH_GPU_NODES] if way == "plugin" else k8s_info_plays(sim.kubeconfig)
                 inventory = config if way == "plugin" else "localhost,"
                 # the results callback off: the measurement is the whole process, which writes no results
                 elapsed, out = checked(run_playbook(plays, workdir, inventory=inventory, collections=collections, env=env,
@@ -109,7 +110,7 @@ def bench(nodes, ways, collections):
                 counted = int(found.group(1)) if found else None
             if counted != gpu:
                 raise RuntimeError("%s found %s GPU hosts, the cluster has %d" % (way, counted, gpu))
-            log = [r for r in sim.requests if not r["path"].startswith("/simcluster")]
+            log = sim.requests
             lists = [r for r in log if r["method"].upper() == "GET" and r["path"] == "/api/v1/nodes"]
             rows.append({"way": way, "nodes": nodes, "gpu_hosts": gpu, "seconds": round(elapsed, 2),
                          "requests": len(log), "node_lists": len(lists)})

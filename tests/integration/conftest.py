@@ -1,8 +1,8 @@
 # Copyright (c) kubehw.devices contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Integration harness: the fixtures. What they hand out lives in tests/support/, one concern a file:
-cluster.py (the Cluster a test sees: simulated, a real control plane of the suite's own behind the kubelet stand-in
-and the fault proxy, or the cluster of KUBECONFIG), identities.py (the least-privilege identity the module suites
+cluster.py (the Cluster a test sees: a real control plane of the suite's own behind the kubelet stand-in and the
+fault proxy, or the cluster of KUBECONFIG), identities.py (the least-privilege identity the module suites
 run as), playbook_runner.py (ansible-playbook and ansible-inventory with this checkout), write_observer.py (what a test's
 modules wrote).
 
@@ -11,12 +11,12 @@ with tokens from the TokenRequest API, and RBAC bindings; everything it creates 
 deleted after the test.
 
 Fixtures:
-  cluster   .simulated, .controlled, .sim (SimCluster, the real controls, or None), .kubeconfig, .core, .apps,
-            .rbac, .mark(), .writes(since=None), .require_simulated(reason), .require_controlled(reason),
+  cluster   .controlled, .controls (the fault proxy's and the kubelet stand-in's controls, or None), .kubeconfig,
+            .core, .apps, .rbac, .mark(), .writes(since=None), .require_controlled(reason),
             .node_names(), .server()
             (URL, CA file), .create_nodes(specs), .service_account(name, ...), .bind(...)
-            Mark a test with @pytest.mark.simcluster_config({...}) to start the simulated
-            cluster with that configuration instead of the default one.
+            Mark a test with @pytest.mark.node_config({...}) (or a YAML path) to have the kubelet stand-in
+            register those nodes instead of tests/support/node_configs/default.yaml's.
   kubelet_node  a Ready, schedulable node with a kubelet (pods run there), or a skip naming why
   ansible   ansible(tasks, check=False, diff=False, extra_vars=None, env=None, module_defaults=None)
             -> PlaybookRun with .rc, .results, .result(name), .stdout, .stderr; .run(plays, inventory) for plays of
@@ -33,8 +33,7 @@ import os
 import pytest
 
 from tests.support.cluster import (
-    _node_runs_pods, _start_own_control_plane, _use_real_cluster, open_cluster, stop_own_control_plane,
-    wait_for)
+    _node_runs_pods, _start_own_control_plane, open_cluster, stop_own_control_plane, wait_for)
 from tests.support.identities import (
     IDENTITIES, LEAST_PRIVILEGE_SUITES, _RUNNING, create_objects, grant_plugin_namespace, identity_of, identity_user,
     least_privilege, least_privilege_kubeconfig, own_rbac_names, rbac_identity_kubeconfig, rbac_objects)
@@ -53,7 +52,7 @@ def pytest_unconfigure(config):
 def pytest_configure(config):
     _start_own_control_plane(config)
     config.addinivalue_line(
-        "markers", "simcluster_config(config): configuration (dict or YAML path) for the simulated cluster")
+        "markers", "node_config(config): the nodes (dict or YAML path) the kubelet stand-in registers for the test")
     config.addinivalue_line(
         "markers", "least_privilege_identity: the modules run as the shipped least-privilege identity "
                    "(set on the module suites; `pytest -m least_privilege_identity` runs only them)")
@@ -75,14 +74,14 @@ def pytest_report_header(config):
     if os.environ.get("KUBEHW_CONTROL_PLANE"):
         return "kubehw integration: REAL control plane from %s, one per worker, kubelet stand-in for the test nodes" \
             % os.environ["KUBEHW_CONTROL_PLANE"]
-    if _use_real_cluster():
+    if os.environ.get("KUBECONFIG"):
         return "kubehw integration: REAL cluster from KUBECONFIG=%s" % os.environ["KUBECONFIG"]
-    return "kubehw integration: simulated cluster (set KUBECONFIG to use a real one)"
+    return "kubehw integration: no cluster (run make integration, or set KUBECONFIG)"
 
 
 @pytest.fixture
 def cluster(request):
-    marker = request.node.get_closest_marker("simcluster_config")
+    marker = request.node.get_closest_marker("node_config")
     config = marker.args[0] if marker and marker.args else None
     _RUNNING["least_privilege"] = identity_of(request.node)
     try:

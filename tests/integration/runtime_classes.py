@@ -3,7 +3,7 @@
 """The RuntimeClass the nvidia preset's pods name, for tests that roll the preset out.
 
 A pod naming a RuntimeClass that does not exist is refused by the apiserver's RuntimeClass admission
-(tests/simcluster/FACTS.md), so a DaemonSet of the nvidia preset gets no pod until RuntimeClass nvidia
+(docs/kubernetes_facts.md), so a DaemonSet of the nvidia preset gets no pod until RuntimeClass nvidia
 exists; on a GPU cluster the nvidia_container_toolkit role (or the GPU Operator) has created it.
 """
 

@@ -20,8 +20,8 @@ import os
 import pytest
 import yaml
 
-from tests.simcluster.auth import make_client_cert, make_tls
-from tests.simcluster.kubeconfig import kubeconfig_dict
+from tests.support.kubeconfig import kubeconfig_dict
+from tests.support.tls import make_client_cert, make_tls
 
 MODULE = "kubehw.devices.extended_resource_info"
 NO_LOG_MASK = "VALUE_SPECIFIED_IN_NO_LOG_PARAMETER"
@@ -36,7 +36,7 @@ NODES = [
     {"name": "cpu-1"},
 ]
 
-pytestmark = pytest.mark.simcluster_config({"nodes": NODES})
+pytestmark = pytest.mark.node_config({"nodes": NODES})
 
 
 class Identities:
@@ -200,7 +200,7 @@ def client_certificate(cluster):
     """(cert file, key file, user): issued by the simulated cluster's CA, or KUBECONFIG's own client
     certificate on a real cluster (kubeadm's admin.conf and kind have one)."""
     if cluster.controlled:
-        cert, key = make_client_cert(os.path.dirname(cluster.sim.ca_cert_path), "cert-user", [READERS_GROUP])
+        cert, key = make_client_cert(os.path.dirname(cluster.controls.ca_cert_path), "cert-user", [READERS_GROUP])
         return cert, key, "cert-user"
     import base64
 

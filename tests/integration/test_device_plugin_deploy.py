@@ -157,7 +157,7 @@ def test_wait_resource_only_on_gpu_nodes_and_min_count_timeout(cluster, ansible,
         assert "gpu-2" not in msg.split("in capacity:")[1]
 
 
-@pytest.mark.simcluster_config({"sync_interval": 0.5, "pod_start_delay": 0.2, "nodes": [
+@pytest.mark.node_config({"sync_interval": 0.5, "pod_start_delay": 0.2, "nodes": [
     {"name": "gpu-1", "labels": {"feature.node.kubernetes.io/pci-10de.present": "true"},
      "inventory": {"nvidia.com/gpu": 4}},
     {"name": "gpu-2", "labels": {"feature.node.kubernetes.io/pci-10de.present": "true"},
@@ -166,7 +166,7 @@ def test_wait_resource_only_on_gpu_nodes_and_min_count_timeout(cluster, ansible,
 ]})
 def test_pod_never_ready_times_out_naming_node_and_reason(cluster, ansible, namespace):
     cluster.require_controlled("injects a pod start failure")
-    cluster.sim.fail_pod_start("gpu-2", reason="ImagePullBackOff")
+    cluster.controls.fail_pod_start("gpu-2", reason="ImagePullBackOff")
     run = ansible([task(namespace, wait="resource", wait_timeout=6)])
     res = run.result("Deploy")
     assert res["failed"], res
@@ -421,7 +421,7 @@ def test_foreign_daemonset_is_refused_unless_adopted(cluster, ansible, namespace
     assert read_ds(cluster, namespace)["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "kubehw.devices"
 
 
-@pytest.mark.simcluster_config({"sync_interval": 0.5, "pod_start_delay": 0.2, "nodes": [
+@pytest.mark.node_config({"sync_interval": 0.5, "pod_start_delay": 0.2, "nodes": [
     {"name": "gpu-1", "labels": {"feature.node.kubernetes.io/pci-10de.present": "true"},
      "inventory": {"nvidia.com/gpu": 4}},
     {"name": "cpu-1", "labels": {"example.com/pool": "cpu"}},
@@ -469,7 +469,7 @@ def test_dropped_labels_and_annotations_are_removed_and_others_kept(cluster, ans
     assert run.result("Again")["changed"] is False
 
 
-@pytest.mark.simcluster_config({"sync_interval": 0.5, "pod_start_delay": 0.2, "nodes": [
+@pytest.mark.node_config({"sync_interval": 0.5, "pod_start_delay": 0.2, "nodes": [
     {"name": "gpu-1", "labels": {"feature.node.kubernetes.io/pci-10de.present": "true"},
      "inventory": {"nvidia.com/gpu": 4}},
     {"name": "gpu-2", "labels": {"feature.node.kubernetes.io/pci-10de.present": "true"},
@@ -483,7 +483,7 @@ def test_delete_old_pods_goes_in_batches_of_max_unavailable(cluster, ansible, na
     run = ansible([task(namespace, update_strategy=strategy)])
     assert run.rc == 0, run.output()
     # gpu-1's replacement never becomes ready: a batch of one must stop there
-    cluster.sim.fail_pod_start("gpu-1")
+    cluster.controls.fail_pod_start("gpu-1")
     mark = cluster.mark()
     run = ansible([dict(task(namespace, name="One at a time", update_strategy=strategy, device_id_strategy="index",
                              delete_old_pods=True, wait_timeout=5), ignore_errors=True)])
@@ -496,7 +496,7 @@ def test_delete_old_pods_goes_in_batches_of_max_unavailable(cluster, ansible, na
            and not p["metadata"].get("deletionTimestamp")]
     assert sorted(old) == ["gpu-2", "gpu-3"], old
 
-    cluster.sim.allow_pod_start("gpu-1")
+    cluster.controls.allow_pod_start("gpu-1")
     mark = cluster.mark()
     run = ansible([task(namespace, name="Two at a time", update_strategy=dict(strategy, max_unavailable=2),
                         device_id_strategy="index", delete_old_pods=True)])
@@ -527,7 +527,7 @@ def test_missing_namespace_is_named(cluster, ansible):
         assert [w["method"] for w in cluster.writes(mark)] == ["POST"]
 
 
-@pytest.mark.simcluster_config({"sync_interval": 0.5, "pod_start_delay": 0.2, "nodes": [
+@pytest.mark.node_config({"sync_interval": 0.5, "pod_start_delay": 0.2, "nodes": [
     {"name": "arc-1", "labels": {"kubernetes.io/arch": "amd64", "intel.feature.node.kubernetes.io/gpu": "true"},
      "inventory": {"gpu.intel.com/xe": 1}},
     {"name": "flex-1", "labels": {"kubernetes.io/arch": "amd64", "feature.node.kubernetes.io/pci-0380_8086.present": "true"},

@@ -133,12 +133,9 @@ def test_writes_whose_answer_is_lost_neither_fail_nor_repeat(cluster, ansible, d
     fault = "commit-504"  # the connection-dropped variant goes through the same client path (test_faults.py)
     cluster.require_controlled("injects a lost answer after the apiserver stored the write")
     path = "^/apis/resource.k8s.io/v1/deviceclasses"
-    cluster.sim.inject_fault("POST", path + "$", status=fault)
-    cluster.sim.inject_fault("PUT", path + "/%s$" % dc_name.replace(".", r"\."), status=fault)
-    added = cluster.watch_added("deviceclasses", None) if not cluster.simulated else []
-    if cluster.simulated:
-        cluster.sim.store.subscribe(lambda event, res, obj: added.append(obj["metadata"]["name"])
-                                    if res == "deviceclasses" and event == "ADDED" else None)
+    cluster.controls.inject_fault("POST", path + "$", status=fault)
+    cluster.controls.inject_fault("PUT", path + "/%s$" % dc_name.replace(".", r"\."), status=fault)
+    added = cluster.watch_added("deviceclasses", None)
     mark = cluster.mark()
     run = ansible([task(dc_name, selectors=['device.driver == "gpu.example.com"']),
                    task(dc_name, title="Change", selectors=['device.driver == "other.example.com"'])])
@@ -146,7 +143,7 @@ def test_writes_whose_answer_is_lost_neither_fail_nor_repeat(cluster, ansible, d
     # the lost answers are no reason to report nothing done: the first task created, the second updated
     assert (run.result("DeviceClass")["action"], run.result("DeviceClass")["changed"]) == ("created", True)
     assert (run.result("Change")["action"], run.result("Change")["changed"]) == ("updated", True)
-    assert cluster.sim.faults == []
+    assert cluster.controls.faults == []
     assert added == [dc_name]
     # one POST: after the lost answer the class was read back by name, not created again
     assert [m for m, _p, _d in writes(cluster, mark)].count("POST") == 1
@@ -230,32 +227,25 @@ def test_foreign_class_left_alone_without_adopt(cluster, ansible, dc_name):
         assert writes(cluster, mark) == []
 
 
-@pytest.mark.simcluster_config({"dra_versions": []})
+def discovery_without_dra(cluster):
+    """The apiserver's /apis as a cluster that serves no resource.k8s.io version answers it."""
+    groups = client.ApisApi(cluster.api_client).get_api_versions(_preload_content=False)
+    groups = json.loads(groups.data)
+    groups["groups"] = [g for g in groups["groups"] if g["name"] != "resource.k8s.io"]
+    return groups
+
+
 def test_group_not_served_names_what_is_needed(cluster, ansible, dc_name):
-    cluster.require_simulated("a cluster without resource.k8s.io")
+    cluster.require_controlled("answers discovery as a cluster without resource.k8s.io (through the fault proxy)")
+    cluster.controls.inject_answer("GET", "^/apis/?$", 200, discovery_without_dra(cluster))
     mark = cluster.mark()
     run = ansible([task(dc_name, selectors=['device.driver == "gpu.example.com"'])])
     assert run.rc != 0
     out = run.result("DeviceClass")
-    assert "resource.k8s.io" in out["msg"] and "1.34" in out["msg"] and "v1.32" in out["msg"], out["msg"]
+    assert "resource.k8s.io" in out["msg"] and "1.34" in out["msg"] and "v1.36" in out["msg"], out["msg"]
     assert out["reason"] == "NotServed"
     assert writes(cluster, mark) == []
-
-
-@pytest.mark.simcluster_config({"dra_versions": ["v1beta1"]})
-def test_v1beta1_cluster_is_spoken_to_in_v1beta1(cluster, ansible, dc_name):
-    cluster.require_simulated("a cluster that serves only resource.k8s.io/v1beta1 (Kubernetes 1.32)")
-    mark = cluster.mark()
-    run = ansible([task(dc_name, selectors=['device.driver == "gpu.example.com"'])])
-    assert run.rc == 0, run.output()
-    out = run.result("DeviceClass")
-    assert out["api_version"] == "resource.k8s.io/v1beta1"
-    assert out["device_class"]["apiVersion"] == "resource.k8s.io/v1beta1"
-    assert [p for _m, p, _d in writes(cluster, mark)] == ["/apis/resource.k8s.io/v1beta1/deviceclasses"]
-    assert read_class(cluster, dc_name, "v1beta1")["spec"]["selectors"][0]["cel"]["expression"] == \
-        'device.driver == "gpu.example.com"'
-    again = ansible([task(dc_name, selectors=['device.driver == "gpu.example.com"'])])
-    assert again.result("DeviceClass")["changed"] is False
+    assert cluster.controls.faults == []
 
 
 def schedulable_node(cluster):

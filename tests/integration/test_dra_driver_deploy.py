@@ -102,7 +102,7 @@ def device_class_exists(cluster, name):
                   "resource.k8s.io", "v1", "deviceclasses", name)
 
 
-@pytest.mark.simcluster_config(NODES)
+@pytest.mark.node_config(NODES)
 def test_rollout_waits_for_devices_rerun_and_check_mode_write_nothing_absent_twice(cluster, ansible, namespace):
     run = ansible([task(namespace, min_count=2)])
     res = run.result("Deploy")
@@ -160,7 +160,7 @@ def test_rollout_waits_for_devices_rerun_and_check_mode_write_nothing_absent_twi
     assert not device_class_exists(cluster, "gpu.example.com")
 
 
-@pytest.mark.simcluster_config({"sync_interval": 0.2, "pod_start_delay": 0.1, "nodes": [
+@pytest.mark.node_config({"sync_interval": 0.2, "pod_start_delay": 0.1, "nodes": [
     {"name": "gpu-1", "labels": GPU_LABEL, "inventory": {"example.com/gpu": 2}},
     {"name": "cpu-1"},
 ]})
@@ -168,7 +168,7 @@ def test_rollout_waits_for_devices_rerun_and_check_mode_write_nothing_absent_twi
 def test_error_event_mid_wait_then_timeout_names_each_node_and_what_is_missing(cluster, ansible, namespace):
     cluster.require_controlled("changes a node's devices under its plugin, injects a watch ERROR event, and runs the "
                                "plugin on a node without devices")
-    sim = cluster.sim
+    sim = cluster.controls
     watches_path = "/apis/resource.k8s.io/v1/resourceslices"
 
     def watches():

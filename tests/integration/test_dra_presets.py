@@ -304,7 +304,7 @@ def mixed_nodes(cluster):
         standin.stop()
 
 
-@pytest.mark.simcluster_config(MIXED)
+@pytest.mark.node_config(MIXED)
 def test_wait_devices_finishes_on_a_mixed_cluster_where_only_the_intel_node_runs_the_driver(cluster, ansible):
     """With no node selection the Intel plugin ran on every node and the wait timed out on the nodes
     without an Intel GPU; the preset's NFD node selector leaves them out."""
@@ -420,8 +420,6 @@ def test_a_node_that_never_becomes_ready_is_named_at_the_timeout(cluster, ansibl
 def test_pods_the_controller_cannot_create_fail_the_rollout_within_seconds(cluster, ansible):
     """The DaemonSet controller reported FailedCreate every few seconds while the wait ran out its whole
     wait_timeout. A ResourceQuota that allows no pod makes every pod of the namespace fail admission."""
-    if cluster.simulated:
-        pytest.skip("the simulated cluster enforces no ResourceQuota and reports no FailedCreate event")
     namespace, name = cluster.namespace(), cluster.unique_name("dra-quota")
     cluster.core.create_namespaced_resource_quota(namespace, {
         "apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "no-pods"}, "spec": {"hard": {"pods": "0"}}},
@@ -461,8 +459,6 @@ def test_the_example_driver_writes_device_status_of_a_claim_on_its_node_with_its
     (associated-node) unless it may write claims of any node (arbitrary-node, which the driver is not given). The
     example driver writes device status (cmd/dra-example-kubeletplugin/state.go updateDeviceStatus, v0.4.0); here
     its account does so with a token bound to its own kubelet-plugin pod, and is refused with an unbound one."""
-    if cluster.simulated:
-        pytest.skip("needs kube-apiserver's claim status authorization and the scheduler's DRA allocation")
     namespace, name = cluster.namespace(), cluster.unique_name("dra-status")
     label = {"kubehw-it.example.com/dra-status": name}
     custom = client.CustomObjectsApi(cluster.api_client)

@@ -21,8 +21,7 @@ import pytest
 import yaml
 
 from tests.integration.runtime_classes import ensure_nvidia_runtime_class
-from tests.simcluster import DEFAULT_CONFIG_PATH
-from tests.simcluster import node_object
+from tests.support.node_configs import DEFAULT_CONFIG_PATH
 
 DONGLE = "example.com/dongle"
 SMOKE_LABEL = "app.kubernetes.io/component=smoke-test"
@@ -49,7 +48,7 @@ def when_watching(cluster, resource, *steps):
     """In a thread: before each step, wait until a module holds a watch on `resource` that the
     previous step did not end, then run the step. Returns the started thread."""
     def open_watches():
-        return [(w["path"], w["since"]) for w in cluster.sim.open_watches if w["resource"] == resource]
+        return [(w["path"], w["since"]) for w in cluster.controls.open_watches if w["resource"] == resource]
 
     def run():
         seen = set()
@@ -78,7 +77,7 @@ def advertise_allocatable(cluster, node, resources):
 
 
 def pending_faults(cluster):
-    return [f["status"] for f in cluster.sim.faults]
+    return [f["status"] for f in cluster.controls.faults]
 
 
 def watches(cluster, since, path):
@@ -93,16 +92,7 @@ def lists(cluster, since, path):
 
 def count_added(cluster, resource, label):
     """Record the objects of `resource` carrying `label` that the store creates from now on."""
-    if not cluster.simulated:
-        return cluster.watch_added(resource, label)
-    key, _eq, value = label.partition("=")
-    added = []
-
-    def callback(event_type, res, obj):
-        if res == resource and event_type == "ADDED" and (obj["metadata"].get("labels") or {}).get(key) == value:
-            added.append(obj["metadata"]["name"])
-    cluster.sim.store.subscribe(callback)
-    return added
+    return cluster.watch_added(resource, label)
 
 
 def smoke_pods_left(cluster):
@@ -116,7 +106,7 @@ def smoke_pods_left(cluster):
 def test_smoke_test_lost_create_answer_makes_exactly_one_pod_and_leaves_none(cluster, ansible, fault):
     cluster.require_controlled("injects a lost answer after the apiserver stored the pod")
     added = count_added(cluster, "pods", SMOKE_LABEL)
-    cluster.sim.inject_fault("POST", r"^/api/v1/namespaces/default/pods$", status=fault)
+    cluster.controls.inject_fault("POST", r"^/api/v1/namespaces/default/pods$", status=fault)
     mark = cluster.mark()
     advertise_allocatable(cluster, "dongle-1", {DONGLE: "2"})
     run = ansible([{"name": "Smoke", "kubehw.devices.resource_smoke_test": {
@@ -149,12 +139,12 @@ def test_smoke_test_pod_is_pinned_by_node_name_with_a_deadline_and_run_label(clu
     assert smoke["node"] == "dongle-1" and smoke_pods_left(cluster) == []
 
 
-@pytest.mark.simcluster_config(slow_pods_config())
+@pytest.mark.node_config(slow_pods_config())
 @pytest.mark.parametrize("fault", WATCH_ERRORS)
 def test_smoke_test_wait_survives_watch_error_events(cluster, ansible, fault):
     cluster.require_controlled("injects watch ERROR events")
     mark = cluster.mark()
-    cluster.sim.inject_fault("GET", r"^/api/v1/namespaces/default/pods$", status=fault)
+    cluster.controls.inject_fault("GET", r"^/api/v1/namespaces/default/pods$", status=fault)
     advertise_allocatable(cluster, "dongle-1", {DONGLE: "2"})
     run = ansible([{"name": "Smoke", "kubehw.devices.resource_smoke_test": {
         "resource": DONGLE, "node": "dongle-1", "wait_for": "completed", "command": ["true"], "timeout": 30}}])
@@ -176,9 +166,9 @@ def test_wait_allocatable_survives_watch_errors_and_compaction(cluster, ansible,
     steps = [lambda: advertise(cluster, "cpu-1", {DONGLE: "3"})]
     if fault == "compaction":
         # once the wait's watch is open, compaction ends it with an ERROR event, as etcd's would
-        steps.insert(0, lambda: cluster.sim.compact(expire_watches=True))
+        steps.insert(0, lambda: cluster.controls.compact(expire_watches=True))
     else:
-        cluster.sim.inject_fault("GET", r"^/api/v1/nodes$", status=fault)
+        cluster.controls.inject_fault("GET", r"^/api/v1/nodes$", status=fault)
     timer = when_watching(cluster, "nodes", *steps)
     run = ansible([{"name": "Wait", "kubehw.devices.extended_resource_info": {
         "name": "cpu-1", "include_pods": False, "wait_allocatable": {DONGLE: 3}, "wait_timeout": 30}}])
@@ -197,14 +187,8 @@ def test_wait_allocatable_survives_watch_errors_and_compaction(cluster, ansible,
 
 def test_expired_continue_token_restarts_the_list(cluster, ansible):
     cluster.require_controlled("creates 520 nodes and injects an expired continue token")
-    if cluster.simulated:
-        for i in range(520):
-            cluster.sim.store.create("nodes", node_object({"name": "bulk-%03d" % i, "capacity": {"cpu": "1"},
-                                                           "labels": {"bulk": "yes"}}))
-    else:
-        cluster.create_nodes([{"what": "bulk", "labels": {"bulk": "yes"}, "capacity": {"cpu": "1"}}] * 520,
-                             threads=8)
-    cluster.sim.inject_fault("GET", r"^/api/v1/nodes$", status="continue-expired")
+    cluster.create_nodes([{"what": "bulk", "labels": {"bulk": "yes"}, "capacity": {"cpu": "1"}}] * 520, threads=8)
+    cluster.controls.inject_fault("GET", r"^/api/v1/nodes$", status="continue-expired")
     mark = cluster.mark()
     run = ansible([{"name": "Report", "kubehw.devices.extended_resource_info": {
         "label_selectors": ["bulk=yes"], "include_pods": False}}])
@@ -220,7 +204,7 @@ def test_expired_continue_token_restarts_the_list(cluster, ansible):
 @pytest.mark.parametrize("fault", LOST_ANSWERS)
 def test_node_status_patch_whose_answer_is_lost(cluster, ansible, fault):
     cluster.require_controlled("injects a lost answer after the apiserver stored the patch")
-    cluster.sim.inject_fault("PATCH", r"^/api/v1/nodes/cpu-1/status$", status=fault)
+    cluster.controls.inject_fault("PATCH", r"^/api/v1/nodes/cpu-1/status$", status=fault)
     mark = cluster.mark()
     task = {"kubehw.devices.k8s_node_extended_resource": {"name": "cpu-1", "resources": {DONGLE: 2}}}
     run = ansible([dict(task, name="Advertise"), dict(task, name="Again")])
@@ -237,11 +221,11 @@ def test_node_status_patch_whose_answer_is_lost(cluster, ansible, fault):
 @pytest.mark.parametrize("fault", WATCH_ERRORS)
 def test_node_wait_allocatable_survives_watch_error_events(cluster, ansible, fault):
     cluster.require_controlled("injects watch ERROR events")
-    cluster.sim.inject_fault("GET", r"^/api/v1/nodes$", status=fault)
+    cluster.controls.inject_fault("GET", r"^/api/v1/nodes$", status=fault)
     # cpu-1's kubelet is held back until the wait watches, so the wait cannot find allocatable ready at its first
     # list and skip the watch the fault is for (a race the loaded machine lost once)
-    cluster.sim.set_node_unreachable("cpu-1")
-    timer = when_watching(cluster, "nodes", lambda: cluster.sim.set_node_unreachable("cpu-1", False))
+    cluster.controls.set_node_unreachable("cpu-1")
+    timer = when_watching(cluster, "nodes", lambda: cluster.controls.set_node_unreachable("cpu-1", False))
     run = ansible([{"name": "Advertise", "kubehw.devices.k8s_node_extended_resource": {
         "name": "cpu-1", "resources": {DONGLE: 5}, "wait": "allocatable", "wait_timeout": 30}}])
     timer.join()
@@ -277,7 +261,7 @@ def test_device_plugin_writes_whose_answer_is_lost(cluster, ansible, namespace, 
     cm_base = r"^/api/v1/namespaces/%s/configmaps" % namespace
     for method, path in (("POST", base + "$"), ("POST", cm_base + "$"),
                          ("PUT", base + "/"), ("PUT", cm_base + "/")):
-        cluster.sim.inject_fault(method, path, status=fault)
+        cluster.controls.inject_fault(method, path, status=fault)
     added_ds = count_added(cluster, "daemonsets", "app.kubernetes.io/managed-by=kubehw.devices")
     run = ansible([deploy(namespace), deploy(namespace, name="Change", mig_strategy="single"),
                    deploy(namespace, name="Again", mig_strategy="single")])
@@ -296,8 +280,8 @@ def test_device_plugin_writes_whose_answer_is_lost(cluster, ansible, namespace, 
 def test_device_plugin_waits_survive_watch_error_events(cluster, ansible, namespace, wait, path):
     cluster.require_controlled("injects watch ERROR events")
     path = path % namespace if "%s" in path else path
-    cluster.sim.inject_fault("GET", "^%s$" % path, status="watch-expired")
-    cluster.sim.inject_fault("GET", "^%s$" % path, status="watch-too-large")
+    cluster.controls.inject_fault("GET", "^%s$" % path, status="watch-expired")
+    cluster.controls.inject_fault("GET", "^%s$" % path, status="watch-too-large")
     run = ansible([deploy(namespace, wait=wait)])
     assert run.rc == 0, run.output()
     res = run.result("Deploy")
@@ -310,8 +294,8 @@ def test_device_plugin_waits_survive_watch_error_events(cluster, ansible, namesp
 def test_runtime_class_writes_whose_answer_is_lost(cluster, ansible, fault):
     cluster.require_controlled("injects lost answers after the apiserver stored the writes")
     name = "faults-%s" % uuid.uuid4().hex[:6]
-    cluster.sim.inject_fault("POST", r"^/apis/node.k8s.io/v1/runtimeclasses$", status=fault)
-    cluster.sim.inject_fault("PUT", r"^/apis/node.k8s.io/v1/runtimeclasses/%s$" % name, status=fault)
+    cluster.controls.inject_fault("POST", r"^/apis/node.k8s.io/v1/runtimeclasses$", status=fault)
+    cluster.controls.inject_fault("PUT", r"^/apis/node.k8s.io/v1/runtimeclasses/%s$" % name, status=fault)
     task = {"kubehw.devices.k8s_runtime_class": {"name": name, "handler": "nvidia"}}
     changed = {"kubehw.devices.k8s_runtime_class": {"name": name, "handler": "nvidia",
                                                     "labels": {"example.com/changed": "yes"}}}
@@ -359,10 +343,10 @@ def test_no_credential_reaches_the_output_at_vvv(cluster, ansible):
                   "kh_provider_config": kubeconfig_with(cluster, provider_user)}
     tasks = [
         {"name": "api_key", "kubehw.devices.extended_resource_info": dict(
-            info, host=cluster.sim.url, api_key="{{ kh_token }}", ca_cert=cluster.sim.ca_cert_path)},
+            info, host=cluster.controls.url, api_key="{{ kh_token }}", ca_cert=cluster.controls.ca_cert_path)},
         {"name": "password", "ignore_errors": True, "kubehw.devices.extended_resource_info": dict(
-            info, host=cluster.sim.url, username="admin", password="{{ kh_password }}",
-            ca_cert=cluster.sim.ca_cert_path)},
+            info, host=cluster.controls.url, username="admin", password="{{ kh_password }}",
+            ca_cert=cluster.controls.ca_cert_path)},
         {"name": "token", "kubehw.devices.extended_resource_info": dict(info, kubeconfig="{{ kh_token_config }}")},
         {"name": "token refused option", "ignore_errors": True, "kubehw.devices.resource_smoke_test": dict(
             resource=DONGLE, count=0, kubeconfig="{{ kh_token_config }}")},

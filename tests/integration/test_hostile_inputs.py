@@ -36,7 +36,7 @@ FOREIGN_RUNTIME_CLASS = "foreign-rc-%s" % RUN
 DONGLE = "hostile.example.com/dongle"
 
 SIM_CONFIG = {"nodes": [{"name": n, "labels": {"kubehw-hostile": "yes"}} for n in NODES]}
-pytestmark = pytest.mark.simcluster_config(SIM_CONFIG)
+pytestmark = pytest.mark.node_config(SIM_CONFIG)
 
 ER_BASE = {"names": NODES, "resources": {DONGLE: 1}, "wait": "none"}
 DEPLOY_BASE = {"preset": "generic", "name": "hostile-plugin", "namespace": NAMESPACE,

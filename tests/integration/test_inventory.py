@@ -19,6 +19,7 @@ import sys
 import pytest
 import yaml
 
+from tests.support.node_configs import DEMO_CONFIG_PATH
 from tests.support.playbook_runner import run_inventory, run_playbook
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -187,7 +188,7 @@ def test_one_paged_list_and_an_expired_continue_token(cluster, collections_path,
     config = fleet_config(cluster, tmp_path, fleet, page_size=2)
     if cluster.controlled:
         mark = cluster.mark()
-        cluster.sim.inject_fault("GET", r"^/api/v1/nodes$", status="continue-expired", count=1)
+        cluster.controls.inject_fault("GET", r"^/api/v1/nodes$", status="continue-expired", count=1)
     data, _stderr = listing(collections_path, tmp_path, config)
     assert set(data["_meta"]["hostvars"]) == set(fleet["names"].values())
     if cluster.controlled:
@@ -356,7 +357,7 @@ def test_k8s_auth_variables_of_an_awx_kubernetes_credential(cluster, collections
 
 # -- site.yml with only the plugin as inventory ------------------------------------------------------------------------
 
-with open(os.path.join(REPO_ROOT, "tests", "simcluster", "examples", "demo.yaml")) as _f:
+with open(DEMO_CONFIG_PATH) as _f:
     DEMO_CLUSTER = yaml.safe_load(_f)
 for _node in DEMO_CLUSTER["nodes"]:
     if _node["name"] == "dongle-node-1":
@@ -376,7 +377,7 @@ def site(collections_path, tmp_path, inventory_path, kubeconfig):
     return plays, recap, proc
 
 
-@pytest.mark.simcluster_config(DEMO_CLUSTER)
+@pytest.mark.node_config(DEMO_CLUSTER)
 @pytest.mark.timeout(900)
 def test_site_with_only_the_plugin_reaches_the_hand_written_inventorys_nodes(cluster, collections_path, tmp_path):
     cluster.require_controlled("the demo inventories name the configured demo nodes and their GPUs")

@@ -35,7 +35,7 @@ SIM_CONFIG = {
     ] + [{"name": n, "labels": {"kubehw-it/pool": "many"}} for n in POOL],
 }
 
-pytestmark = pytest.mark.simcluster_config(SIM_CONFIG)
+pytestmark = pytest.mark.node_config(SIM_CONFIG)
 
 
 def task(title, ignore_errors=False, **params):
@@ -355,7 +355,7 @@ def test_lost_update_is_detected_and_retried(cluster, ansible):
     seed(cluster, ["er-2"], {DONGLE: "4"})
     # our PATCHes are answered 429 until the other writer has written (by PUT, which the fault leaves alone) and
     # cleared the fault: the window stays open however slowly either side runs
-    cluster.sim.inject_fault("PATCH", r"^/api/v1/nodes/er-2/status$", status=429, count=1000, retry_after=1)
+    cluster.controls.inject_fault("PATCH", r"^/api/v1/nodes/er-2/status$", status=429, count=1000, retry_after=1)
     mark = cluster.mark()
 
     played = threading.Event()
@@ -368,7 +368,7 @@ def test_lost_update_is_detected_and_retried(cluster, ansible):
                 node = json.loads(cluster.core.read_node_status("er-2", _preload_content=False).data)
                 node["status"]["capacity"].update({DONGLE: "7", "%s/theirs" % DOMAIN: "1"})
                 cluster.core.replace_node_status("er-2", node, _preload_content=False)
-                cluster.sim.clear_faults()
+                cluster.controls.clear_faults()
                 return
             time.sleep(0.01)
 
@@ -400,9 +400,9 @@ FAULTS = [("er-1", 429), ("pool-00", 500), ("pool-01", 503), ("pool-02", "drop")
 def test_injected_faults_are_retried(cluster, ansible):
     cluster.require_controlled("injects faults")
     for node, fault in FAULTS:
-        cluster.sim.inject_fault("PATCH", r"^/api/v1/nodes/%s/status$" % node, status=fault, count=2,
+        cluster.controls.inject_fault("PATCH", r"^/api/v1/nodes/%s/status$" % node, status=fault, count=2,
                                  retry_after=0 if fault == 429 else None)
-        cluster.sim.inject_fault("GET", r"^/api/v1/nodes/%s$" % node, status=500 if fault != "drop" else "drop",
+        cluster.controls.inject_fault("GET", r"^/api/v1/nodes/%s$" % node, status=500 if fault != "drop" else "drop",
                                  count=1)
     mark = cluster.mark()
     run = ansible([task("Through %s" % fault, name=node, resources={DONGLE: 3}, wait="none") for node, fault in FAULTS])
@@ -421,7 +421,7 @@ def test_injected_conflict_rereads_the_node_and_patches_again(cluster, ansible):
     """A 409 (another writer won) is not blindly resent: the node is read again and the patch rebuilt."""
     cluster.require_controlled("injects a 409")
     node = first_node(cluster)
-    cluster.sim.inject_fault("PATCH", r"^/api/v1/nodes/%s/status$" % node, status=409, count=1)
+    cluster.controls.inject_fault("PATCH", r"^/api/v1/nodes/%s/status$" % node, status=409, count=1)
     mark = cluster.mark()
     run = ansible([task("Through 409", name=node, resources={DONGLE: 5}, wait="none")])
     assert run.rc == 0, run.output()

@@ -24,18 +24,16 @@ import time
 import pytest
 import yaml
 
+from tests.support.node_configs import DEMO_CONFIG_PATH
 from tests.support.playbook_runner import run_playbook
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 INVENTORY = os.path.join(REPO_ROOT, "playbooks", "inventory", "demo", "hosts.yml")
-TOKEN = "kubehw-automation-test-token"
 SA_USER = "system:serviceaccount:kubehw:automation"
-with open(os.path.join(REPO_ROOT, "tests", "simcluster", "examples", "demo.yaml")) as _f:
+with open(DEMO_CONFIG_PATH) as _f:
     CONFIG = yaml.safe_load(_f)
-# the simulated kubelet keeps a stopped plugin's resource this long, then writes "0" (real kubelet: 5 minutes)
+# the kubelet stand-in keeps a stopped plugin's resource this long, then writes "0" (real kubelet: 5 minutes)
 CONFIG["device_plugin_stop_grace"] = 3.0
-CONFIG["tokens"] = [{"token": TOKEN, "user": SA_USER,
-                     "groups": ["system:serviceaccounts", "system:serviceaccounts:kubehw", "system:authenticated"]}]
 # A third GPU node, served through DRA: the label accelerator_node needs once a node of the play uses dra, and the
 # demo's GPU nodes labelled for the device plugin (the demo inventory alone leaves them unread).
 ALLOCATION_LABEL = "kubehw.devices/gpu-allocation"
@@ -46,7 +44,7 @@ CONFIG["nodes"].append({"name": "gpu-node-3", "labels": {"feature.node.kubernete
                                                          ALLOCATION_LABEL: "dra"},
                         "inventory": {"nvidia.com/gpu": 2}})
 
-pytestmark = pytest.mark.simcluster_config(CONFIG)
+pytestmark = pytest.mark.node_config(CONFIG)
 
 
 def play(collections_path, tmp_path, playbook, kubeconfig=None, check=False, env=None, extra_vars=None,
@@ -226,18 +224,16 @@ def apply_rbac(collections_path, tmp_path, kubeconfig):
 
 
 def automation_token(cluster):
-    """The bearer token of the automation identity rbac.yml made: on the simulated cluster the one it is configured
-    with, on a real control plane one from the TokenRequest API, as an AWX administrator would mint it."""
-    if cluster.simulated:
-        return TOKEN
+    """The bearer token of the automation identity rbac.yml made, from the TokenRequest API, as an AWX administrator
+    would mint it."""
     namespace, name = SA_USER.split(":")[2:]
     return cluster.request_token(name, namespace)
 
 
 def credential_env(cluster, token):
     """What AWX's Kubernetes bearer-token credential injects."""
-    return {"K8S_AUTH_HOST": cluster.sim.url, "K8S_AUTH_API_KEY": token,
-            "K8S_AUTH_SSL_CA_CERT": cluster.sim.ca_cert_path, "K8S_AUTH_VERIFY_SSL": "True"}
+    return {"K8S_AUTH_HOST": cluster.controls.url, "K8S_AUTH_API_KEY": token,
+            "K8S_AUTH_SSL_CA_CERT": cluster.controls.ca_cert_path, "K8S_AUTH_VERIFY_SSL": "True"}
 
 
 def test_site_through_ansible_runner_with_least_privilege_token(cluster, collections_path, tmp_path):
@@ -349,19 +345,22 @@ def test_job_template_survey_strings_and_become_without_sudo(cluster, collection
 
 # -- driver rollout: one node at a time, drained through the Eviction API ------------------------------
 
-# The reboot of a simulated node: its kubelet stops (the node turns Ready=Unknown); the test's "machine room"
-# thread below brings it back a moment later, as a host that boots again.
-SIM_REBOOT_TASKS = """
-- name: Stop the simulated node's kubelet, as a reboot does
-  ansible.builtin.uri:
-    url: "{{ test_sim_url }}/simcluster/nodes/{{ nvidia_driver_node_name }}/unreachable"
-    method: POST
-    headers:
-      Authorization: "Bearer {{ test_admin_token }}"
-    body_format: json
-    body:
-      unreachable: true
-    validate_certs: false
+# The reboot of a stand-in node: the task asks the test's "machine room" thread (below) to stop the node's kubelet
+# stand-in, and waits as ansible.builtin.reboot waits for the host. The room waits until kube-controller-manager marks
+# the node Ready=Unknown (its node-monitor grace period, 20 s on the suite's control plane), then brings the kubelet
+# back a moment later, as a host that boots again, and the task returns.
+REBOOT_TASKS = """
+- name: Ask the machine room to reboot the node
+  ansible.builtin.copy:
+    dest: "{{ test_reboot_dir }}/{{ nvidia_driver_node_name }}"
+    content: reboot
+    mode: "0600"
+  delegate_to: localhost
+- name: Wait until the node has booted again
+  ansible.builtin.wait_for:
+    path: "{{ test_reboot_dir }}/{{ nvidia_driver_node_name }}"
+    state: absent
+    timeout: 90
   delegate_to: localhost
 """
 
@@ -377,12 +376,13 @@ def _write(path, text, mode=0o644):
 
 def rollout_inventory(tmp_path, cluster):
     """The demo's GPU nodes as hosts whose driver (branch 550, a fake nvidia-smi) runs but is not loaded,
-    so nvidia_driver wants a reboot; only the driver role runs, with the simulated reboot above."""
+    so nvidia_driver wants a reboot; only the driver role runs, with the stand-in's reboot above."""
     sysfs = tmp_path / "sys"
     for name, value in (("vendor", "0x10de"), ("device", "0x2330"), ("class", "0x030200")):
         _write(str(sysfs / "bus" / "pci" / "devices" / "0000:17:00.0" / name), value + "\n")
     _write(str(tmp_path / "bin" / "nvidia-smi"), FAKE_SMI, 0o755)
-    _write(str(tmp_path / "reboot.yml"), SIM_REBOOT_TASKS)
+    _write(str(tmp_path / "reboot.yml"), REBOOT_TASKS)
+    os.makedirs(str(tmp_path / "reboots"), exist_ok=True)
     facts = {"distribution": "Debian", "distribution_version": "12.5", "distribution_major_version": "12",
              "os_family": "Debian", "architecture": "x86_64", "kernel": "6.1.0-18-amd64"}
     hosts = ["gpu-node-1", "gpu-node-2"]
@@ -394,7 +394,7 @@ def rollout_inventory(tmp_path, cluster):
         "nvidia_driver_persistenced": False, "nvidia_driver_reboot": True,
         "nvidia_driver_reboot_tasks": str(tmp_path / "reboot.yml"),
         "nvidia_driver_drain_timeout": 60, "nvidia_driver_reboot_timeout": 60,
-        "test_sim_url": cluster.sim.url, "test_admin_token": cluster.sim.admin_token},
+        "test_reboot_dir": str(tmp_path / "reboots")},
         "children": {"gpu_nodes": {"hosts": dict((h, {}) for h in hosts)}}}}
     _write(str(tmp_path / "rollout.yml"), yaml.safe_dump(inventory))
     env = {"PATH": str(tmp_path / "bin") + os.pathsep + os.environ.get("PATH", "/usr/bin:/bin"),
@@ -421,26 +421,33 @@ def web_pod(name, node):
 
 
 class MachineRoom(threading.Thread):
-    """Brings a rebooted (unreachable) node back after a second, and plays the ReplicaSet controller once:
-    when the budget refuses an eviction, a replacement pod starts on the first node (back by then)."""
+    """Reboots the nodes the play asks it to (their kubelet stand-in stops until the node lifecycle controller marks
+    them Unknown, then starts again a second later), and plays the ReplicaSet controller once: when the budget
+    refuses an eviction, a replacement pod starts on the first node (back by then)."""
 
-    def __init__(self, cluster):
+    def __init__(self, cluster, reboot_dir):
         super(MachineRoom, self).__init__(daemon=True)
         self.cluster = cluster
+        self.reboot_dir = reboot_dir
         self.stopping = threading.Event()
+        self.down = set()
         self.back = {}
         self.replaced = False
 
     def run(self):
         while not self.stopping.wait(0.2):
+            for name in set(os.listdir(self.reboot_dir)) - self.down:
+                self.down.add(name)
+                self.cluster.controls.set_node_unreachable(name)
             for node in json.loads(self.cluster.core.list_node(_preload_content=False).data)["items"]:
                 name = node["metadata"]["name"]
                 ready = [c for c in node["status"].get("conditions") or [] if c["type"] == "Ready"]
-                if ready and ready[0]["status"] == "Unknown" and name not in self.back:
+                if ready and ready[0]["status"] == "Unknown" and name in self.down and name not in self.back:
                     time.sleep(1.0)
                     self.back[name] = time.time()
-                    self.cluster.sim.set_node_unreachable(name, False)
-            refused = [r for r in self.cluster.sim.requests if r["path"].endswith("/eviction") and r["status"] == 429]
+                    self.cluster.controls.set_node_unreachable(name, False)
+                    os.remove(os.path.join(self.reboot_dir, name))
+            refused = [r for r in self.cluster.controls.requests if r["path"].endswith("/eviction") and r["status"] == 429]
             if refused and not self.replaced:
                 self.replaced = True
                 self.cluster.core.create_namespaced_pod("default", web_pod("web-3", "gpu-node-1"),
@@ -448,8 +455,7 @@ class MachineRoom(threading.Thread):
 
 
 def test_driver_rollout_drains_reboots_and_uncordons_one_node_at_a_time(cluster, collections_path, tmp_path):
-    cluster.require_simulated("reboots nodes through the simulated cluster's test API, which marks a stopped kubelet's node "
-                              "Unknown at once (kube-controller-manager waits its 50 s node-monitor grace period)")
+    cluster.require_controlled("reboots the nodes of the kubelet stand-in; the node lifecycle controller marks them")
     if os.path.exists("/proc/modules"):
         with open("/proc/modules") as f:
             if any(line.split()[0] == "nvidia" for line in f if line.strip()):
@@ -464,7 +470,7 @@ def test_driver_rollout_drains_reboots_and_uncordons_one_node_at_a_time(cluster,
         "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "web"}}}}, _preload_content=False)
     time.sleep(1.5)
     inventory, env = rollout_inventory(tmp_path, cluster)
-    room = MachineRoom(cluster)
+    room = MachineRoom(cluster, str(tmp_path / "reboots"))
     room.start()
     mark = cluster.mark()
     try:

@@ -1,8 +1,7 @@
 # Copyright (c) kubehw.devices contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""What an integration test sees of its cluster (the `cluster` fixture), the same shape everywhere: the simulated
-cluster, a real control plane of the suite's own (make real: kubelet stand-in and fault proxy), or the cluster of
-KUBECONFIG. See tests/integration/conftest.py for the fixtures."""
+"""What an integration test sees of its cluster (the `cluster` fixture), the same shape everywhere: a real control
+plane of the suite's own (kubelet stand-in and fault proxy), or the cluster of KUBECONFIG. See tests/integration/conftest.py for the fixtures."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -35,13 +34,9 @@ KEEP_FINALIZER = "kubehw-it.example.com/keep"
 _SERIAL = itertools.count(1)
 
 
-def _use_real_cluster():
-    return bool(os.environ.get("KUBECONFIG")) and os.environ.get("KUBEHW_SIMCLUSTER") != "1"
-
-
-# `make real` (scripts/real_stage.sh) sets KUBEHW_CONTROL_PLANE to a folder with up.sh (../shared/k8s): each process
+# scripts/cluster_stage.sh sets KUBEHW_CONTROL_PLANE to a folder with up.sh (../shared/k8s): each process
 # that runs tests (each xdist worker) starts a control plane of its own, so the stand-in nodes of its tests (named as
-# in the simulated cluster's configurations: gpu-1, ...) never meet another worker's.
+# in tests/support/node_configs: gpu-1, ...) never meet another worker's.
 _OWN_CONTROL_PLANE = {}
 
 
@@ -73,17 +68,15 @@ def stop_own_control_plane():
 
 
 class Cluster:
-    """What a test sees of the cluster, the same shape for simulated and real clusters."""
+    """What a test sees of the cluster, the same shape on a control plane of the suite's own and on KUBECONFIG's."""
 
-    def __init__(self, kubeconfig, sim=None, controls=None):
+    def __init__(self, kubeconfig, controls=None):
         from kubernetes import client, config
 
-        # the simulated cluster, or on a real control plane of the suite's own the same controls served by the fault
-        # proxy and the kubelet stand-in (tests/support/real_cluster.py)
-        self.sim = sim if sim is not None else controls
-        self.simulated = sim is not None
+        # on a control plane of the suite's own: the fault proxy and the kubelet stand-in (tests/support/real_cluster.py)
+        self.controls = controls
         # the suite controls the cluster: its configured nodes exist, every request is logged, faults can be injected
-        self.controlled = self.sim is not None
+        self.controlled = self.controls is not None
         self.kubeconfig = kubeconfig
         # KUBECONFIG may list several files; the official client reads the first one
         self.api_client = config.new_client_from_config(config_file=kubeconfig.split(os.pathsep)[0])
@@ -94,7 +87,7 @@ class Cluster:
         self._cleanups = []     # (description, fn), undone last first by close()
         self._workdir = None
         self.identity_names = None    # suite_identity_names()
-        self.standin = None           # the kubelet stand-in serving the configured nodes (simulated or real)
+        self.standin = None           # the kubelet stand-in serving the configured nodes
         if least_privilege():
             names = suite_identity_names(self)
             _IDENTITY.update(kubehw_rbac_namespace=names["kubehw_rbac_namespace"],
@@ -117,7 +110,7 @@ class Cluster:
     def server(self):
         """(URL, CA file or None) of KUBECONFIG's current context, for tests that connect by host."""
         if self.controlled:
-            return self.sim.url, self.sim.ca_cert_path
+            return self.controls.url, self.controls.ca_cert_path
         with open(self.kubeconfig.split(os.pathsep)[0]) as f:
             data = yaml.safe_load(f)
         ctx = next(c["context"] for c in data["contexts"] if c["name"] == data["current-context"])
@@ -133,7 +126,7 @@ class Cluster:
         """Create Node objects (no kubelet: nothing copies capacity to allocatable later) and return
         their names; deleted at the end of the test. Each spec: {"labels", "capacity", "allocatable"}.
         A node created without status is stored with an empty one, so the whole capacity map can be
-        added (as kube-apiserver v1.32 does, tests/simcluster/FACTS.md); allocatable is then defaulted
+        added (as kube-apiserver does); allocatable is then defaulted
         to a copy of capacity unless given."""
         if threads > 1:
             import concurrent.futures
@@ -270,28 +263,13 @@ class Cluster:
 
     def token_kubeconfig(self, token, filename=None):
         """A kubeconfig for KUBECONFIG's cluster with this bearer token instead of its user."""
-        from tests.simcluster.kubeconfig import write_kubeconfig
+        from tests.support.kubeconfig import write_kubeconfig
 
         url, ca = self.server()
         path = os.path.join(self.workdir(), filename or "token-%d.kubeconfig" % len(os.listdir(self.workdir())))
         if ca is None:
             raise RuntimeError("KUBECONFIG's cluster has no CA; the suite needs one to connect by token")
         return write_kubeconfig(path, url, ca, token)
-
-    def wait_nodes_schedulable(self, names, timeout=30):
-        """Wait until the node lifecycle controller has lifted the not-ready taint of these (stand-in) nodes, as it
-        does once their kubelet reports Ready; nodes configured with taints of their own keep those."""
-        def ready():
-            nodes = json.loads(self.core.list_node(_preload_content=False).data)["items"]
-            tainted = [n["metadata"]["name"] for n in nodes if n["metadata"]["name"] in names and any(
-                t.get("key") == "node.kubernetes.io/not-ready" for t in (n.get("spec") or {}).get("taints") or [])]
-            present = set(n["metadata"]["name"] for n in nodes)
-            return not tainted and set(names) <= present
-        deadline = time.monotonic() + timeout
-        while not ready():
-            if time.monotonic() > deadline:
-                raise RuntimeError("stand-in nodes %s still not schedulable after %ss" % (names, timeout))
-            time.sleep(0.2)
 
     def watch_added(self, resource, label):
         """A list that fills with the names of the objects of `resource` ("pods", "daemonsets" in any namespace, or
@@ -324,25 +302,21 @@ class Cluster:
         self.on_close("stop the watch of %s" % resource, lambda: (watcher.stop(), api_client.close()))
         return added
 
-    def require_simulated(self, reason):
-        if not self.simulated:
-            pytest.skip("needs the simulated cluster: %s" % reason)
-
     def require_controlled(self, reason):
-        """Skip unless the suite controls the cluster (simulated, or a real control plane of its own behind the fault
-        proxy and the kubelet stand-in): a cluster named by KUBECONFIG has neither the request log nor faults."""
+        """Skip unless the suite controls the cluster (a control plane of its own behind the fault proxy and the kubelet
+        stand-in): a cluster named by KUBECONFIG has neither the request log nor faults."""
         if not self.controlled:
-            pytest.skip("needs a cluster the suite controls (simulated, or make real's own control plane): %s" % reason)
+            pytest.skip("needs a control plane of the suite's own (not KUBECONFIG's cluster): %s" % reason)
 
     def mark(self):
         """Remember the current end of the request log; writes() counts from here."""
-        self._mark = len(self.sim.requests) if self.controlled else 0
+        self._mark = len(self.controls.requests) if self.controlled else 0
         return self._mark
 
     def requests(self, since=None):
         self.require_controlled("reads the request log")
         start = self._mark if since is None else since
-        return [r for r in list(self.sim.requests)[start:] if not r["path"].startswith("/simcluster")]
+        return list(self.controls.requests)[start:]
 
     def writes(self, since=None):
         """Logged POST/PUT/PATCH/DELETE requests since the mark (or since the given index)."""
@@ -350,8 +324,9 @@ class Cluster:
 
     def observe_writes(self, namespaces=(), names=(), by_watch=None):
         """Start observing writes for a test whose point is "writes nothing": returns a WriteObserver whose
-        writes() lists what was written since. On the simulated cluster it reads the request log (every
-        POST/PUT/PATCH/DELETE); on any other cluster (or with by_watch=True) it watches, see WriteObserver."""
+        writes() lists what was written since. On a control plane of the suite's own it reads the fault proxy's request
+        log (every POST/PUT/PATCH/DELETE); on KUBECONFIG's cluster (or with by_watch=True) it watches, see
+        WriteObserver."""
         if by_watch is None:
             by_watch = not self.controlled
         return WriteObserver(self, namespaces, names) if by_watch else _LogObserver(self)
@@ -382,10 +357,10 @@ class Cluster:
 
 @contextlib.contextmanager
 def _real_control_plane(config):
-    """A real control plane of this worker's own (KUBEHW_AGENT_KUBECONFIG set): the nodes of the test's simulated
-    cluster configuration (the default one unless the test names another) registered and served by a kubelet
-    stand-in writing as the agent, and everything the test created removed after it."""
-    from tests.simcluster.config import DEFAULT_CONFIG_PATH
+    """A real control plane of this worker's own (KUBEHW_AGENT_KUBECONFIG set): the nodes of the test's node
+    configuration (tests/support/node_configs/default.yaml unless the test names another) registered and served by a
+    kubelet stand-in writing as the agent, and everything the test created removed after it."""
+    from tests.support.node_configs import DEFAULT_CONFIG_PATH
     from tests.support.fault_proxy import FaultProxy
     from tests.support.kubelet import KubeletStandIn
     from tests.support.leftovers import Snapshot
@@ -405,7 +380,7 @@ def _real_control_plane(config):
                           controls=RealControls(proxy, standin))
         cluster.on_close("remove %s" % workdir, lambda: shutil.rmtree(workdir, ignore_errors=True))
         cluster.standin = standin
-        cluster.wait_nodes_schedulable(sorted(standin.node_configs))
+        standin.wait_schedulable()
         yield cluster
     finally:
         try:
@@ -422,34 +397,19 @@ def _real_control_plane(config):
 
 @contextlib.contextmanager
 def open_cluster(config=None):
-    """Yield a Cluster: the real one from KUBECONFIG, or a freshly started SimCluster."""
-    if _use_real_cluster():
-        agent = os.environ.get("KUBEHW_AGENT_KUBECONFIG")
-        if not agent:
-            cluster = Cluster(os.environ["KUBECONFIG"])
-            try:
-                yield cluster
-            finally:
-                cluster.close()
-            return
+    """Yield a Cluster: a control plane of this worker's own (scripts/cluster_stage.sh), else KUBECONFIG's cluster."""
+    if not os.environ.get("KUBECONFIG"):
+        pytest.fail("no cluster: run the suite through make integration (a control plane of its own from "
+                    "../shared/k8s or KUBEHW_K8S_HOME), or set KUBECONFIG")
+    if os.environ.get("KUBEHW_AGENT_KUBECONFIG"):
         with _real_control_plane(config) as cluster:
             yield cluster
         return
-    from tests.simcluster import SimCluster
-
-    # the configured nodes' kubelets: the same stand-in as on a real control plane, through the simulated API
-    sim = SimCluster(config, kubelets="stand-in")
-    sim.start()
+    cluster = Cluster(os.environ["KUBECONFIG"])
     try:
-        cluster = Cluster(sim.kubeconfig_path, sim)
-        cluster.standin = sim.standin
-        try:
-            cluster.wait_nodes_schedulable(sorted(sim.standin.node_configs))
-            yield cluster
-        finally:
-            cluster.close()
+        yield cluster
     finally:
-        sim.stop()
+        cluster.close()
 
 
 def _node_runs_pods(node):

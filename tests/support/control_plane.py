@@ -109,6 +109,7 @@ class ControlPlane:
         self.kubeconfig = os.path.join(self.state_dir, "admin.kubeconfig")
         self.agent_kubeconfig = os.path.join(self.state_dir, "agent.kubeconfig")
         self.audit_log = os.path.join(self.state_dir, "logs", "audit.log")
+        self.ca_cert = os.path.join(self.state_dir, "pki", "ca.crt")
         self.output = ""
 
     def add_owner(self, pid=None):
@@ -132,7 +133,10 @@ class ControlPlane:
                    K8S_SCHED_PORT=str(sched), FRESH="1")
         # The node lifecycle controller looks at nodes every 5 s by default: a test's new node would wait up to that
         # long for its not-ready taint to go. 1 s keeps every other behaviour and makes a node join within a second.
-        env["KCM_EXTRA_ARGS"] = (env.get("KCM_EXTRA_ARGS", "") + " --node-monitor-period=1s").strip()
+        # A node whose kubelet stopped turns Unknown after 20 s without a heartbeat instead of 50 s, so a test can
+        # reboot a node; the kubelet stand-in heartbeats every 4 s (tests/support/kubelet.py).
+        env["KCM_EXTRA_ARGS"] = (env.get("KCM_EXTRA_ARGS", "") +
+                                 " --node-monitor-period=1s --node-monitor-grace-period=20s").strip()
         if self.bin_dir:
             env["KUBEHW_K8S_BIN"] = self.bin_dir
         os.makedirs(self.state_dir, exist_ok=True)

@@ -2,9 +2,8 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """A fault-injecting HTTPS proxy between a Kubernetes client and a real kube-apiserver (test equipment).
 
-The simulated cluster (tests/simcluster) can be told to answer 429, to lose the answer of a stored write or to
-end a watch with 410 Gone; a real apiserver cannot. This proxy gives tests the same powers on a real one, with
-the simulated cluster's own fault table and Status bodies (imported, so both word every fault alike)::
+A real apiserver cannot be told to answer 429, to lose the answer of a stored write or to end a watch with 410 Gone.
+This proxy gives tests those powers on a real one, with kube-apiserver's own Status bodies (tests/support/faults.py)::
 
     proxy = FaultProxy(kubeconfig_path, context=None)  # upstream: that kubeconfig's (current) context
     proxy.start()                        # serves https://127.0.0.1:<free port>, own CA and certificate in a temp dir
@@ -44,17 +43,17 @@ fills in what the apiserver authenticates each credential as, by a SelfSubjectRe
 when a test asks, None when it does not authenticate); ``time`` (time.time() at arrival).
 
 **Client certificates.** The proxy asks for (does not require) a client certificate signed by its own CA (its
-``ca.key`` lies beside ``ca_cert_path``, so tests issue one with tests/simcluster/auth.py make_client_cert). A request
+``ca.key`` lies beside ``ca_cert_path``, so tests issue one with tests/support/tls.py make_client_cert). A request
 that carries one and no Authorization header goes upstream with the kubeconfig's credentials and the certificate's
 subject as Impersonate-User (CN) and Impersonate-Group (each O): the apiserver authorizes it as that user.
 
-**Faults** (the simulated cluster's vocabulary, tests/simcluster/faults.py FAULT_VERBS): ``inject_fault`` adds one
+**Faults** (tests/support/faults.py FAULT_VERBS): ``inject_fault`` adds one
 that the next ``count`` requests use whose method is ``method`` (or "*") and whose path (without query) matches
 ``path_regex`` (re.search), oldest fault first; a fault kind limited to some verbs (below) is skipped by other
-requests. Unlike the simulated cluster, the proxy does not know whether the apiserver will authorize a request,
-so a request that would be refused uses the fault as well. ``status``:
+requests. The proxy does not know whether the apiserver will authorize a request, so a request that would be
+refused uses the fault as well. ``status``:
 
-- 409, 429, 500, 502, 503, 504: answered by the proxy, not forwarded, with the simulated cluster's Status body;
+- 409, 429, 500, 502, 503, 504: answered by the proxy, not forwarded, with kube-apiserver's Status body;
   ``retry_after`` adds a Retry-After header and ``details.retryAfterSeconds``.
 - "drop": the connection is closed without an answer; nothing is forwarded.
 - "commit-504" / "commit-drop" (create, update, patch): forwarded, so the apiserver stores the write; a 2xx answer
@@ -64,12 +63,16 @@ so a request that would be refused uses the fault as well. ``status``:
 - "watch-expired" / "watch-too-large" (watch): 200, one ERROR event carrying a 410 Expired / 504 Timeout Status,
   then the stream ends; not forwarded.
 
+**inject_answer(method, path_regex, code, body, count=1)** answers the next ``count`` matching requests with that
+status and JSON body, unforwarded: what another release or configuration of kube-apiserver would answer (a
+discovery document of a cluster that serves no resource.k8s.io/v1, the /version of an older release).
+
 What the apiserver answers itself (its own 410s and ERROR events included) passes through untouched.
 
 **compact(expire_watches=False)** stands in for an etcd compaction at the apiserver's current resourceVersion
 (read upstream by a one-item list, and returned): from then on a watch from an older resourceVersion answers 200
 and one ERROR 410 Expired event, and a list with a continue token issued at or before it answers 410 Expired, both
-without being forwarded (as the simulated cluster's compaction does). ``expire_watches=True`` also ends every
+without being forwarded (as an apiserver answers after a compaction). ``expire_watches=True`` also ends every
 watch being relayed with an ERROR 410 Expired event (within a fraction of a second; a watch in a format other than
 JSON is just ended).
 
@@ -90,8 +93,8 @@ import shutil
 import tempfile
 import threading
 
-from tests.simcluster.kubeconfig import write_kubeconfig as _write_kubeconfig
-from tests.simcluster.tls import make_tls, server_ssl_context
+from tests.support.kubeconfig import write_kubeconfig as _write_kubeconfig
+from tests.support.tls import make_tls, server_ssl_context
 from tests.support.fault_proxy_handler import Handler, ProxyServer
 from tests.support.fault_proxy_log import Credentials, ProxyTables, request_info
 from tests.support.fault_proxy_upstream import Upstream
@@ -192,6 +195,10 @@ class FaultProxy:
     def inject_fault(self, method, path_regex, status=500, count=1, retry_after=None):
         """status: 409, 429, 500, 502, 503, 504, "drop", or a kind of FAULT_VERBS (see the module docstring)."""
         self._tables.inject_fault(method, path_regex, status=status, count=count, retry_after=retry_after)
+
+    def inject_answer(self, method, path_regex, code, body, count=1):
+        """Answer the next ``count`` matching requests with (code, JSON body), unforwarded (see the docstring)."""
+        self._tables.inject_answer(method, path_regex, code, body, count=count)
 
     def clear_faults(self):
         self._tables.clear_faults()

@@ -2,8 +2,8 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The fault proxy's server side (test equipment): each client connection, each request forwarded or answered.
 
-``ProxyServer`` is the simulated cluster's threading TLS server (tests/simcluster/http_front.py) with a FaultProxy as
-its ``api``; ``Handler`` keeps that server's connection handling (TLS handshake, HTTP/1.1 keep-alive, request bodies)
+``ProxyServer`` is a threading TLS server (handshakes in the handler threads, every connection closed at stop) with a
+FaultProxy as its ``api``; ``Handler`` handles each connection (TLS handshake, HTTP/1.1 keep-alive, request bodies)
 and, per request: logs it, takes the fault it uses, then answers it (a fault's answer, a compaction's 410) or
 forwards it upstream and relays the answer, a watch event by event. Every client connection keeps its own upstream
 connections alive. What each fault kind does is in tests/support/fault_proxy.py's docstring.
@@ -16,17 +16,18 @@ __metaclass__ = type
 import http.client
 import json
 import socket
+import ssl
+import threading
 import time
 import urllib.parse
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from tests.simcluster.authn import user_from_peer_cert
-from tests.simcluster.errors import status_body
-from tests.simcluster.faults import COMMIT_TIMEOUT_MESSAGE, CONTINUE_EXPIRED_MESSAGE, FAULT_VERBS, too_large_rv
-from tests.simcluster.http_front import ApiHTTPServer, ApiRequestHandler
-from tests.simcluster.store import StoreError
+from tests.support.faults import (
+    COMMIT_TIMEOUT_MESSAGE, CONTINUE_EXPIRED_MESSAGE, FAULT_VERBS, ApiError, status_body, too_large_rv)
 from tests.support.fault_proxy_log import request_info
 from tests.support.fault_proxy_upstream import closed_by_peer
 from tests.support.fault_proxy_watches import Watch, numeric_rv
+from tests.support.tls import user_from_peer_cert
 
 __all__ = ["Handler", "ProxyServer"]
 
@@ -40,20 +41,65 @@ _IDEMPOTENT = ("GET", "HEAD", "OPTIONS")
 _UPSTREAM_IDLE = 30.0
 
 
-class ProxyServer(ApiHTTPServer):
-    """The simulated cluster's threading TLS server (handshakes in the handler threads, every connection closed at
-    stop); its ``api`` is the FaultProxy."""
+class ProxyServer(ThreadingHTTPServer):
+    """A threading TLS server: handshakes in the handler threads (one slow client never blocks accept()), every
+    connection closed at stop (close_all); its ``api`` is the FaultProxy."""
 
+    daemon_threads = True
+    allow_reuse_address = True
     request_queue_size = 128
 
+    def __init__(self, address, handler, api):
+        self.api = api
+        self._conns = set()
+        self._conns_lock = threading.Lock()
+        super(ProxyServer, self).__init__(address, handler)
 
-class Handler(ApiRequestHandler):
-    """Keeps the simulated cluster's handler's connection handling (TLS handshake, HTTP/1.1 keep-alive, request
-    bodies); answers by forwarding."""
+    def get_request(self):
+        sock, addr = super(ProxyServer, self).get_request()
+        # headers and body go out in separate writes: without this, Nagle + delayed ACK add 40 ms
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock = self.api.ssl_context.wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
+        with self._conns_lock:
+            self._conns.add(sock)
+        return sock, addr
 
+    def shutdown_request(self, request):
+        with self._conns_lock:
+            self._conns.discard(request)
+        super(ProxyServer, self).shutdown_request(request)
+
+    def close_all(self):
+        with self._conns_lock:
+            conns, self._conns = list(self._conns), set()
+        for sock in conns:
+            for close in (lambda: sock.shutdown(socket.SHUT_RDWR), sock.close):
+                try:
+                    close()
+                except OSError:
+                    pass
+
+    def handle_error(self, request, client_address):
+        # clients that go away (watch closed, dropped by a fault) are not errors of the server
+        pass
+
+
+class Handler(BaseHTTPRequestHandler):
+    """One client connection (TLS handshake, HTTP/1.1 keep-alive, request bodies); answers by forwarding."""
+
+    protocol_version = "HTTP/1.1"
     server_version = "fault-proxy"
+    sys_version = ""
+    timeout = 300
 
     def setup(self):
+        if isinstance(self.request, ssl.SSLSocket):
+            self.request.settimeout(10)
+            try:
+                self.request.do_handshake()
+            except (ssl.SSLError, OSError):
+                self.close_connection = True
+                raise
         super(Handler, self).setup()
         # upstream connections of this client connection: {with_cert: [HTTPSConnection, last used]}
         self._conns = {}
@@ -66,6 +112,22 @@ class Handler(ApiRequestHandler):
             super(Handler, self).finish()
         finally:
             self._close_upstream()
+
+    def log_message(self, format, *args):  # pylint: disable=redefined-builtin
+        pass
+
+    def _body(self):
+        if (self.headers.get("Transfer-Encoding") or "").lower() == "chunked":
+            data = b""
+            while True:
+                size = int(self.rfile.readline().strip().split(b";")[0], 16)
+                if size == 0:
+                    self.rfile.readline()
+                    return data
+                data += self.rfile.read(size)
+                self.rfile.readline()
+        length = int(self.headers.get("Content-Length") or 0)
+        return self.rfile.read(length) if length else b""
 
     def _close_upstream(self):
         conns, self._conns = list(self._conns.values()), {}
@@ -111,7 +173,7 @@ class Handler(ApiRequestHandler):
         if kind in ("watch-expired", "watch-too-large"):
             since = (query.get("resourceVersion") or [""])[-1] or "0"
             current = self._current_rv(proxy, numeric_rv(since) or 0)
-            error = (StoreError(410, "Expired", "too old resource version: %s (%d)" % (since, current + 1))
+            error = (ApiError(410, "Expired", "too old resource version: %s (%d)" % (since, current + 1))
                      if kind == "watch-expired" else too_large_rv(current + 1000, current))
             return self._send_watch_error(error)
         if kind == "too-large-rv":
@@ -119,7 +181,7 @@ class Handler(ApiRequestHandler):
             error = too_large_rv(current + 1000, current)
             return self._send_json(error.code, error.status(), {"Retry-After": str(error.details["retryAfterSeconds"])})
         if kind == "continue-expired":
-            error = StoreError(410, "Expired", CONTINUE_EXPIRED_MESSAGE)
+            error = ApiError(410, "Expired", CONTINUE_EXPIRED_MESSAGE)
             return self._send_json(error.code, error.status(), {})
         if kind is None:
             compacted = proxy._watches.compaction_answer(info, query)
@@ -316,7 +378,7 @@ class Handler(ApiRequestHandler):
             if watch.expired_at is not None:
                 # compact(expire_watches=True): what the apiserver sends when the revision a watch follows is gone
                 if json_stream:
-                    error = StoreError(410, "Expired", "too old resource version: %s (%d)"
+                    error = ApiError(410, "Expired", "too old resource version: %s (%d)"
                                        % (watch.since or "0", watch.expired_at + 1))
                     self._write_chunk((json.dumps({"type": "ERROR", "object": error.status()}) + "\n").encode("utf-8"))
                 # the upstream connection was shut down: the next request opens another

@@ -5,8 +5,7 @@ fault table. The interface and the log entry's fields are in tests/support/fault
 
 - ``request_info(method, path, query)``: (resource, namespace, name, subresource, verb) of a resource request, as the
   apiserver derives them, which the faults are matched on;
-- ``ProxyTables``: the simulated cluster's own fault table and request log (tests/simcluster/faults.py and
-  request_log.py), with the proxy's log entry (``log``), so both check, count and answer faults alike;
+- ``ProxyTables``: the fault table (tests/support/faults.py) and the request log (``log``, ``requests``);
 - ``Credentials``: the log's ``user`` of a request (``"upstream"`` or a hash of its token, never the token), the
   credential behind each (in memory only) and, asked only when a test reads it, the name the apiserver authenticates
   it as.
@@ -22,8 +21,7 @@ import json
 import threading
 import time
 
-from tests.simcluster.faults import FaultTableMixin
-from tests.simcluster.request_log import RequestLogMixin
+from tests.support.faults import FaultTableMixin
 
 __all__ = ["Credentials", "ProxyTables", "request_info"]
 
@@ -86,15 +84,24 @@ def _parse_body(body, content_type):
     return text
 
 
-class ProxyTables(FaultTableMixin, RequestLogMixin):
-    """The simulated apiserver's fault table and request log alone: the same fault checks, matching, counting and
-    answers, the same log copies."""
+class ProxyTables(FaultTableMixin):
+    """The fault table (tests/support/faults.py) and the request log."""
 
     def __init__(self):
-        # what the two tables need (see their mixins)
+        # what the fault table needs (see its mixin), and the log
         self._faults = []
         self._log = []
         self._lock = threading.Lock()
+
+    @property
+    def requests(self):
+        """Copies of the log's entries, in the order the requests arrived."""
+        with self._lock:
+            return [dict(e) for e in self._log]
+
+    def clear_requests(self):
+        with self._lock:
+            del self._log[:]
 
     def log(self, method, path, query, content_type, body, user, username=None):
         """Append the log entry of a request as it arrives (its status None until answered); returns it."""

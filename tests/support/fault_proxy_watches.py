@@ -19,8 +19,7 @@ import socket
 import threading
 import time
 
-from tests.simcluster.faults import CONTINUE_EXPIRED_MESSAGE
-from tests.simcluster.store import StoreError
+from tests.support.faults import CONTINUE_EXPIRED_MESSAGE, ApiError
 
 __all__ = ["Watch", "WatchTable", "numeric_rv"]
 
@@ -109,11 +108,11 @@ class WatchTable:
         if verb == "watch":
             since = numeric_rv((query.get("resourceVersion") or [""])[-1])
             if since and since < compacted:
-                return "watch", StoreError(410, "Expired", "too old resource version: %d (%d)" % (since, compacted + 1))
+                return "watch", ApiError(410, "Expired", "too old resource version: %d (%d)" % (since, compacted + 1))
         if verb == "list" and query.get("continue"):
             issued = _continue_rv(query["continue"][-1])
             if issued is not None and issued <= compacted:
-                return "list", StoreError(410, "Expired", CONTINUE_EXPIRED_MESSAGE)
+                return "list", ApiError(410, "Expired", CONTINUE_EXPIRED_MESSAGE)
         return None
 
     def reap(self, running):

@@ -5,8 +5,8 @@ nothing reports the nodes Ready, runs their pods, registers device plugins or pu
 stand-in does those duties for the nodes it registers, as a client of any apiserver, with its own identity
 (give it ``agent.kubeconfig``, so audit logs and write observers tell its writes from the collection's):
 
-- registers each node of its configuration (the simulated cluster's node format, tests/simcluster/config.py:
-  name, labels, taints, capacity, inventory, without_capacity) with a Ready condition, addresses and nodeInfo;
+- registers each node of its configuration (tests/support/node_configs.py: name, labels, taints, capacity,
+  inventory, without_capacity) with a Ready condition, addresses and nodeInfo;
 - renews the node's Lease in kube-node-lease and its Ready heartbeat, so the node lifecycle controller keeps it
   Ready (and lifts the not-ready taint it gets at registration);
 - moves pods bound to its nodes to Running and Ready with container statuses (after ``pod_start_delay``), runs
@@ -22,12 +22,9 @@ stand-in does those duties for the nodes it registers, as a client of any apiser
   ``set_node_unreachable(node)`` stops the node's heartbeats (the real node lifecycle controller then marks it
   Unknown after its grace period).
 
-It serves a real control plane (make real) and, unchanged, the simulated cluster of the integration suite and the
-demo (SimCluster(kubelets="stand-in"), where its user's requests stay out of the request log and the faults). What to
-write and when is the kubelet core's (tests/support/kubelet_core.py), which the simulated cluster's in-process
-kubelets (tests/simcluster/kubelets.py, for its own tests and large benchmarks) carry too; this module is the
-transport only. It polls (every ``interval``
-seconds): the nodes are few and the test suite's objects small, and a poll never misses a change the way a watch
+It serves the control planes of the integration suite and of `make demo`, writing past the fault proxy, so its
+requests stay out of the request log and the faults. What to write and when is the kubelet core's
+(tests/support/kubelet_core.py); this module is the transport. It polls (every ``interval`` seconds): the nodes are few and the test suite's objects small, and a poll never misses a change the way a watch
 interrupted by a 410 could.
 """
 
@@ -40,9 +37,8 @@ import json
 import threading
 import time
 
-from tests.simcluster.objutil import _condition, _meta
+from tests.support.k8s_objects import condition, metadata, now_rfc3339
 from tests.support.kubelet_core import DELETE, KUBELET_VERSION, STATUS_STEPS, KubeletCore, heartbeat_conditions
-from tests.simcluster.store import now_rfc3339
 
 # a label on every node the stand-in registers, so a test (or a person) can tell them from real nodes
 STANDIN_LABEL = "kubehw-it.example.com/kubelet-stand-in"
@@ -52,7 +48,8 @@ LEASE_DURATION = 40
 class KubeletStandIn:
     """The kubelets of the configured nodes, as one thread talking to an apiserver (see the module docstring)."""
 
-    def __init__(self, kubeconfig, config=None, interval=0.25, heartbeat_interval=10.0):
+    # every 4 s: a fifth of the node-monitor grace period of the suite's control plane (tests/support/control_plane.py)
+    def __init__(self, kubeconfig, config=None, interval=0.25, heartbeat_interval=4.0):
         from kubernetes import client, config as kube_config
 
         self.kubelet = KubeletCore(config)
@@ -98,6 +95,21 @@ class KubeletStandIn:
         self.stop()
 
     # ------------------------------------------------------------ knobs a test uses
+
+    def wait_schedulable(self, timeout=30):
+        """Wait until every configured node exists and the node lifecycle controller has lifted its not-ready taint,
+        as it does once a kubelet reports Ready; nodes configured with taints of their own keep those."""
+        names = set(self.node_configs)
+        deadline = time.monotonic() + timeout
+        while True:
+            nodes = json.loads(self.core.list_node(label_selector=STANDIN_LABEL, _preload_content=False).data)["items"]
+            tainted = [n["metadata"]["name"] for n in nodes if n["metadata"]["name"] in names and any(
+                t.get("key") == "node.kubernetes.io/not-ready" for t in (n.get("spec") or {}).get("taints") or [])]
+            if not tainted and names <= set(n["metadata"]["name"] for n in nodes):
+                return
+            if time.monotonic() > deadline:
+                raise RuntimeError("stand-in nodes %s still not schedulable after %ss" % (sorted(names), timeout))
+            time.sleep(0.2)
 
     def set_node_unreachable(self, name, unreachable=True):
         with self._lock:
@@ -161,7 +173,7 @@ class KubeletStandIn:
         """Ready condition and Lease renewed at the heartbeat cadence; allocatable kept equal to capacity."""
         now = time.monotonic()
         status = node.get("status") or {}
-        ready = (_condition(node, "Ready") or {}).get("status") == "True"
+        ready = (condition(node, "Ready") or {}).get("status") == "True"
         allocatable = self.kubelet.allocatable(name, status)
         changed = allocatable is not None and allocatable != (status.get("allocatable") or {})
         due = now >= self._next_heartbeat.get(name, 0)
@@ -174,7 +186,7 @@ class KubeletStandIn:
         if changed and status.get("capacity"):
             ops.append({"op": "add", "path": "/status/allocatable", "value": allocatable})
         # a test of the collection's own writes compares resourceVersions: only write what changed
-        ops.insert(0, {"op": "test", "path": "/metadata/resourceVersion", "value": _meta(node)["resourceVersion"]})
+        ops.insert(0, {"op": "test", "path": "/metadata/resourceVersion", "value": metadata(node)["resourceVersion"]})
         self.core.patch_node_status(name, ops, _preload_content=False)
         if due:
             self._renew_lease(name)
@@ -203,8 +215,8 @@ class KubeletStandIn:
             node = (pod.get("spec") or {}).get("nodeName")
             if node in self.node_configs:
                 by_node.setdefault(node, []).append(pod)
-        self.kubelet.forget_all_but(set(_meta(p).get("uid") for p in pods))
-        self._deleted &= set(_meta(p).get("uid") for p in pods)
+        self.kubelet.forget_all_but(set(metadata(p).get("uid") for p in pods))
+        self._deleted &= set(metadata(p).get("uid") for p in pods)
         for name in self.node_configs:
             node = nodes.get(name)
             if node is None or not self.kubelet.reachable(name):
@@ -241,7 +253,7 @@ class KubeletStandIn:
     def _confirm_deletion(self, pod):
         from kubernetes.client.rest import ApiException
 
-        meta = _meta(pod)
+        meta = metadata(pod)
         if meta["uid"] in self._deleted:
             return
         try:
@@ -257,7 +269,7 @@ class KubeletStandIn:
         if status is None or status == pod.get("status"):
             return
         body = dict(pod, status=status)
-        meta = _meta(pod)
+        meta = metadata(pod)
         self.core.replace_namespaced_pod_status(meta["name"], meta["namespace"], body, _preload_content=False)
 
     # ------------------------------------------------------------ device plugins
@@ -329,7 +341,7 @@ class KubeletStandIn:
         pods = json.loads(self.core.list_pod_for_all_namespaces(_preload_content=False).data)["items"]
         for pod in pods:
             if (pod.get("spec") or {}).get("nodeName") in self.node_configs:
-                meta = _meta(pod)
+                meta = metadata(pod)
                 ignore_missing(self.core.delete_namespaced_pod, meta["name"], meta["namespace"],
                                grace_period_seconds=0, _preload_content=False)
         ignore_missing(self.custom.delete_collection_cluster_custom_object, "resource.k8s.io", "v1", "resourceslices",

@@ -1,15 +1,8 @@
 # Copyright (c) kubehw.devices contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The kubelet's API-side duties, written once: what a kubelet writes and when, whatever carries the writes.
-
-Two transports carry this core unchanged, and differ only in how they read and write:
-
-- the kubelet stand-in (tests/support/kubelet.py) lists through the API and writes with status patches and updates,
-  as its own identity (agent.kubeconfig): the kubelet of a real control plane, which has none, and of the simulated
-  cluster the integration suite and the demo run (SimCluster(kubelets="stand-in"));
-- the simulated cluster's in-process kubelets (tests/simcluster/kubelets.py, SimCluster(kubelets="in-process"), for
-  its own tests and the benchmarks with thousands of nodes) run in its controller worker, read its informer cache and
-  write with Store.mutate (a read-modify-write under the store lock), driven by store events and timers.
+"""The kubelet's API-side duties: what a kubelet writes and when. The kubelet stand-in (tests/support/kubelet.py)
+carries it through the API, listing and writing with status patches and updates as its own identity
+(agent.kubeconfig), for the nodes of a real control plane, which has no kubelet.
 
 What the core holds (pure functions, and KubeletCore, a small state machine per set of nodes):
 
@@ -23,7 +16,7 @@ What the core holds (pure functions, and KubeletCore, a small state machine per 
 - a DRA driver's ResourceSlices: a running, ready kubelet-plugin pod of a known driver image publishes one slice per
   node and driver with the node's inventory, in the driver's device shape (dra_devices.py).
 
-Knobs (the same on both): pod_start_delay, pod_stop_delay (default pod_start_delay), device_plugin_stop_grace
+Knobs: pod_start_delay, pod_stop_delay (default pod_start_delay), device_plugin_stop_grace
 (default 2 s; the kubelet's endpointStopGracePeriod is 5 minutes), device_plugins, dra_drivers, and per node its
 inventory; fail_pod_start/allow_pod_start, set_unreachable and set_inventory change them while running.
 """
@@ -36,11 +29,10 @@ import copy
 import hashlib
 import itertools
 
-from tests.simcluster.config import load_config
-from tests.simcluster.objutil import (
-    _condition, _meta, controller_ref, is_extended_resource, pod_ready, pod_terminal, qos_class,
+from tests.support.k8s_objects import (
+    condition, controller_ref, is_extended_resource, metadata, now_rfc3339, pod_ready, pod_terminal, qos_class,
 )
-from tests.simcluster.store import now_rfc3339
+from tests.support.node_configs import load_config
 from tests.support.dra_devices import DEFAULT_DRA_DRIVERS, resource_slice, slice_name
 
 CONTAINER_RUNTIME_VERSION = "containerd://1.7.24"
@@ -62,7 +54,7 @@ DELETE = "delete"
 def served_by(pod, device_plugins):
     """Extended resources a (device plugin) pod serves: its annotation, else what device_plugins (image substring ->
     resource names) says of its images."""
-    note = (_meta(pod).get("annotations") or {}).get(RESOURCES_ANNOTATION)
+    note = (metadata(pod).get("annotations") or {}).get(RESOURCES_ANNOTATION)
     if note:
         return set(r.strip() for r in note.split(",") if r.strip())
     served = set()
@@ -77,7 +69,7 @@ def served_by(pod, device_plugins):
 
 def serving(pod):
     """A plugin pod serves while it runs and is ready, and not once it is being deleted."""
-    return not _meta(pod).get("deletionTimestamp") and (pod.get("status") or {}).get("phase") == "Running" and \
+    return not metadata(pod).get("deletionTimestamp") and (pod.get("status") or {}).get("phase") == "Running" and \
         pod_ready(pod)
 
 
@@ -151,7 +143,7 @@ def node_conditions(heartbeat, transition, ready):
 def heartbeat_conditions(status, stamp, beat):
     """The conditions a kubelet writes at a status update: fresh Ready ones if the node is not Ready, else (on a
     heartbeat) the same with a new lastHeartbeatTime; None when there is nothing to write."""
-    ready = _condition({"status": status}, "Ready")
+    ready = condition({"status": status}, "Ready")
     if ready is None or ready.get("status") != "True":
         return node_conditions(stamp, stamp, ready=True)
     if not beat:
@@ -160,7 +152,7 @@ def heartbeat_conditions(status, stamp, beat):
 
 
 def node_object(cfg, index, kubelet_version, labels=None):
-    """The Node a kubelet registers for a configured node (tests/simcluster/config.py's format), Ready."""
+    """The Node a kubelet registers for a configured node (tests/support/node_configs.py's format), Ready."""
     name = cfg["name"]
     all_labels = {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
                   "beta.kubernetes.io/os": "linux", "beta.kubernetes.io/arch": "amd64"}
@@ -348,7 +340,7 @@ class KubeletCore:
 
     def wanted_slices(self, pods, may_run=None):
         """slice name -> the ResourceSlice a running, ready DRA kubelet plugin publishes (resource_slice's shape).
-        may_run(pod): False for a pod the apiserver would have refused (the simulated cluster's own check)."""
+        may_run(pod): False for a pod that must not run here."""
         out = {}
         for pod in pods:
             node = (pod.get("spec") or {}).get("nodeName")
@@ -367,7 +359,7 @@ class KubeletCore:
         """What the kubelet of the pod's (configured, reachable) node does next: (step, wake). step is one of
         STATUS_STEPS (write status_for(step, ...)), DELETE (confirm the deletion) or None; wake is how many seconds
         until the next step is due, or None."""
-        spec, status, meta = pod.get("spec") or {}, pod.get("status") or {}, _meta(pod)
+        spec, status, meta = pod.get("spec") or {}, pod.get("status") or {}, metadata(pod)
         node, uid = spec.get("nodeName"), meta.get("uid")
         if not node or not self.reachable(node):
             return None, None       # a dead kubelet does nothing, and never confirms a deletion
@@ -436,7 +428,7 @@ class KubeletCore:
 
     def running_status(self, pod, node):
         stamp = now_rfc3339()
-        uid = _meta(pod).get("uid")
+        uid = metadata(pod).get("uid")
         status = self.base_status(pod, node, stamp)
         status["phase"] = "Running"
         status["conditions"] = pod_conditions(pod, stamp, ready=True)
@@ -462,7 +454,7 @@ class KubeletCore:
                 ((cs.get("state") or {}).get("waiting") or {}).get("reason") == reason for cs in current):
             return None     # already failing this way: rewriting would only churn timestamps
         stamp = now_rfc3339()
-        meta = _meta(pod)
+        meta = metadata(pod)
         status = self.base_status(pod, node, stamp)
         crash = reason not in PENDING_FAILURES
         status["phase"] = "Running" if crash else "Pending"

@@ -1,13 +1,11 @@
 # Copyright (c) kubehw.devices contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The simulated cluster's test controls, on a real control plane.
+"""The test controls of a real control plane of the suite's own (``cluster.controls``).
 
-Tests steer the simulated cluster through a few calls (``cluster.sim.inject_fault(...)``, ``.requests``,
-``.fail_pod_start(node)``, ...). On a real control plane of the suite's own, the same calls are served by the
-two pieces of test equipment that stand between the tests and the apiserver: the fault proxy (faults, the request
-log, compaction; every request of the test and of the modules goes through it) and the kubelet stand-in (pod start
-failures, unreachable nodes, what devices a node has). What only an in-memory apiserver can do (read or write its
-store directly, serve an API version the real one does not) is not here: tests that need it say so and skip.
+Tests steer the cluster through a few calls (``cluster.controls.inject_fault(...)``, ``.requests``,
+``.fail_pod_start(node)``, ...), served by the two pieces of test equipment that stand between the tests and the
+apiserver: the fault proxy (faults, the request log, compaction; every request of the test and of the modules goes
+through it) and the kubelet stand-in (pod start failures, unreachable nodes, what devices a node has).
 """
 
 from __future__ import absolute_import, division, print_function
@@ -32,8 +30,8 @@ class RealControls:
     # the fault proxy
     @property
     def requests(self):
-        """The proxy's request log in the simulated cluster's shape: the body as the text that was sent, the user as
-        the name the apiserver authenticated (None for a request it did not)."""
+        """The proxy's request log: the body as the text that was sent, the user as the name the apiserver
+        authenticated (None for a request it did not)."""
         entries = self.proxy.usernames(self.proxy.requests)
         for entry in entries:
             entry["user"] = entry.pop("username")
@@ -46,6 +44,9 @@ class RealControls:
 
     def inject_fault(self, method, path_regex, status=500, count=1, retry_after=None):
         self.proxy.inject_fault(method, path_regex, status=status, count=count, retry_after=retry_after)
+
+    def inject_answer(self, method, path_regex, code, body, count=1):
+        self.proxy.inject_answer(method, path_regex, code, body, count=count)
 
     def clear_faults(self):
         self.proxy.clear_faults()

@@ -24,7 +24,7 @@ class _LogObserver:
 
     def __init__(self, cluster):
         self.cluster = cluster
-        self.start = len(cluster.sim.requests)
+        self.start = len(cluster.controls.requests)
 
     def writes(self):
         return [(r["method"], r["path"]) for r in self.cluster.writes(self.start)]

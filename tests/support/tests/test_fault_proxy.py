@@ -4,8 +4,9 @@
 
 The apiserver is the one KUBECONFIG names when it is set (CI's real-cluster stage); else this file starts its own
 control plane from ../shared/k8s (tests/support/control_plane.py: free ports) with its state under
-.cache/support-k8s/ (tests/support/tests/conftest.py), and stops it at the end. Without either, the tests that need it skip and say why; the last
-three run against the simulated cluster, whose request log shows which identity reached it. Each fault test also
+.cache/support-k8s/ (tests/support/tests/conftest.py), and stops it at the end. Without either, the tests that need it
+skip and say why. The last four put a second proxy in front of the apiserver, as the first one's upstream, whose
+request log shows which identity reached it. Each fault test also
 checks what the apiserver itself holds, read around the proxy, so a fault that was not injected (or a write that was
 not forwarded) fails it.
 """
@@ -26,10 +27,10 @@ import uuid
 import pytest
 import yaml
 
-from tests.simcluster.auth import make_client_cert, make_tls
-from tests.simcluster.kubeconfig import write_kubeconfig as sim_write_kubeconfig
-from tests.simcluster.faults import COMMIT_TIMEOUT_MESSAGE, CONTINUE_EXPIRED_MESSAGE
 from tests.support.fault_proxy import FaultProxy, request_info
+from tests.support.faults import COMMIT_TIMEOUT_MESSAGE, CONTINUE_EXPIRED_MESSAGE
+from tests.support.kubeconfig import write_kubeconfig
+from tests.support.tls import make_client_cert, make_tls
 
 kubernetes = pytest.importorskip("kubernetes")
 urllib3 = pytest.importorskip("urllib3")
@@ -491,55 +492,56 @@ def test_after_compact_old_resource_versions_and_continue_tokens_expire(proxy, c
     assert [r["status"] for r in proxy.requests] == [200, 410, 200, 200, 200]
 
 
-# ---------------------------------------------------------------- upstream credentials (on the simulated cluster,
-# whose request log names the identity each forwarded request authenticated as)
+# ---------------------------------------------------------------- upstream credentials and connections: a second
+# proxy stands in front of the apiserver as the first one's upstream, so its request log shows who reached it, and
+# its connections can be closed under the first one
 
-def test_a_client_certificate_upstream_is_used_only_for_requests_without_a_token(simcluster_factory, tmp_path):
-    sim = simcluster_factory(controllers=False)
-    cert, key = make_client_cert(os.path.dirname(sim.ca_cert_path), "cert-admin", ["system:masters"])
-    upstream = sim_write_kubeconfig(str(tmp_path / "upstream"), sim.url, sim.ca_cert_path, None,
-                                    client_cert=cert, client_key=key)
-    sim.add_token("someone-token", "someone")
+def test_a_client_certificate_upstream_is_used_only_for_requests_without_a_token(proxy, direct, namespace, tmp_path):
+    account = _name("sa")
+    direct.create_namespaced_service_account(namespace, {"metadata": {"name": account}})
+    token = direct.create_namespaced_service_account_token(
+        account, namespace, {"spec": {"expirationSeconds": 600}}).status.token
+    cert, key = make_client_cert(os.path.dirname(proxy.ca_cert_path), "cert-admin", ["system:masters"])
+    upstream = write_kubeconfig(str(tmp_path / "upstream"), proxy.url, proxy.ca_cert_path, None,
+                                client_cert=cert, client_key=key)
     with FaultProxy(upstream) as via:
         as_cert = kubernetes.client.CoreV1Api(_client(via.write_kubeconfig(str(tmp_path / "cert"))))
         as_cert.list_namespace()
-        as_token = kubernetes.client.CoreV1Api(_client(via.write_kubeconfig(str(tmp_path / "tok"), token="someone-token")))
+        as_token = kubernetes.client.CoreV1Api(_client(via.write_kubeconfig(str(tmp_path / "tok"), token=token)))
         error, _body = _api_error(as_token.list_namespace)
         assert error.status == 403
-        assert [r["user"] for r in via.requests] == ["upstream", _token_user_of("someone-token")]
-    # what the apiserver saw: the kubeconfig's certificate, then the token alone (a certificate would have won)
-    assert [(r["user"], r["status"]) for r in sim.requests] == [("cert-admin", 200), ("someone", 403)]
+        assert [r["user"] for r in via.requests] == ["upstream", _token_user_of(token)]
+    # what reached the upstream: the kubeconfig's certificate, then the token alone (a certificate would have won)
+    assert [(r["user"], r["status"]) for r in proxy.requests] == [("cert:cert-admin", 200), (_token_user_of(token), 403)]
 
 
-def test_a_kubeconfig_that_turns_tls_verification_off_is_refused(simcluster_factory, tmp_path):
-    sim = simcluster_factory(controllers=False)
-    with open(sim.kubeconfig_path) as f:
+def test_a_kubeconfig_that_turns_tls_verification_off_is_refused(upstream_kubeconfig, tmp_path):
+    with open(upstream_kubeconfig) as f:
         config = yaml.safe_load(f)
-    config["clusters"][0]["cluster"]["insecure-skip-tls-verify"] = True
+    for entry in config["clusters"]:
+        entry["cluster"]["insecure-skip-tls-verify"] = True
     path = tmp_path / "insecure"
     path.write_text(yaml.safe_dump(config))
     with pytest.raises(ValueError, match="insecure-skip-tls-verify"):
         FaultProxy(str(path)).start()
 
 
-def test_the_upstream_certificate_is_verified(simcluster_factory, tmp_path):
-    sim = simcluster_factory(controllers=False)
+def test_the_upstream_certificate_is_verified(proxy, tmp_path):
     other_ca = make_tls(str(tmp_path / "other"))[0]
-    upstream = sim_write_kubeconfig(str(tmp_path / "upstream"), sim.url, other_ca, sim.admin_token)
+    upstream = write_kubeconfig(str(tmp_path / "upstream"), proxy.url, other_ca, "any-token")
     with FaultProxy(upstream) as via:
         status, _headers, body = _raw(via, "GET", "/api/v1/namespaces")
     assert status == 502 and "CERTIFICATE_VERIFY_FAILED" in body["message"]
-    assert sim.requests == []
+    assert proxy.requests == []
 
 
-def test_a_kept_alive_upstream_connection_the_apiserver_closed_is_not_reused(simcluster_factory, tmp_path):
-    sim = simcluster_factory(controllers=False)
+def test_a_kept_alive_upstream_connection_the_apiserver_closed_is_not_reused(proxy, namespace, tmp_path):
     name = _name()
-    with FaultProxy(sim.kubeconfig_path) as via:
+    with FaultProxy(proxy.write_kubeconfig(str(tmp_path / "upstream"))) as via:
         core = kubernetes.client.CoreV1Api(_client(via.write_kubeconfig(str(tmp_path / "k"))))
         core.list_namespace()
         # what an apiserver restart (or its idle timeout) does to the proxy's kept-alive connection
-        sim.api._httpd.close_all()
+        proxy._httpd.close_all()  # pylint: disable=protected-access
         # a create is never sent twice, so sent on the closed connection it would be lost (the client's socket dropped)
-        core.create_namespaced_config_map("default", _config_map(name))
-    assert [(r["method"], r["status"]) for r in sim.requests] == [("GET", 200), ("POST", 201)]
+        core.create_namespaced_config_map(namespace, _config_map(name))
+    assert [(r["method"], r["status"]) for r in proxy.requests] == [("GET", 200), ("POST", 201)]

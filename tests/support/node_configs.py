@@ -1,6 +1,14 @@
 # Copyright (c) kubehw.devices contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Configuration of the simulated cluster: parse a YAML file or dict and fill in defaults."""
+"""The test nodes a kubelet stand-in registers (tests/support/kubelet.py): a YAML file or dict, defaults filled in.
+
+    sync_interval, pod_start_delay, pod_stop_delay, device_plugin_stop_grace: seconds (see kubelet_core.py)
+    device_plugins: {image substring: [resource names]}; dra_drivers: as dra_devices.py's DEFAULT_DRA_DRIVERS
+    nodes: [{name, labels, annotations, taints, capacity, inventory: {resource: count}, without_capacity,
+             unreachable}]
+
+node_configs/default.yaml is the integration suite's default set of nodes, node_configs/demo.yaml `make demo`'s.
+"""
 
 from __future__ import absolute_import, division, print_function
 
@@ -23,19 +31,15 @@ DEFAULT_NODE_CAPACITY = {"cpu": "8", "memory": "32Gi", "pods": "110"}
 DEFAULTS = {
     "sync_interval": 1.0,
     "pod_start_delay": 0.3,
-    "tokens": [],
     "device_plugins": DEFAULT_DEVICE_PLUGINS,
     "nodes": [],
-    # how many write events the store keeps for watches from an old resourceVersion (else 410)
-    "watch_history": 2000,
-    # seconds between BOOKMARK events on watches that allow them (real apiserver: about 60)
-    "bookmark_interval": 5.0,
 }
 
 NODE_KEYS = {"name", "labels", "taints", "capacity", "inventory", "without_capacity", "annotations", "unreachable"}
 
-EXAMPLES_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "examples")
-DEFAULT_CONFIG_PATH = os.path.join(EXAMPLES_DIR, "default.yaml")
+CONFIGS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "node_configs")
+DEFAULT_CONFIG_PATH = os.path.join(CONFIGS_DIR, "default.yaml")
+DEMO_CONFIG_PATH = os.path.join(CONFIGS_DIR, "demo.yaml")
 
 
 class ConfigError(ValueError):
@@ -60,23 +64,14 @@ def load_config(config=None):
         raise ConfigError("config must be None, a dict or a YAML path, not %r" % type(config).__name__)
 
     result = copy.deepcopy(DEFAULTS)
-    # unknown top-level keys are kept for the controllers (their own knobs)
     result.update(raw)
-    for key in ("sync_interval", "pod_start_delay", "bookmark_interval"):
+    for key in ("sync_interval", "pod_start_delay"):
         try:
             result[key] = float(result[key])
         except (TypeError, ValueError):
             raise ConfigError("%s must be a number of seconds, got %r" % (key, result[key]))
         if result[key] < 0:
             raise ConfigError("%s must not be negative, got %r" % (key, result[key]))
-    result["watch_history"] = int(result["watch_history"])
-
-    if not isinstance(result["tokens"], list):
-        raise ConfigError("tokens must be a list")
-    for entry in result["tokens"]:
-        if not isinstance(entry, dict) or not entry.get("token") or not entry.get("user"):
-            raise ConfigError("each tokens entry needs token and user, got %r" % (entry,))
-        entry.setdefault("groups", [])
 
     plugins = result.get("device_plugins") or {}
     if not isinstance(plugins, dict):

@@ -1,7 +1,7 @@
 # Copyright (c) kubehw.devices contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Injected faults: the kinds beyond an HTTP status, the apiserver's texts for them, and the fault table an
-ApiServer (and the fault proxy of tests/support) keeps.
+"""Injected faults of the fault proxy (tests/support/fault_proxy.py): the kinds beyond an HTTP status, kube-apiserver's
+Status bodies and texts for them, and the fault table.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -10,8 +10,31 @@ __metaclass__ = type
 
 import re
 
-from tests.simcluster.errors import status_body
-from tests.simcluster.store import StoreError
+
+def status_body(code, reason, message, details=None, status="Failure"):
+    """A Status body as kube-apiserver writes it."""
+    body = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": status,
+            "message": message, "reason": reason, "code": code}
+    if details is not None:
+        body["details"] = details
+    if status == "Success":
+        body.pop("reason")
+        body.pop("message")
+    return body
+
+
+class ApiError(Exception):
+    """An answer of the apiserver's that the proxy gives itself (a compaction's 410, a lagging server's 504)."""
+
+    def __init__(self, code, reason, message, details=None):
+        super(ApiError, self).__init__(message)
+        self.code = code
+        self.reason = reason
+        self.message = message
+        self.details = details
+
+    def status(self):
+        return status_body(self.code, self.reason, self.message, self.details)
 
 
 # Fault kinds beyond an HTTP status. Each applies only to the verbs named here.
@@ -30,9 +53,9 @@ FAULT_VERBS = {
 }
 
 # The apiserver's text for a write whose storage call outlived the request deadline
-# (k8s.io/apiserver endpoints/handlers/finisher, v1.32).
+# (k8s.io/apiserver endpoints/handlers/finisher).
 COMMIT_TIMEOUT_MESSAGE = "Timeout: request did not complete within requested timeout - context deadline exceeded"
-# k8s.io/apiserver/pkg/storage/etcd3/store.go (v1.32), for a continue token older than the compaction.
+# k8s.io/apiserver/pkg/storage/etcd3/store.go, for a continue token older than the compaction.
 CONTINUE_EXPIRED_MESSAGE = (
     "The provided continue parameter is too old to display a consistent list result. You can start a new list "
     "without the continue parameter, or use the continue token in this response to retrieve the remainder of the "
@@ -41,19 +64,20 @@ CONTINUE_EXPIRED_MESSAGE = (
 
 
 def too_large_rv(asked, current):
-    """504 as measured on v1.32 for a list at a resourceVersion ahead of the server's."""
-    return StoreError(504, "Timeout", "Timeout: Too large resource version: %s, current: %s" % (asked, current),
+    """504 as kube-apiserver answers a list at a resourceVersion ahead of the server's."""
+    return ApiError(504, "Timeout", "Timeout: Too large resource version: %s, current: %s" % (asked, current),
                       {"causes": [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}],
                        "retryAfterSeconds": 1})
 
 
 class Fault:
-    def __init__(self, method, path_regex, status, count, retry_after):
+    def __init__(self, method, path_regex, status, count, retry_after, answer=None):
         self.method = (method or "*").upper()
         self.regex = re.compile(path_regex)
         self.status = status
         self.count = count
         self.retry_after = retry_after
+        self.answer = answer    # (code, JSON body) of an "answer" fault
 
     def matches(self, method, path, verb=None, query=None):
         if not ((self.method in ("*", method)) and self.regex.search(path) is not None):
@@ -78,6 +102,12 @@ class FaultTableMixin:
         with self._lock:
             self._faults.append(Fault(method, path_regex, status, int(count), retry_after))
 
+    def inject_answer(self, method, path_regex, code, body, count=1):
+        """The next ``count`` matching requests get (code, body) instead of the apiserver's answer, unforwarded: what
+        another release or configuration of kube-apiserver would answer (a discovery document without a version)."""
+        with self._lock:
+            self._faults.append(Fault(method, path_regex, "answer", int(count), None, (int(code), body)))
+
     def clear_faults(self):
         with self._lock:
             del self._faults[:]
@@ -101,6 +131,8 @@ class FaultTableMixin:
     def _fault_answer(self, fault, resource=None, name=None):
         if fault.status == "drop":
             return "drop"
+        if fault.status == "answer":
+            return fault.answer[0], fault.answer[1], {}
         if fault.status == 409:
             # what a concurrent writer causes: the apiserver's optimistic-concurrency conflict
             return (409, status_body(409, "Conflict", 'Operation cannot be fulfilled on %s "%s": the object has been '

@@ -1,8 +1,9 @@
 # Copyright (c) kubehw.devices contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""TLS material of the simulated cluster (and of the fault proxy, tests/support/fault_proxy.py): a throwaway CA with
-a server certificate (make_tls), client certificates from that CA (make_client_cert), and the server's TLS context
-(server_ssl_context), which asks for a client certificate as kube-apiserver's --client-ca-file does.
+"""TLS material of the test equipment (the fault proxy, tests/support/fault_proxy.py, and the client-certificate
+tests): a throwaway CA with a server certificate (make_tls), client certificates from that CA (make_client_cert), the
+server's TLS context (server_ssl_context), which asks for a client certificate as kube-apiserver's --client-ca-file
+does, and who a client certificate names (user_from_peer_cert).
 """
 
 from __future__ import absolute_import, division, print_function
@@ -30,7 +31,7 @@ def make_tls(directory):
     not_after = now + datetime.timedelta(days=2)
 
     ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, u"simcluster-ca")])
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, u"kubehw-test-ca")])
     ca_ski = x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key())
     ca_cert = (
         x509.CertificateBuilder()
@@ -149,3 +150,20 @@ def server_ssl_context(ca_path, cert_path, key_path):
     ctx.load_verify_locations(cafile=ca_path)
     ctx.verify_mode = ssl.CERT_OPTIONAL
     return ctx
+
+
+def user_from_peer_cert(peer_cert):
+    """Who a verified client certificate names, as kube-apiserver reads it: CN the user, each O a group (plus
+    system:authenticated); None without a certificate or a CN."""
+    if not peer_cert:
+        return None
+    user, groups = None, []
+    for rdn in peer_cert.get("subject") or ():
+        for key, value in rdn:
+            if key == "commonName":
+                user = value
+            elif key == "organizationName":
+                groups.append(value)
+    if not user:
+        return None
+    return {"user": user, "groups": groups + ["system:authenticated"]}

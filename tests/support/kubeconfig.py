@@ -1,6 +1,6 @@
 # Copyright (c) kubehw.devices contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Kubeconfig files for the simulated cluster, in the form kubectl and the official client read."""
+"""Kubeconfig files for the test equipment (the fault proxy's clients), in the form kubectl and the official client read."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -17,8 +17,8 @@ def _b64_file(path):
         return base64.b64encode(f.read()).decode("ascii")
 
 
-def kubeconfig_dict(server_url, ca_cert_path, token, context="simcluster", user="simcluster-admin",
-                    cluster="simcluster", namespace=None, client_cert=None, client_key=None):
+def kubeconfig_dict(server_url, ca_cert_path, token, context="kubehw-test", user="kubehw-test-admin",
+                    cluster="kubehw-test", namespace=None, client_cert=None, client_key=None):
     """A kubeconfig as a dict, with the CA (and client certificate) embedded so it stands alone.
 
     token may be None when client_cert/client_key (paths, see auth.make_client_cert) identify the user.
@@ -44,8 +44,8 @@ def kubeconfig_dict(server_url, ca_cert_path, token, context="simcluster", user=
     }
 
 
-def write_kubeconfig(path, server_url, ca_cert_path, token, context="simcluster", user="simcluster-admin",
-                     cluster="simcluster", namespace=None, client_cert=None, client_key=None):
+def write_kubeconfig(path, server_url, ca_cert_path, token, context="kubehw-test", user="kubehw-test-admin",
+                     cluster="kubehw-test", namespace=None, client_cert=None, client_key=None):
     """Write a kubeconfig to path (mode 0600, as it holds credentials) and return path."""
     data = kubeconfig_dict(server_url, ca_cert_path, token, context=context, user=user, cluster=cluster,
                            namespace=namespace, client_cert=client_cert, client_key=client_key)
