@@ -1,31 +1,31 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) kubehw.devices contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Dynamic Resource Allocation (``resource.k8s.io``): served-version discovery, raw requests for kinds the
-generated client lacks, and shape conversion between API versions.
+"""Dynamic Resource Allocation (``resource.k8s.io/v1``): discovery that the cluster serves it, and raw requests for
+kinds the generated client lacks.
 
 Private to the collection: the interface may change without notice.
 The input rules are in ``_dra_validation.py``, the per-node device and claim report in ``_dra_report.py``,
 the DeviceClass task in ``_dra_device_class.py``.
 
-Facts come from the Kubernetes sources, release 1.34/1.35 (``staging/src/k8s.io/api/resource/
-{v1,v1beta2,v1beta1}/types.go``, ``pkg/apis/resource/validation/validation.go``) and from the
-measurements in the shared apiserver facts (DRA on kube-apiserver v1.36.2).
+Facts come from the Kubernetes sources, release 1.34/1.35 (``staging/src/k8s.io/api/resource/v1/types.go``,
+``pkg/apis/resource/validation/validation.go``) and from docs/kubernetes_facts.md (DRA on kube-apiserver v1.36.2).
+
+Design choice: only ``resource.k8s.io/v1``, which Kubernetes 1.34 made GA and serves by default. The betas
+(v1beta1 in 1.32, v1beta2 in 1.33) were off by default, and 1.32 and 1.33 are out of upstream support; a cluster
+that does not serve v1 is refused with one line before any write.
 """
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import copy
-
 from ansible_collections.kubehw.devices.plugins.module_utils._errors import KubeHwError
 
 GROUP = "resource.k8s.io"
-# Most preferred first. v1 is GA since Kubernetes 1.34; v1beta2 came with 1.33 and v1beta1 with 1.32,
-# both off by default (they need --runtime-config and, before 1.34, the DynamicResourceAllocation gate).
-VERSIONS = ("v1", "v1beta2", "v1beta1")
-VERSION_SINCE = {"v1": "1.34", "v1beta2": "1.33", "v1beta1": "1.32"}
+VERSION = "v1"
+# the Kubernetes release that serves resource.k8s.io/v1 by default
+VERSION_SINCE = "1.34"
 
 
 # -- requests -------------------------------------------------------------------------------------
@@ -64,11 +64,12 @@ class DraApi(object):
         return []
 
     def discover(self):
-        """Set and return the version to talk to; KubeHwError (reason NotServed) naming what the cluster needs."""
+        """Check that the cluster serves resource.k8s.io/v1 and return "v1"; KubeHwError (reason NotServed) naming
+        what the cluster has and needs."""
         served = self.served_versions()
-        self.version = choose_version(served)
-        if self.version is None:
+        if VERSION not in served:
             raise KubeHwError(not_served_message(self.server_version(), served), status=404, reason="NotServed")
+        self.version = VERSION
         return self.version
 
     def get(self, plural, name, what):
@@ -164,118 +165,30 @@ def not_served_message(running, served):
         have = "only %s" % ", ".join("%s/%s" % (GROUP, v) for v in served)
     else:
         have = "no %s API at all" % GROUP
-    return ("The API group %s is not served in a version this module speaks%s: the cluster offers %s. "
-            "DeviceClasses need %s/v1 (Kubernetes 1.34 or later, on by default), or v1beta2 (1.33) or v1beta1 "
-            "(1.32) enabled with --runtime-config=%s/<version>=true and the DynamicResourceAllocation feature "
-            "gate." % (GROUP, where, have, GROUP, GROUP))
-
-
-def choose_version(served):
-    """The most preferred version of VERSIONS in ``served``, or None."""
-    for version in VERSIONS:
-        if version in served:
-            return version
-    return None
-
-
-# -- conversion between versions -----------------------------------------------------------------
-# The module works with v1 shapes. DeviceClass is the same in v1, v1beta2 and v1beta1 (selectors, config,
-# extendedResourceName); only apiVersion changes. ResourceSlice devices wrap their fields in `basic` in
-# v1beta1 only, and claim requests put the single-device fields under `exactly` from v1beta2 on.
-
-EXACT_REQUEST_FIELDS = ("deviceClassName", "selectors", "allocationMode", "count", "adminAccess", "tolerations",
-                        "capacity")
-
-
-def device_class_to_version(obj, version):
-    out = copy.deepcopy(obj)
-    out["apiVersion"] = "%s/%s" % (GROUP, version)
-    return out
-
-
-def device_class_from_version(obj):
-    out = copy.deepcopy(obj)
-    if out.get("apiVersion"):
-        out["apiVersion"] = "%s/v1" % GROUP
-    return out
-
-
-def slice_to_v1(obj, version):
-    """A ResourceSlice as read in ``version``, in the v1 shape (devices without the v1beta1 ``basic``)."""
-    out = copy.deepcopy(obj)
-    if version == "v1beta1":
-        devices = []
-        for device in (out.get("spec") or {}).get("devices") or []:
-            flat = {"name": device.get("name")}
-            flat.update(device.get("basic") or {})
-            devices.append(flat)
-        if "spec" in out and "devices" in out["spec"]:
-            out["spec"]["devices"] = devices
-    if out.get("apiVersion"):
-        out["apiVersion"] = "%s/v1" % GROUP
-    return out
-
-
-def slice_from_v1(obj, version):
-    out = copy.deepcopy(obj)
-    if version == "v1beta1":
-        devices = []
-        for device in (out.get("spec") or {}).get("devices") or []:
-            rest = dict((k, v) for k, v in device.items() if k != "name")
-            devices.append({"name": device.get("name"), "basic": rest})
-        if "spec" in out and "devices" in out["spec"]:
-            out["spec"]["devices"] = devices
-    out["apiVersion"] = "%s/%s" % (GROUP, version)
-    return out
+    return ("The API group %s/%s is not served%s: the cluster offers %s. The DRA modules need Kubernetes %s or "
+            "later, where %s/%s is on by default (the betas of 1.32 and 1.33 are not supported). Nothing was "
+            "written." % (GROUP, VERSION, where, have, VERSION_SINCE, GROUP, VERSION))
 
 
 def _requests(spec):
     return ((spec or {}).get("devices") or {}).get("requests")
 
 
-def claim_spec_to_v1(spec, version):
-    """A ResourceClaimSpec as read in ``version``, in the v1 shape (requests with ``exactly``)."""
-    out = copy.deepcopy(spec or {})
-    if version == "v1beta1" and _requests(out) is not None:
-        converted = []
-        for req in _requests(out):
-            exact = dict((k, req[k]) for k in EXACT_REQUEST_FIELDS if k in req)
-            new = dict((k, v) for k, v in req.items() if k not in EXACT_REQUEST_FIELDS)
-            if exact and not new.get("firstAvailable"):
-                new["exactly"] = exact
-            converted.append(new)
-        out["devices"]["requests"] = converted
-    return out
-
-
-def claim_spec_from_v1(spec, version):
-    out = copy.deepcopy(spec or {})
-    if version == "v1beta1" and _requests(out) is not None:
-        converted = []
-        for req in _requests(out):
-            new = dict((k, v) for k, v in req.items() if k != "exactly")
-            new.update(req.get("exactly") or {})
-            converted.append(new)
-        out["devices"]["requests"] = converted
-    return out
-
-
 # The name of the one request (and pod claim) of the claim templates the collection writes.
 SMOKE_REQUEST = "device"
 
 
-def claim_template(name_prefix, namespace, labels, device_class, count, version):
-    """A ResourceClaimTemplate asking for ``count`` devices of ``device_class`` (one request named "device"),
-    in the shape of ``version``: the request's fields under ``exactly`` in v1 and v1beta2, flat in v1beta1.
+def claim_template(name_prefix, namespace, labels, device_class, count):
+    """A ResourceClaimTemplate asking for ``count`` devices of ``device_class`` (one request named "device").
 
     ``labels`` go on the template and, through ``spec.metadata``, on every claim made from it, so the claims
     of a run can be found by label (the resource claim controller copies spec.metadata into the claim).
     """
     spec = {"devices": {"requests": [{"name": SMOKE_REQUEST, "exactly": {
         "deviceClassName": device_class, "allocationMode": "ExactCount", "count": count}}]}}
-    return {"apiVersion": "%s/%s" % (GROUP, version), "kind": "ResourceClaimTemplate",
+    return {"apiVersion": "%s/%s" % (GROUP, VERSION), "kind": "ResourceClaimTemplate",
             "metadata": {"generateName": name_prefix, "namespace": namespace, "labels": dict(labels)},
-            "spec": {"metadata": {"labels": dict(labels)}, "spec": claim_spec_from_v1(spec, version)}}
+            "spec": {"metadata": {"labels": dict(labels)}, "spec": spec}}
 
 
 def allocation_results(claim):

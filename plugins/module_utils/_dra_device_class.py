@@ -15,11 +15,7 @@ import copy
 import json
 
 from ansible_collections.kubehw.devices.plugins.module_utils import _dra_validation
-from ansible_collections.kubehw.devices.plugins.module_utils._dra import (
-    GROUP,
-    device_class_from_version,
-    device_class_to_version,
-)
+from ansible_collections.kubehw.devices.plugins.module_utils._dra import GROUP
 from ansible_collections.kubehw.devices.plugins.module_utils._dra_validation import (
     DEVICE_CONFIG_MAX,
     DEVICE_SELECTORS_MAX,
@@ -134,7 +130,7 @@ def device_class_replace_body(desired, live):
 
 
 class DeviceClassTask(ObjectTask):
-    """One DeviceClass: discover the served version, then the ObjectTask skeleton; every request through
+    """One DeviceClass: check that resource.k8s.io/v1 is served, then the ObjectTask skeleton; every request through
     ``api`` (a DraApi). Check mode sends creates and updates as server-side dry runs; a delete is predicted."""
 
     kind = "DeviceClass"
@@ -156,21 +152,13 @@ class DeviceClassTask(ObjectTask):
         return result
 
     def run(self, desired):
-        # A DraApi that has discovered (dra_driver_deploy's, before its classes) keeps that version: one GET /apis a run
+        # A DraApi that has discovered (dra_driver_deploy's, before its classes) keeps its answer: one GET /apis a run
         self.version = self.api.version or self.api.discover()
         self.wants = desired is not None
-        extended = ((desired or {}).get("spec") or {}).get("extendedResourceName")
-        if extended is not None and self.version != "v1":
-            # The field came with KEP-5004 in Kubernetes 1.34, which serves resource.k8s.io/v1; a cluster that
-            # serves only an older version cannot keep it.
-            raise TaskFailed("extended_resource_name %r needs %s/v1 (Kubernetes 1.34 or later, with the "
-                             "DRAExtendedResource feature gate); this cluster serves %s/%s. Nothing was written."
-                             % (extended, GROUP, GROUP, self.version))
         super(DeviceClassTask, self).run(desired)
 
     def read(self):
-        live = self.api.get(DEVICE_CLASSES, self.name, what="read " + self.label)
-        return device_class_from_version(live) if live is not None else None
+        return self.api.get(DEVICE_CLASSES, self.name, what="read " + self.label)
 
     def differences(self, desired, live):
         return device_class_differences(desired, live)
@@ -194,12 +182,12 @@ class DeviceClassTask(ObjectTask):
         self._check_kept(desired, answer)
 
     def create(self, desired):
-        body = device_class_to_version(desired, self.version)
+        body = desired
         self._write("created", desired, lambda dry: self.api.create(
             DEVICE_CLASSES, body, what=("validate (dry run) " if dry else "create ") + self.label, dry_run=dry))
 
     def update(self, desired, live, paths):
-        body = device_class_to_version(device_class_replace_body(desired, live), self.version)
+        body = device_class_replace_body(desired, live)
         self.set_diff(live, body)
         self._write("updated", desired, lambda dry: self.api.replace(
             DEVICE_CLASSES, self.name, body,

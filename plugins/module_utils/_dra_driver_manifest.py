@@ -225,9 +225,9 @@ def build_device_classes(params):
 # -- what the cluster must offer -----------------------------------------------------------------------------
 
 _VERSION_RE = re.compile(r"v?(\d+)\.(\d+)")
-# The release that first served each resource.k8s.io version: a cluster serving it is at least that new, whatever
+# The release that first served resource.k8s.io/v1 by default: a cluster serving it is at least that new, whatever
 # its /version says (vendors rewrite gitVersion; a test apiserver may report an older one).
-API_RELEASES = {"v1": (1, 34), "v1beta2": (1, 33), "v1beta1": (1, 32)}
+V1_RELEASE = (1, 34)
 
 
 def parse_version(git_version):
@@ -236,20 +236,13 @@ def parse_version(git_version):
     return (int(match.group(1)), int(match.group(2))) if match else None
 
 
-def version_problem(preset_name, git_version, api_version):
-    """Why the cluster cannot run the preset's driver (its Kubernetes floor, the resource.k8s.io version it
-    speaks), or None. An unreadable server version is not refused here (the API version still is)."""
-    preset = presets.PRESETS[preset_name]
-    floor = preset["min_kubernetes"]
+def version_problem(preset_name, git_version):
+    """Why the cluster cannot run the preset's driver (its Kubernetes floor), or None. The cluster serves
+    resource.k8s.io/v1 (discovery said so before), so it is at least V1_RELEASE whatever its /version says; an
+    unreadable server version is not refused."""
+    floor = presets.PRESETS[preset_name]["min_kubernetes"]
     running = parse_version(git_version)
-    implied = API_RELEASES.get(api_version)
-    if running is not None and implied is not None and implied > running:
-        running = implied
-    if running is not None and running < floor:
+    if running is not None and max(running, V1_RELEASE) < floor:
         return ("the %s preset's driver needs Kubernetes %d.%d or later; this cluster runs %s"
                 % (preset_name, floor[0], floor[1], git_version))
-    if api_version not in preset["api_versions"]:
-        return ("the %s preset's driver speaks %s; this cluster serves %s/%s%s"
-                % (preset_name, " or ".join("%s/%s" % (dra.GROUP, v) for v in preset["api_versions"]), dra.GROUP,
-                   api_version, " (Kubernetes %s)" % git_version if git_version else ""))
     return None

@@ -121,7 +121,6 @@ EXAMPLE = {
         {"name": "gpu.example.com", "selectors": ["device.driver == 'gpu.example.com'"]},
     ],
     "min_kubernetes": (1, 33),                              # Chart.yaml kubeVersion ">=1.33.0-0"
-    "api_versions": ("v1", "v1beta2"),                      # served from 1.33 on (v1beta2) and 1.34 (v1)
     "device_plugin": None,                                  # simulated devices: no device plugin hands them out
 }
 
@@ -232,7 +231,6 @@ NVIDIA = {
     ],
     # Chart.yaml kubeVersion ">=1.32.0-0" (both releases)
     "min_kubernetes": (1, 32),
-    "api_versions": ("v1", "v1beta2", "v1beta1"),
     # templates/validation.yaml: resources.gpus.enabled fails unless gpuResourcesEnabledOverride, because the
     # driver "cannot be deployed alongside the standard GPU device plugin on the same node". The preset refuses
     # when a device plugin DaemonSet of these labels (or the collection's, serving these resources) selects a
@@ -295,7 +293,6 @@ INTEL = {
     # doc/gpu/README.md: v0.11.0 supports Kubernetes v1.34+; device-class.yaml and the driver (k8s.io/api v0.36)
     # speak resource.k8s.io/v1 only
     "min_kubernetes": (1, 34),
-    "api_versions": ("v1",),
     # intel/intel-device-plugins-for-kubernetes' GPU plugin (deployments/gpu_plugin: app=intel-gpu-plugin) hands out
     # the same GPUs as gpu.intel.com/i915 or gpu.intel.com/xe
     "device_plugin": {"resources": ["gpu.intel.com/i915", "gpu.intel.com/xe"],

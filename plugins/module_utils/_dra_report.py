@@ -16,11 +16,9 @@ __metaclass__ = type
 
 from ansible_collections.kubehw.devices.plugins.module_utils._dra import (
     GROUP,
+    VERSION,
     _allocated_node,
     _requests,
-    choose_version,
-    claim_spec_to_v1,
-    slice_to_v1,
 )
 
 
@@ -36,7 +34,7 @@ def _attribute_value(attribute):
     return attribute
 
 
-def current_pools(slices, version="v1"):
+def current_pools(slices):
     """The one definition of what a driver has published: (driver, pool name) -> the pool's newest generation.
 
     Per pool only the slices of the newest ``spec.pool.generation`` count (older ones are leftovers the scheduler
@@ -46,7 +44,6 @@ def current_pools(slices, version="v1"):
     "complete"}."""
     pools = {}
     for item in slices:
-        item = slice_to_v1(item, version)
         spec = item.get("spec") or {}
         pool = spec.get("pool") or {}
         key = (spec.get("driver"), pool.get("name"))
@@ -63,14 +60,14 @@ def current_pools(slices, version="v1"):
     return pools
 
 
-def published_devices(slices, version="v1"):
+def published_devices(slices):
     """Node name -> the devices drivers published for it in complete pools (current_pools), sorted by driver, pool
     and name.
 
     Slices that are not tied to one node (nodeSelector, allNodes) are reported under the key None.
     """
     nodes = {}
-    for entry in current_pools(slices, version).values():
+    for entry in current_pools(slices).values():
         if not entry["complete"]:
             continue
         for item in entry["slices"]:
@@ -90,12 +87,12 @@ def published_devices(slices, version="v1"):
     return nodes
 
 
-def published_by_node(slices, driver, version="v1"):
+def published_by_node(slices, driver):
     """node -> {"pools": {pool: state}, "devices": [names]} for one driver, from current_pools: the devices of
     complete pools only, and each pool's state (generation, slices, expected, complete) so that a wait can say
     what is missing. Slices not tied to one node are skipped."""
     nodes = {}
-    for (pool_driver, pool_name), entry in sorted(current_pools(slices, version).items(),
+    for (pool_driver, pool_name), entry in sorted(current_pools(slices).items(),
                                                   key=lambda kv: (kv[0][0] or "", kv[0][1] or "")):
         if pool_driver != driver:
             continue
@@ -205,19 +202,17 @@ def report(api, node_names=None, pods=None, list_pods=None):
     only when some claim is pending, from ``list_pods()``. Never fails for a cluster without resource.k8s.io:
     ``served`` is then false.
     """
-    version = choose_version(api.served_versions())
-    if version is None:
+    if VERSION not in api.served_versions():
         return {"served": False}
-    api.version = version
+    api.version = VERSION
     slices = api.list("resourceslices", what="list ResourceSlices")
-    claims = [dict(c, spec=claim_spec_to_v1(c.get("spec"), version))
-              for c in api.list("resourceclaims", what="list ResourceClaims")]
-    devices = published_devices(slices, version)
+    claims = api.list("resourceclaims", what="list ResourceClaims")
+    devices = published_devices(slices)
     if pods is None and list_pods is not None and any(not (c.get("status") or {}).get("allocation") for c in claims):
         pods = list_pods()
     allocated, pending = claim_report(claims, devices, claim_consumers(pods))
     wanted = set(node_names) if node_names is not None else set(n for n in list(devices) + list(allocated) if n)
     nodes = dict((name, {"devices": devices.get(name, []), "claims": allocated.get(name, [])})
                  for name in sorted(wanted))
-    return {"served": True, "api_version": "%s/%s" % (GROUP, version), "nodes": nodes,
+    return {"served": True, "api_version": "%s/%s" % (GROUP, VERSION), "nodes": nodes,
             "pending_claims": pending}

@@ -8,7 +8,7 @@ the limits of ``pkg/apis/resource`` they enforce.
 Private to the collection: the interface may change without notice.
 
 The limits come from the Kubernetes sources, release 1.34/1.35 (``staging/src/k8s.io/api/resource/
-{v1,v1beta2,v1beta1}/types.go``, ``pkg/apis/resource/validation/validation.go``) and from the
+v1/types.go``, ``pkg/apis/resource/validation/validation.go``) and from the
 measurements in the shared apiserver facts (DRA on kube-apiserver v1.36.2).
 """
 

@@ -16,10 +16,9 @@ description:
     Allocation). A DeviceClass holds the CEL selectors a device must satisfy to be allocated through it, the opaque
     configuration passed to the driver for each such device, and the extended resource name that lets pods
     which still ask for, say, one C(nvidia.com/gpu) be served by a DRA driver.
-  - Finds the version the apiserver serves by discovery, preferring C(v1) (Kubernetes 1.34 and later), then
-    C(v1beta2) (1.33), then C(v1beta1) (1.32). A DeviceClass has the same fields in all three, so only its
-    C(apiVersion) changes. Where none is served, the task fails before any write, naming the group and the
-    Kubernetes version needed.
+  - Speaks C(resource.k8s.io/v1), served by default from Kubernetes 1.34 on. Discovery checks that the cluster
+    serves it; where it does not (the betas of 1.32 and 1.33 are not supported), the task fails before any write,
+    naming what the cluster offers and the Kubernetes version needed.
   - Reads the DeviceClass first and writes only when it differs from the task, so a second run with the same
     input sends no write. An update is a C(PUT) carrying the live C(resourceVersion); labels and annotations
     others added are kept.
@@ -167,7 +166,7 @@ action:
   type: str
   sample: created
 api_version:
-  description: The C(resource.k8s.io) version the module talked to, found by discovery.
+  description: The C(resource.k8s.io) version the module talked to (always C(resource.k8s.io/v1)).
   returned: when the API group is served
   type: str
   sample: resource.k8s.io/v1

@@ -25,8 +25,9 @@ description:
   - The objects carry the label C(app.kubernetes.io/managed-by=kubehw.devices). A ServiceAccount, ClusterRole or
     ClusterRoleBinding of the same name made by someone else fails the task before any write; a DeviceClass made by
     someone else (for example by the driver's Helm chart) is left alone with a warning.
-  - The served version of C(resource.k8s.io) is found by discovery (v1, then v1beta2, then v1beta1) before any
-    write; where none is served the task fails naming what the cluster needs.
+  - Speaks C(resource.k8s.io/v1) (Kubernetes 1.34 and later). Discovery checks that the cluster serves it before
+    any write; where it does not (the betas of 1.32 and 1.33 are not supported) the task fails naming what the
+    cluster offers and needs.
   - Every input is validated before the first request; a bad value fails with a message naming it.
 author:
   - kubehw.devices contributors (@kubehw)
@@ -179,9 +180,8 @@ notes:
   - The identity also needs C(list) on C(daemonsets) in all namespaces for the device-plugin check (V(nvidia),
     V(intel)), C(list) on C(events) in O(namespace) for the rollout wait, and with O(preset=nvidia) and O(rbac=create)
     C(get), C(create), C(update), C(delete) on C(roles) and C(rolebindings) in O(namespace).
-  - Each preset's Kubernetes floor is checked before any write (the server version and the served
-    C(resource.k8s.io) version), V(example) 1.33, V(nvidia) 1.32, V(intel) 1.34 with C(resource.k8s.io/v1), and
-    the task refuses naming it.
+  - Each preset's Kubernetes floor is checked before any write (the server version), and the task refuses naming
+    it.
   - The rollout wait fails within seconds, with the controller's message, when the DaemonSet controller reports
     that it cannot create the pods (C(FailedCreate) events of a quota, PodSecurity or an admission webhook).
 seealso:
@@ -544,11 +544,11 @@ class DraDriverDeploy(object):
         self._wait(current, since, version)
 
     def _served_version_the_preset_runs_on(self):
-        """The resource.k8s.io version the cluster serves; refuses a cluster the preset's driver cannot run on before
-        anything else: such a driver would only hang a rollout."""
+        """Checks that the cluster serves resource.k8s.io/v1 and is new enough for the preset's driver, before anything
+        else: such a driver would only hang a rollout."""
         version = self.api.discover()
         self.result["api_version"] = "%s/%s" % (dra.GROUP, version)
-        problem = dra_manifest.version_problem(self.params["preset"], self.api.server_version(), version)
+        problem = dra_manifest.version_problem(self.params["preset"], self.api.server_version())
         if problem:
             raise TaskFailed("Refusing to deploy: %s. Nothing was written." % problem)
         return version
@@ -794,7 +794,7 @@ class DraDriverDeploy(object):
         not_ready = sorted(set(ds_rollout.pod_node(p) for p in pods if ds_rollout.pod_node(p)) - set(ready))
 
         def enough(found):
-            return not nodes_missing_devices(published_by_node(found.values(), self.driver, version), ready, min_count)
+            return not nodes_missing_devices(published_by_node(found.values(), self.driver), ready, min_count)
 
         try:
             found = self.client.watch(
@@ -805,10 +805,10 @@ class DraDriverDeploy(object):
         except KubeHwError as err:
             if err.reason != "Timeout":
                 raise
-            published = published_by_node((getattr(err, "objects", None) or {}).values(), self.driver, version)
+            published = published_by_node((getattr(err, "objects", None) or {}).values(), self.driver)
             self.result["nodes"] = node_results(published, ready, self.driver)
             raise TaskFailed(self._devices_timeout(published, ready, not_ready, pods, min_count))
-        published = published_by_node(found.values(), self.driver, version)
+        published = published_by_node(found.values(), self.driver)
         self.result["nodes"] = node_results(published, ready, self.driver)
 
     def _devices_timeout(self, published, ready, not_ready, pods, min_count):
@@ -831,8 +831,8 @@ class DraDriverDeploy(object):
 
     # -- absent ------------------------------------------------------------------------------------
     def absent(self):
-        # Discovery first: a cluster without resource.k8s.io has no DeviceClasses of ours to remove.
-        served = dra.choose_version(self.api.served_versions())
+        # Discovery first: a cluster without resource.k8s.io/v1 has no DeviceClasses of ours to remove.
+        served = dra.VERSION if dra.VERSION in self.api.served_versions() else None
         self.api.version = served
         if served:
             self.result["api_version"] = "%s/%s" % (dra.GROUP, served)

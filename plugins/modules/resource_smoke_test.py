@@ -23,7 +23,7 @@ description:
     even if the controller dies before the clean-up the kubelet stops a running pod and frees the device.
   - The answer tells whether the resource is schedulable, not only advertised.
   - With O(device_class) instead of O(resource) the proof goes through Dynamic Resource Allocation
-    (C(resource.k8s.io), version found by discovery as in M(kubehw.devices.dra_device_class)). The module
+    (C(resource.k8s.io/v1), Kubernetes 1.34 and later, checked by discovery as in M(kubehw.devices.dra_device_class)). The module
     creates a C(ResourceClaimTemplate) asking for O(count) devices of that DeviceClass and a pod that
     references it in C(spec.resourceClaims) and uses the claim in its container. It waits, watching, until the
     pod is bound and the claim made for it from the template is allocated on that node and reserved for the
@@ -221,7 +221,7 @@ deleted:
   returned: unless check mode
   type: bool
 api_version:
-  description: The C(resource.k8s.io) version the module talked to, found by discovery.
+  description: The C(resource.k8s.io) version the module talked to (always C(resource.k8s.io/v1)).
   returned: with O(device_class)
   type: str
   sample: resource.k8s.io/v1
@@ -439,7 +439,7 @@ def create_template(dra, params, run_id):
         return found[0] if found else None
 
     body = claim_template(params["name_prefix"], namespace, run_labels(run_id), params["device_class"],
-                          params["count"], dra.version)
+                          params["count"])
     return dra.create_namespaced("resourceclaimtemplates", namespace, body, find=find,
                                  what="create the smoke-test ResourceClaimTemplate in namespace %s" % namespace)
 

@@ -227,25 +227,44 @@ def test_foreign_class_left_alone_without_adopt(cluster, ansible, dc_name):
         assert writes(cluster, mark) == []
 
 
-def discovery_without_dra(cluster):
-    """The apiserver's /apis as a cluster that serves no resource.k8s.io version answers it."""
-    groups = client.ApisApi(cluster.api_client).get_api_versions(_preload_content=False)
-    groups = json.loads(groups.data)
+def discovery_of_an_older_cluster(cluster, versions):
+    """The apiserver's /apis as a cluster answers it that serves these resource.k8s.io versions (none: no group)."""
+    groups = json.loads(client.ApisApi(cluster.api_client).get_api_versions(_preload_content=False).data)
     groups["groups"] = [g for g in groups["groups"] if g["name"] != "resource.k8s.io"]
+    if versions:
+        entries = [{"groupVersion": "resource.k8s.io/%s" % v, "version": v} for v in versions]
+        groups["groups"].append({"name": "resource.k8s.io", "versions": entries, "preferredVersion": entries[0]})
     return groups
 
 
-def test_group_not_served_names_what_is_needed(cluster, ansible, dc_name):
-    cluster.require_controlled("answers discovery as a cluster without resource.k8s.io (through the fault proxy)")
-    cluster.controls.inject_answer("GET", "^/apis/?$", 200, discovery_without_dra(cluster))
+@pytest.mark.parametrize("release, versions", [("v1.33.5", ["v1beta2", "v1beta1"]), ("v1.33.5", [])],
+                         ids=["betas-only", "no-group"])
+def test_a_cluster_without_resource_k8s_io_v1_is_refused_in_one_line_before_any_write(cluster, ansible, dc_name,
+                                                                                       release, versions):
+    """Kubernetes 1.33 with the betas switched on, or without DRA: answered by the fault proxy, since a v1.36.2
+    apiserver without resource.k8s.io/v1 never turns ready. Both DRA modules refuse before any write."""
+    cluster.require_controlled("answers discovery and /version as an older cluster (through the fault proxy)")
+    version = dict(json.loads(client.VersionApi(cluster.api_client).get_code(_preload_content=False).data),
+                   gitVersion=release, minor="33")
+    namespace = cluster.namespace()
+    # every discovery and /version of the run (the identity's own set-up reads discovery too)
+    cluster.controls.inject_answer("GET", "^/apis/?$", 200, discovery_of_an_older_cluster(cluster, versions), count=50)
+    cluster.controls.inject_answer("GET", "^/version/?$", 200, version, count=50)
     mark = cluster.mark()
-    run = ansible([task(dc_name, selectors=['device.driver == "gpu.example.com"'])])
-    assert run.rc != 0
-    out = run.result("DeviceClass")
-    assert "resource.k8s.io" in out["msg"] and "1.34" in out["msg"] and "v1.36" in out["msg"], out["msg"]
-    assert out["reason"] == "NotServed"
+    run = ansible([dict(task(dc_name, selectors=['device.driver == "gpu.example.com"']), ignore_errors=True),
+                   {"name": "Driver", "kubehw.devices.dra_driver_deploy": {
+                       "preset": "example", "namespace": namespace, "wait": "none"},
+                    "ignore_errors": True}])
+    for name in ("DeviceClass", "Driver"):
+        out = run.result(name)
+        assert out.get("failed") and out["reason"] == "NotServed", out
+        assert "resource.k8s.io/v1 is not served (this cluster runs v1.33.5)" in out["msg"], out["msg"]
+        assert "Kubernetes 1.34 or later" in out["msg"] and "Nothing was written" in out["msg"]
+        assert ("only resource.k8s.io/v1beta2, resource.k8s.io/v1beta1" if versions
+                else "no resource.k8s.io API at all") in out["msg"]
+        assert "\n" not in out["msg"]
     assert writes(cluster, mark) == []
-    assert cluster.controls.faults == []
+    cluster.controls.clear_faults()
 
 
 def schedulable_node(cluster):

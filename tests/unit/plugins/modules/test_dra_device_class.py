@@ -100,50 +100,12 @@ def test_build_refuses_bad_input_naming_it(params, text):
 
 # -- versions ------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("served, chosen", [
-    (["v1", "v1beta2", "v1beta1"], "v1"), (["v1beta1", "v1beta2"], "v1beta2"), (["v1beta1"], "v1beta1"),
-    (["v1alpha3"], None), ([], None)])
-def test_version_preference(served, chosen):
-    assert _dra.choose_version(served) == chosen
-
-
 def test_not_served_message_names_group_versions_and_the_cluster():
-    msg = _dra.not_served_message("v1.31.4", ["v1alpha3"])
-    assert "resource.k8s.io" in msg and "this cluster runs v1.31.4" in msg
-    assert "only resource.k8s.io/v1alpha3" in msg and "1.34" in msg and "--runtime-config" in msg
+    msg = _dra.not_served_message("v1.33.4", ["v1beta2", "v1beta1"])
+    assert "resource.k8s.io/v1 is not served (this cluster runs v1.33.4)" in msg
+    assert "only resource.k8s.io/v1beta2, resource.k8s.io/v1beta1" in msg and "Kubernetes 1.34 or later" in msg
+    assert "Nothing was written" in msg
     assert "no resource.k8s.io API at all" in _dra.not_served_message(None, [])
-
-
-def test_device_class_has_the_same_shape_in_every_version():
-    v1 = {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "x"},
-          "spec": {"selectors": [{"cel": {"expression": GPU}}], "extendedResourceName": "example.com/gpu"}}
-    beta = _dra.device_class_to_version(v1, "v1beta1")
-    assert beta["apiVersion"] == "resource.k8s.io/v1beta1" and beta["spec"] == v1["spec"]
-    assert _dra.device_class_from_version(beta) == v1
-
-
-def test_slice_devices_lose_and_regain_the_v1beta1_basic_wrapper():
-    v1beta1 = {"apiVersion": "resource.k8s.io/v1beta1", "kind": "ResourceSlice", "spec": {
-        "driver": "gpu.example.com", "nodeName": "n1", "pool": {"name": "n1", "generation": 1, "resourceSliceCount": 1},
-        "devices": [{"name": "gpu-0", "basic": {"attributes": {"model": {"string": "a100"}},
-                                                "capacity": {"memory": {"value": "40Gi"}}}}]}}
-    v1 = _dra.slice_to_v1(v1beta1, "v1beta1")
-    assert v1["apiVersion"] == "resource.k8s.io/v1"
-    assert v1["spec"]["devices"] == [{"name": "gpu-0", "attributes": {"model": {"string": "a100"}},
-                                      "capacity": {"memory": {"value": "40Gi"}}}]
-    assert _dra.slice_from_v1(v1, "v1beta1") == v1beta1
-    # v1beta2 already has the v1 device shape
-    assert _dra.slice_to_v1(dict(v1, apiVersion="resource.k8s.io/v1beta2"), "v1beta2") == v1
-
-
-def test_claim_requests_move_under_exactly_from_v1beta1():
-    v1beta1 = {"devices": {"requests": [{"name": "gpu", "deviceClassName": "gpu.example.com", "count": 2,
-                                         "allocationMode": "ExactCount"}]}}
-    v1 = _dra.claim_spec_to_v1(v1beta1, "v1beta1")
-    assert v1 == {"devices": {"requests": [{"name": "gpu", "exactly": {
-        "deviceClassName": "gpu.example.com", "count": 2, "allocationMode": "ExactCount"}}]}}
-    assert _dra.claim_spec_from_v1(v1, "v1beta1") == v1beta1
-    assert _dra.claim_spec_to_v1(v1, "v1beta2") == v1
 
 
 # -- DraApi over a client ------------------------------------------------------------------------------
@@ -191,29 +153,32 @@ def test_writes_go_through_the_lost_answer_safe_calls_and_find_by_name():
     assert "via" not in client.calls[-1][2] and client.calls[-1][2]["dry_run"] == "All"
 
 
-def test_discovery_reads_the_group_list_and_fails_naming_the_server_version():
+def test_discovery_reads_the_group_list_and_refuses_a_cluster_without_v1_naming_the_server_version():
     client = RecordingClient({"get_api_versions": {"groups": [
         {"name": "apps", "versions": [{"version": "v1"}]},
-        {"name": "resource.k8s.io", "versions": [{"version": "v1beta2"}, {"version": "v1beta1"}]}]}})
-    assert _dra.DraApi(client).discover() == "v1beta2"
-    client = RecordingClient({"get_api_versions": {"groups": [{"name": "apps", "versions": [{"version": "v1"}]}]},
-                              "get_code": {"gitVersion": "v1.31.2"}})
+        {"name": "resource.k8s.io", "versions": [{"version": "v1"}, {"version": "v1beta2"}]}]}})
+    assert _dra.DraApi(client).discover() == "v1"
+    # a 1.33 cluster with the beta switched on: served, but not in the version the modules speak
+    client = RecordingClient({"get_api_versions": {"groups": [
+        {"name": "resource.k8s.io", "versions": [{"version": "v1beta2"}, {"version": "v1beta1"}]}]},
+        "get_code": {"gitVersion": "v1.33.4"}})
     with pytest.raises(KubeHwError) as err:
         _dra.DraApi(client).discover()
-    assert err.value.reason == "NotServed" and "this cluster runs v1.31.2" in err.value.msg
+    assert err.value.reason == "NotServed" and "this cluster runs v1.33.4" in err.value.msg
+    assert "only resource.k8s.io/v1beta2, resource.k8s.io/v1beta1" in err.value.msg
     assert [c[0] for c in client.calls] == ["get_api_versions", "get_code"]
 
 
 def test_requests_use_the_discovered_version_dry_run_and_uid_precondition():
     client = RecordingClient({"get_cluster_custom_object": KubeHwError("not found", status=404),
                               "create_cluster_custom_object": {"ok": 1}, "delete_cluster_custom_object": {}})
-    api = _dra.DraApi(client, version="v1beta1")
+    api = _dra.DraApi(client, version="v1")
     assert api.get("deviceclasses", "x", what="read") is None
     api.create("deviceclasses", {"a": 1}, what="create", dry_run=True)
     assert api.delete("deviceclasses", "x", "uid-1", what="delete") is True
     (_n, create_args, create_kw), (_d, delete_args, delete_kw) = client.calls[1:]
-    assert create_args == ("resource.k8s.io", "v1beta1", "deviceclasses", {"a": 1}) and create_kw["dry_run"] == "All"
-    assert delete_args == ("resource.k8s.io", "v1beta1", "deviceclasses", "x")
+    assert create_args == ("resource.k8s.io", "v1", "deviceclasses", {"a": 1}) and create_kw["dry_run"] == "All"
+    assert delete_args == ("resource.k8s.io", "v1", "deviceclasses", "x")
     assert delete_kw["body"].preconditions.uid == "uid-1"
 
 
@@ -224,7 +189,7 @@ class FakeDra(object):
 
     def __init__(self, client=None, version=None):
         self.version = None
-        self.served = ["v1", "v1beta1"]
+        self.served = ["v1"]
         self.objects = {}
         self.calls = []
         self.rv = 10
@@ -238,9 +203,9 @@ class FakeDra(object):
 
     def discover(self):
         self.calls.append(("DISCOVER", None))
-        self.version = _dra.choose_version(self.served)
-        if self.version is None:
-            raise KubeHwError(_dra.not_served_message("v1.31.0", self.served), status=404, reason="NotServed")
+        if "v1" not in self.served:
+            raise KubeHwError(_dra.not_served_message("v1.33.0", self.served), status=404, reason="NotServed")
+        self.version = "v1"
         return self.version
 
     def _answer(self, body, old=None, store=True):
@@ -382,32 +347,15 @@ def test_extended_resource_name_dropped_by_the_server_fails_before_storing(dra, 
     assert dra.objects["gpu.example.com"]["spec"]["extendedResourceName"] == "example.com/gpu"
 
 
-def test_v1beta1_only_cluster_gets_v1beta1_objects(dra, capsys):
-    dra.served = ["v1beta1"]
-    result = run(capsys, CLASS)
-    assert result["api_version"] == "resource.k8s.io/v1beta1"
-    assert dra.calls[-1][2]["apiVersion"] == "resource.k8s.io/v1beta1"
-
-
-@pytest.mark.parametrize("served", [["v1beta2", "v1beta1"], ["v1beta1"]])
-def test_extended_resource_name_below_v1_is_refused_before_any_request_that_writes(dra, capsys, served):
-    """Version floor: spec.extendedResourceName came with Kubernetes 1.34 (resource.k8s.io/v1); a cluster
-    serving only v1beta2 or v1beta1 is refused naming the version it needs, not even a dry run sent."""
+@pytest.mark.parametrize("served", [["v1beta2", "v1beta1"], ["v1beta1"], ["v1alpha3"], []])
+def test_a_cluster_without_v1_is_refused_naming_the_group_before_any_write(dra, capsys, served):
+    """Kubernetes 1.32 and 1.33 (betas switched on, or none): refused with one line, not even a dry run sent."""
     dra.served = served
-    result = run(capsys, dict(CLASS, extended_resource_name="example.com/gpu"))
-    assert result["failed"] is True and not result.get("changed")
-    assert ("extended_resource_name 'example.com/gpu' needs resource.k8s.io/v1 (Kubernetes 1.34 or later"
-            in result["msg"]) and "this cluster serves resource.k8s.io/%s" % served[0] in result["msg"]
-    assert dra.writes() == []
-    # without the field the class is written in the served version
-    assert run(capsys, CLASS)["action"] == "created"
-
-
-def test_not_served_fails_naming_the_group_before_any_write(dra, capsys):
-    dra.served = ["v1alpha3"]
-    result = run(capsys, CLASS)
-    assert result["failed"] is True and result["reason"] == "NotServed"
-    assert "resource.k8s.io/v1 (Kubernetes 1.34 or later" in result["msg"] and dra.writes() == []
+    for params in (CLASS, dict(CLASS, extended_resource_name="example.com/gpu")):
+        result = run(capsys, params)
+        assert result["failed"] is True and result["reason"] == "NotServed" and not result.get("changed")
+        assert "resource.k8s.io/v1 is not served" in result["msg"] and "Kubernetes 1.34 or later" in result["msg"]
+        assert "\n" not in result["msg"] and dra.writes() == []
 
 
 def test_conflict_rereads_and_writes_again(dra, capsys):
@@ -466,12 +414,6 @@ def test_published_devices_flattens_values_and_ignores_stale_pool_generations():
          "capacity": {"memory": "40Gi"}},
         {"driver": "gpu.example.com", "pool": "n1", "device": "gpu-1", "attributes": {}, "capacity": {}}]
     assert [d["device"] for d in nodes[None]] == ["fabric-0"]
-
-
-def test_published_devices_reads_v1beta1_slices():
-    beta = slice_("n1", "n1", 1, [{"name": "gpu-0", "basic": {"attributes": {"model": {"string": "a100"}}}}],
-                  version="v1beta1")
-    assert _dra_report.published_devices([beta], "v1beta1")["n1"][0]["attributes"] == {"model": "a100"}
 
 
 def test_claims_are_placed_by_node_selector_or_by_their_devices():

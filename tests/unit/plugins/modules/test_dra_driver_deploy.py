@@ -16,6 +16,7 @@ import pytest
 
 from ansible_collections.kubehw.devices.plugins.module_utils import _daemonset_compare as compare
 from ansible_collections.kubehw.devices.plugins.module_utils import _daemonset_rollout as ds_rollout
+from ansible_collections.kubehw.devices.plugins.module_utils import _dra
 from ansible_collections.kubehw.devices.plugins.module_utils import _dra_driver_presets as presets
 from ansible_collections.kubehw.devices.plugins.module_utils._errors import KubeHwError
 from ansible_collections.kubehw.devices.plugins.module_utils._pod_spec import DaemonSetSpecError
@@ -380,12 +381,6 @@ def test_only_complete_pools_of_the_newest_generation_count():
         {"name": "n2", "driver": "gpu.example.com", "pools": ["n2"], "devices": [], "device_count": 0}]
 
 
-def test_v1beta1_slices_are_read_in_the_v1_shape():
-    old = rs("n1", "n1", 1, 1, [])
-    old["spec"]["devices"] = [{"name": "gpu-0", "basic": {"attributes": {}}}]
-    assert mod.published_by_node([old], "gpu.example.com", version="v1beta1")["n1"]["devices"] == ["gpu-0"]
-
-
 # -- requests a run sends ----------------------------------------------------------------------------------
 
 class FakeApi(object):
@@ -454,7 +449,9 @@ class FakeDra(object):
 
     def discover(self):
         self.discoveries += 1
-        self.version = self.served[0]
+        if "v1" not in self.served:
+            raise KubeHwError(_dra.not_served_message(self.server, self.served), status=404, reason="NotServed")
+        self.version = "v1"
         return self.version
 
     def get(self, plural, name, what):
@@ -613,29 +610,32 @@ def writes_of(api, dra_api):
     return [c for c in api.calls if c[0] == "write"] + dra_api.writes
 
 
-@pytest.mark.parametrize("preset, server, served, floor", [
-    ("intel", "v1.33.4", ("v1beta2", "v1beta1"), "needs Kubernetes 1.34 or later; this cluster runs v1.33.4"),
-    ("example", "v1.32.9", ("v1beta1",), "needs Kubernetes 1.33 or later; this cluster runs v1.32.9"),
-    # a 1.34 server that serves resource.k8s.io/v1 only through v1beta2 (v1 switched off) cannot run Intel's driver
-    ("intel", "v1.34.1-gke.1000", ("v1beta2",), "speaks resource.k8s.io/v1; this cluster serves resource.k8s.io/v1beta2"),
+@pytest.mark.parametrize("preset, server, served", [
+    ("intel", "v1.33.4", ("v1beta2", "v1beta1")),
+    ("example", "v1.32.9", ("v1beta1",)),
+    # a 1.34 server with resource.k8s.io/v1 switched off
+    ("nvidia", "v1.34.1-gke.1000", ("v1beta2",)),
 ])
-def test_a_cluster_below_the_presets_floor_is_refused_before_any_write(fakes, capsys, preset, server, served, floor):
-    """Intel gpu-v0.11.0 needs 1.34 (resource.k8s.io/v1), the example chart 1.33 (Chart.yaml kubeVersion)."""
+def test_a_cluster_without_resource_k8s_io_v1_is_refused_before_any_write(fakes, capsys, preset, server, served):
     api, dra_api = FakeApi(), FakeDra(server=server, served=served)
     fakes(api, dra_api)
     out = run_module(mod, capsys, params(preset=preset))
     assert out["failed"] and not out["changed"], out
-    assert floor in out["msg"] and "Nothing was written" in out["msg"]
+    assert "resource.k8s.io/v1 is not served (this cluster runs %s)" % server in out["msg"]
+    assert "Kubernetes 1.34 or later" in out["msg"] and "Nothing was written" in out["msg"]
     assert writes_of(api, dra_api) == [] and dra_api.dry_runs == []
 
 
-def test_the_nvidia_floor_is_1_32_and_the_served_api_proves_a_release():
-    assert mod.dra_manifest.version_problem("nvidia", "v1.32.0", "v1beta1") is None
-    assert "needs Kubernetes 1.32 or later" in mod.dra_manifest.version_problem("nvidia", "v1.31.5", "v1alpha3")
-    # resource.k8s.io/v1 is served from 1.34 on: such a cluster is that new whatever /version says
-    assert mod.dra_manifest.version_problem("intel", "v1.32.0", "v1") is None
-    # an unreadable /version is not refused by itself (the served API version still decides)
-    assert mod.dra_manifest.version_problem("intel", None, "v1") is None
+def test_a_presets_floor_is_checked_against_the_server_version(monkeypatch):
+    """Every preset's driver runs on 1.34 (the release that serves resource.k8s.io/v1), which a cluster serving v1
+    is whatever its /version says; a preset whose driver needs a newer release is refused on an older server."""
+    version_problem = mod.dra_manifest.version_problem
+    assert version_problem("intel", "v1.34.1-gke.1000") is None and version_problem("nvidia", "v1.31.0") is None
+    monkeypatch.setitem(presets.PRESETS["intel"], "min_kubernetes", (1, 35))
+    assert "needs Kubernetes 1.35 or later; this cluster runs v1.34.2" in version_problem("intel", "v1.34.2")
+    assert version_problem("intel", "v1.35.0") is None
+    # an unreadable /version is not refused by itself
+    assert version_problem("intel", None) is None
 
 
 READY = {"type": "Ready", "status": "True"}

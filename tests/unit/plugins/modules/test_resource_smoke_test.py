@@ -56,26 +56,15 @@ def test_a_bad_runtime_class_name_is_refused_before_any_request(value, capsys, m
 LABELS = {mod.RUN_LABEL: "run1"}
 
 
-@pytest.mark.parametrize("version", ["v1", "v1beta2"])
-def test_the_claim_template_puts_the_request_under_exactly_from_v1beta2_on(version):
-    tmpl = _dra.claim_template("kubehw-smoke-", "default", LABELS, "gpu.example.com", 2, version)
-    assert tmpl["apiVersion"] == "resource.k8s.io/" + version
+def test_the_claim_template_puts_the_request_under_exactly():
+    tmpl = _dra.claim_template("kubehw-smoke-", "default", LABELS, "gpu.example.com", 2)
+    assert tmpl["apiVersion"] == "resource.k8s.io/v1"
     assert tmpl["kind"] == "ResourceClaimTemplate"
     assert tmpl["metadata"] == {"generateName": "kubehw-smoke-", "namespace": "default", "labels": LABELS}
     # spec.metadata is copied into every claim made from the template: the claims carry the run label
     assert tmpl["spec"]["metadata"] == {"labels": LABELS}
     assert tmpl["spec"]["spec"] == {"devices": {"requests": [{"name": "device", "exactly": {
         "deviceClassName": "gpu.example.com", "allocationMode": "ExactCount", "count": 2}}]}}
-
-
-def test_the_claim_template_is_flat_in_v1beta1():
-    tmpl = _dra.claim_template("kubehw-smoke-", "default", LABELS, "gpu.example.com", 1, "v1beta1")
-    assert tmpl["apiVersion"] == "resource.k8s.io/v1beta1"
-    assert tmpl["spec"]["spec"] == {"devices": {"requests": [{
-        "name": "device", "deviceClassName": "gpu.example.com", "allocationMode": "ExactCount", "count": 1}]}}
-    # and read back, it is the v1 shape again
-    assert _dra.claim_spec_to_v1(tmpl["spec"]["spec"], "v1beta1")["devices"]["requests"][0]["exactly"] == {
-        "deviceClassName": "gpu.example.com", "allocationMode": "ExactCount", "count": 1}
 
 
 def test_the_dra_pod_references_the_template_and_its_container_uses_the_claim():
@@ -170,9 +159,9 @@ def test_a_template_create_whose_answer_is_lost_is_found_by_the_run_label():
     params = dict(PARAMS, resource=None, device_class="gpu.example.com", count=2)
     assert mod.create_template(fake, params, "run1")["metadata"]["name"] == "kubehw-smoke-first"
     assert fake.listed == [("resourceclaimtemplates", "default", "kubehw.devices/smoke-test-run=run1")]
-    # the body was made for the served version (flat request in v1beta1) and carries the run label twice
-    assert fake.body["apiVersion"] == "resource.k8s.io/v1beta1"
-    assert fake.body["spec"]["spec"]["devices"]["requests"][0]["count"] == 2
+    # the body carries the run label twice
+    assert fake.body["apiVersion"] == "resource.k8s.io/v1"
+    assert fake.body["spec"]["spec"]["devices"]["requests"][0]["exactly"]["count"] == 2
     assert fake.body["metadata"]["labels"][mod.RUN_LABEL] == fake.body["spec"]["metadata"]["labels"][mod.RUN_LABEL]
 
 
