@@ -64,10 +64,11 @@ help:
 	@echo "make test          every stage below (setup, sanity, units, integration, min-versions, core-2.18, lint, roles;"
 	@echo "                   roles beside the others, each log printed whole in this order), then a summary"
 	@echo "                   table ending with 'N passed, N failed'"
-	@echo "make setup         .venv with pinned tools, Debian packages (system-wide, as root), test collections"
+	@echo "make setup         .venv with pinned tools, Debian packages (system-wide, as root), test collections, the"
+	@echo "                   Kubernetes binaries (../shared/k8s/bin, else the pinned release, downloaded and verified)"
 	@echo "make sanity        ansible-test sanity on a copy of the checkout (no ignore file)"
 	@echo "make units         pytest tests/unit, the build/install test and the CI tooling tests"
-	@echo "make integration   pytest tests/integration on a real control plane: ../shared/k8s started per pytest worker"
+	@echo "make integration   pytest tests/integration on a real control plane of release binaries, one per pytest worker"
 	@echo "                   (state in .cache/real-control-plane), else the cluster of KUBECONFIG, else not run (and says"
 	@echo "                   why); the module suites' modules run as the least-privilege identity of rbac.yaml.j2"
 	@echo "make min-versions  plugin unit tests, module and inventory integration suites with the lowest ansible-core of"
@@ -100,7 +101,7 @@ units:
 	$(call run_pytest,units,tests/unit tests/test_build.py tests/test_ci_tooling.py tests/test_docs.py)
 
 # The stages that need a Kubernetes API run through scripts/cluster_stage.sh: each pytest worker starts a real control
-# plane of its own from ../shared/k8s (or $$KUBEHW_K8S_HOME), with a kubelet stand-in per test for the nodes it needs;
+# plane of its own from Kubernetes release binaries (tests/support/k8s_binaries.py), with a kubelet stand-in per test for the nodes it needs;
 # without one, the cluster of KUBECONFIG; without either, it says so and does not fail (nothing to test against).
 # $(1): stage, $(2): pytest arguments, $(3): the Python to run pytest with (default .venv's).
 define cluster_pytest

@@ -5,9 +5,10 @@
 #   scripts/cluster_stage.sh STAGE REPORTS PYTHON [pytest arguments...]
 # runs PYTHON -m pytest with those arguments against a real Kubernetes control plane and keeps pytest's exit code in
 # REPORTS/STAGE.rc:
-#   1. ../shared/k8s beside the checkout (or $KUBEHW_K8S_HOME): every pytest worker starts a control plane of its
-#      own from it (free ports, state in .cache/real-control-plane/<worker>-<pid>, removed at the end); a kubelet
-#      stand-in (tests/support/kubelet.py) registers and serves the nodes each test needs.
+#   1. Kubernetes release binaries (tests/support/k8s_binaries.py: $KUBEHW_K8S_ASSETS, ../shared/k8s/bin, or what
+#      make setup downloaded): every pytest worker starts a control plane of its own from them (free ports, state in
+#      .cache/real-control-plane/<worker>-<pid>, removed at the end); a kubelet stand-in (tests/support/kubelet.py)
+#      registers and serves the nodes each test needs.
 #   2. else $KUBECONFIG: the suite runs against that cluster (kind, k3s, a lab cluster); see docs/development.md
 #      for what it creates and removes there.
 #   3. else: it prints that it did not run and why (REPORTS/STAGE.not-run; the summary says so) and exits 0.
@@ -18,18 +19,19 @@ REPORTS="$2"
 PY="$3"
 shift 3
 # ansible-playbook and ansible-runner's tools come from the stage's venv, also when this script runs outside make
-export PATH="$(dirname "$PY"):$ROOT/.venv/bin:$PATH"
+PY_BIN="$(dirname "$PY")"
+export PATH="$PY_BIN:$ROOT/.venv/bin:$PATH"
 cd "$ROOT" || exit 1
 mkdir -p "$REPORTS"
-home="$("$PY" -c 'from tests.support.control_plane import locate; print(locate() or "")')"
-if [ -n "$home" ]; then
-    echo "$STAGE: real control plane from $home, one per pytest worker (KUBECONFIG ignored)"
-    export KUBEHW_CONTROL_PLANE="$home"
+bin_dir="$("$PY" -c 'from tests.support.k8s_binaries import locate; print(locate() or "")')"
+if [ -n "$bin_dir" ]; then
+    echo "$STAGE: real control plane from the binaries in $bin_dir, one per pytest worker (KUBECONFIG ignored)"
+    export KUBEHW_CONTROL_PLANE="$bin_dir"
     unset KUBECONFIG
 elif [ -n "${KUBECONFIG:-}" ]; then
-    echo "$STAGE: no control plane folder (../shared/k8s, KUBEHW_K8S_HOME); using the cluster of KUBECONFIG=$KUBECONFIG"
+    echo "$STAGE: no Kubernetes binaries (tests/support/k8s_binaries.py); using the cluster of KUBECONFIG=$KUBECONFIG"
 else
-    reason="no control plane folder with up.sh (${KUBEHW_K8S_HOME:-../shared/k8s beside the checkout}) and KUBECONFIG unset"
+    reason="no Kubernetes binaries (${KUBEHW_K8S_ASSETS:-../shared/k8s/bin, or the release make setup downloads}) and KUBECONFIG unset"
     echo "$STAGE: did not run: $reason"
     echo "$reason" > "$REPORTS/$STAGE.not-run"
     exit 0

@@ -1,8 +1,8 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """`make demo`: site.yml against a real Kubernetes control plane, then a readable summary.
 
-Starts kube-apiserver, etcd, kube-controller-manager and kube-scheduler (tests/support/local_cluster.py, from
-../shared/k8s or $KUBEHW_K8S_HOME) with state under .cache/demo-control-plane, registers the three nodes of
+Starts kube-apiserver, etcd, kube-controller-manager and kube-scheduler (tests/support/local_cluster.py, from the
+binaries tests/support/k8s_binaries.py finds) with state under .cache/demo-control-plane, registers the three nodes of
 tests/support/node_configs/demo.yaml through the kubelet stand-in of tests/support/kubelet.py (no container runs: the
 stand-in does a kubelet's API-side duties), declares the dongle node's static resources in
 its kubehw.devices/static-resources annotation, reads the inventory from the cluster with the kubehw.devices.k8s_nodes

@@ -8,6 +8,10 @@
 #   .cache/collections/            test-only collections unpacked from the PyPI `ansible` wheel,
 #                                  plus ansible_collections/kubehw/devices -> this checkout
 #   ~/.ansible/test/cache/         offline replacement for ansible-test's pip bootstrap download
+#   .cache/k8s-bin/, .cache/k8s-release/
+#                                  the Kubernetes binaries of the test control plane: unpacked from ../shared/k8s/bin or
+#                                  $KUBEHW_K8S_ASSETS, else downloaded from the official release locations (or
+#                                  $KUBEHW_K8S_MIRROR) and verified against tests/support/k8s_release.json
 #   system-wide (root only)        the Debian packages of DEB_PACKAGES that were missing; their names are
 #                                  appended to .cache/debian-packages-installed-by-setup.txt (make clean
 #                                  prints them, with the command that removes them)
@@ -106,8 +110,23 @@ EOF
     fi
 }
 
+prepare_kubernetes_binaries() {
+    local found
+    if found="$("$VENV/bin/python" -m tests.support.k8s_binaries locate)"; then
+        log "Kubernetes binaries: $found"
+        return 0
+    fi
+    log "no Kubernetes binaries (KUBEHW_K8S_ASSETS, ../shared/k8s/bin): downloading the pinned release"
+    if ! found="$("$VENV/bin/python" -m tests.support.k8s_binaries download)"; then
+        log "WARNING: could not download the Kubernetes binaries; make demo and the integration stages need them"
+        return 0
+    fi
+    log "Kubernetes binaries: $found"
+}
+
 install_debian_packages
 create_venv
 unpack_collections
 install_pip_bootstrap
+prepare_kubernetes_binaries
 log "done"

@@ -582,7 +582,7 @@ def test_a_cluster_stage_without_a_control_plane_says_so_and_does_not_fail(tmp_p
     """No control plane folder and no KUBECONFIG (a user's machine): `make integration` prints that it did not run and
     why, exits 0, and the summary shows the stage as not run, neither passed nor failed."""
     env = dict((k, v) for k, v in os.environ.items() if k != 'KUBECONFIG')
-    env['KUBEHW_K8S_HOME'] = str(tmp_path / 'no-control-plane-here')
+    env['KUBEHW_K8S_ASSETS'] = str(tmp_path / 'no-binaries-here')
     proc = subprocess.run(['bash', os.path.join(ROOT, 'scripts', 'cluster_stage.sh'), 'integration', str(tmp_path),
                            sys.executable, '--junitxml=%s' % (tmp_path / 'integration.xml'), 'tests/integration'],
                           env=env, capture_output=True, text=True, timeout=120, check=False)
@@ -591,4 +591,4 @@ def test_a_cluster_stage_without_a_control_plane_says_so_and_does_not_fail(tmp_p
     assert not (tmp_path / 'integration.xml').exists()
     stage = run_tests.evaluate('integration', 0, str(tmp_path), 0.1)
     assert stage.ok and (stage.passed, stage.failed, stage.skipped) == (0, 0, 0)
-    assert stage.note == 'not run: no control plane folder with up.sh (%s) and KUBECONFIG unset' % env['KUBEHW_K8S_HOME']
+    assert stage.note == 'not run: no Kubernetes binaries (%s) and KUBECONFIG unset' % env['KUBEHW_K8S_ASSETS']

@@ -13,8 +13,9 @@
 Each way runs twice against its own fresh local cluster (kube-apiserver v1.36.2 and etcd with N Node objects and
 no kubelet, tests/support/local_cluster.py): the first run (every node needs the resource) and the re-run (nothing
 to change). Wall time is the whole process's, end to end (ansible-playbook's, or the bare client's Python); request
-counts come from the request log of the fault proxy every way talks through (nothing else talks to that cluster); peak memory is the maximum resident set size of the process that talks
-to the API (the module's, or the bare client's), measured with /usr/bin/time.
+counts come from the request log of the fault proxy every way talks through (nothing else talks to that cluster);
+peak memory is the maximum resident set size of the process that talks to the API (the module's, or the bare
+client's), measured with /usr/bin/time.
 
   python benchmarks/extended_resources/run.py --nodes 10 100 500 --out benchmarks/results/extended_resources.json
   python benchmarks/extended_resources/run.py --nodes 5000 --ways module bare --merge \

@@ -15,7 +15,6 @@ import copy
 import posixpath
 import re
 
-from ansible_collections.kubehw.devices.plugins.module_utils import _dra as dra
 from ansible_collections.kubehw.devices.plugins.module_utils import _dra_device_class as dra_device_class
 from ansible_collections.kubehw.devices.plugins.module_utils import _dra_driver_presets as presets
 from ansible_collections.kubehw.devices.plugins.module_utils import _k8s_objects as objects

@@ -239,8 +239,8 @@ def discovery_of_an_older_cluster(cluster, versions):
 
 @pytest.mark.parametrize("release, versions", [("v1.33.5", ["v1beta2", "v1beta1"]), ("v1.33.5", [])],
                          ids=["betas-only", "no-group"])
-def test_a_cluster_without_resource_k8s_io_v1_is_refused_in_one_line_before_any_write(cluster, ansible, dc_name,
-                                                                                       release, versions):
+def test_a_cluster_without_resource_k8s_io_v1_is_refused_in_one_line_before_any_write(
+        cluster, ansible, dc_name, release, versions):
     """Kubernetes 1.33 with the betas switched on, or without DRA: answered by the fault proxy, since a v1.36.2
     apiserver without resource.k8s.io/v1 never turns ready. Both DRA modules refuse before any write."""
     cluster.require_controlled("answers discovery and /version as an older cluster (through the fault proxy)")

@@ -401,9 +401,9 @@ def test_injected_faults_are_retried(cluster, ansible):
     cluster.require_controlled("injects faults")
     for node, fault in FAULTS:
         cluster.controls.inject_fault("PATCH", r"^/api/v1/nodes/%s/status$" % node, status=fault, count=2,
-                                 retry_after=0 if fault == 429 else None)
+                                      retry_after=0 if fault == 429 else None)
         cluster.controls.inject_fault("GET", r"^/api/v1/nodes/%s$" % node, status=500 if fault != "drop" else "drop",
-                                 count=1)
+                                      count=1)
     mark = cluster.mark()
     run = ansible([task("Through %s" % fault, name=node, resources={DONGLE: 3}, wait="none") for node, fault in FAULTS])
     assert run.rc == 0, run.output()

@@ -411,11 +411,11 @@ def rollout_inventory(tmp_path, cluster):
     return str(tmp_path / "rollout.yml"), env
 
 
-def web_pod(name, node):
+def web_pod(name, node, owner):
+    """A pod of a workload: its owner exists (on a real cluster the garbage collector deletes a pod whose owner does
+    not), and no controller manages it, so the test plays the ReplicaSet controller."""
     return {"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": name, "labels": {"app": "web"}, "ownerReferences": [{
-                "apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-5d9c8", "controller": True,
-                "uid": "00000000-0000-4000-8000-000000000001"}]},
+            "metadata": {"name": name, "labels": {"app": "web"}, "ownerReferences": [owner]},
             "spec": {"nodeName": node, "terminationGracePeriodSeconds": 1,
                      "containers": [{"name": "web", "image": "registry.example/web:1"}]}}
 
@@ -425,10 +425,12 @@ class MachineRoom(threading.Thread):
     them Unknown, then starts again a second later), and plays the ReplicaSet controller once: when the budget
     refuses an eviction, a replacement pod starts on the first node (back by then)."""
 
-    def __init__(self, cluster, reboot_dir):
+    def __init__(self, cluster, reboot_dir, namespace, owner):
         super(MachineRoom, self).__init__(daemon=True)
         self.cluster = cluster
         self.reboot_dir = reboot_dir
+        self.namespace = namespace
+        self.owner = owner
         self.stopping = threading.Event()
         self.down = set()
         self.back = {}
@@ -450,7 +452,7 @@ class MachineRoom(threading.Thread):
             refused = [r for r in self.cluster.controls.requests if r["path"].endswith("/eviction") and r["status"] == 429]
             if refused and not self.replaced:
                 self.replaced = True
-                self.cluster.core.create_namespaced_pod("default", web_pod("web-3", "gpu-node-1"),
+                self.cluster.core.create_namespaced_pod(self.namespace, web_pod("web-3", "gpu-node-1", self.owner),
                                                         _preload_content=False)
 
 
@@ -462,15 +464,16 @@ def test_driver_rollout_drains_reboots_and_uncordons_one_node_at_a_time(cluster,
                 pytest.skip("this machine has the nvidia module loaded, so the fake driver needs no reboot")
     from kubernetes import client
 
+    namespace, owner = cluster.namespace(), cluster.owner_object()
     for name, node in (("web-1", "gpu-node-1"), ("web-2", "gpu-node-2")):
-        cluster.core.create_namespaced_pod("default", web_pod(name, node), _preload_content=False)
+        cluster.core.create_namespaced_pod(namespace, web_pod(name, node, owner), _preload_content=False)
     # at most one web pod may be down: the second node's eviction waits for the replacement
-    client.PolicyV1Api(cluster.api_client).create_namespaced_pod_disruption_budget("default", {
+    client.PolicyV1Api(cluster.api_client).create_namespaced_pod_disruption_budget(namespace, {
         "apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "web"},
         "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "web"}}}}, _preload_content=False)
     time.sleep(1.5)
     inventory, env = rollout_inventory(tmp_path, cluster)
-    room = MachineRoom(cluster, str(tmp_path / "reboots"))
+    room = MachineRoom(cluster, str(tmp_path / "reboots"), namespace, owner)
     room.start()
     mark = cluster.mark()
     try:

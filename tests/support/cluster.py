@@ -34,7 +34,8 @@ KEEP_FINALIZER = "kubehw-it.example.com/keep"
 _SERIAL = itertools.count(1)
 
 
-# scripts/cluster_stage.sh sets KUBEHW_CONTROL_PLANE to a folder with up.sh (../shared/k8s): each process
+# scripts/cluster_stage.sh sets KUBEHW_CONTROL_PLANE to the folder of Kubernetes binaries (k8s_binaries.locate()): each
+# process
 # that runs tests (each xdist worker) starts a control plane of its own, so the stand-in nodes of its tests (named as
 # in tests/support/node_configs: gpu-1, ...) never meet another worker's.
 _OWN_CONTROL_PLANE = {}
@@ -46,16 +47,15 @@ def _runs_tests(config):
 
 
 def _start_own_control_plane(config):
-    home = os.environ.get("KUBEHW_CONTROL_PLANE")
-    if not home or not _runs_tests(config):
+    bin_dir = os.environ.get("KUBEHW_CONTROL_PLANE")
+    if not bin_dir or not _runs_tests(config):
         return
     from tests.support.control_plane import ControlPlane
 
-    # state per process (two runs side by side never stop each other's), binaries unpacked once per worker name
+    # state per process: two runs side by side never stop each other's
     worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
     base = os.path.join(REPO_ROOT, ".cache", "real-control-plane")
-    plane = ControlPlane(home, os.path.join(base, "%s-%d" % (worker, os.getpid())),
-                         bin_dir=os.path.join(base, "bin-" + worker)).start()
+    plane = ControlPlane(bin_dir, os.path.join(base, "%s-%d" % (worker, os.getpid()))).start()
     _OWN_CONTROL_PLANE["plane"] = plane
     os.environ["KUBECONFIG"] = plane.kubeconfig
     os.environ["KUBEHW_AGENT_KUBECONFIG"] = plane.agent_kubeconfig
@@ -400,7 +400,7 @@ def open_cluster(config=None):
     """Yield a Cluster: a control plane of this worker's own (scripts/cluster_stage.sh), else KUBECONFIG's cluster."""
     if not os.environ.get("KUBECONFIG"):
         pytest.fail("no cluster: run the suite through make integration (a control plane of its own from "
-                    "../shared/k8s or KUBEHW_K8S_HOME), or set KUBECONFIG")
+                    "Kubernetes binaries, tests/support/k8s_binaries.py), or set KUBECONFIG")
     if os.environ.get("KUBEHW_AGENT_KUBECONFIG"):
         with _real_control_plane(config) as cluster:
             yield cluster

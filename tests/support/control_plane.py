@@ -1,38 +1,53 @@
 # Copyright (c) kubehw.devices contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""A real Kubernetes control plane for the tests, from the up.sh/down.sh of a folder such as ../shared/k8s.
+"""A real Kubernetes control plane for the tests, `make demo` and the benchmarks, started by this launcher from a
+folder of release binaries (kube-apiserver, kube-controller-manager, kube-scheduler, etcd), as controller-runtime's
+envtest starts its own.
 
-    plane = ControlPlane("/path/to/shared/k8s", state_dir)   # state (certificates, etcd data, logs) under state_dir
-    plane.start()            # free ports, FRESH etcd; plane.kubeconfig (admin), plane.agent_kubeconfig (the
-                             # identity a kubelet stand-in writes as), plane.audit_log
-    plane.stop()
+    bin_dir = k8s_binaries.locate()          # $KUBEHW_K8S_ASSETS, ../shared/k8s/bin, or what `make setup`
+                                             # downloaded; None when there are none
+    plane = ControlPlane(bin_dir, state_dir).start()   # free ports, a fresh etcd; certificates, tokens, logs in
+                                                       # state_dir
+    plane.kubeconfig, plane.agent_kubeconfig, plane.ca_cert, plane.audit_log
+    plane.stop(wipe=True)
+
+What it starts: etcd on 127.0.0.1; kube-apiserver with a CA and serving certificate of its own, static tokens for
+``admin`` and ``agent`` (both system:masters; give ``agent.kubeconfig`` to whatever plays the kubelet, so the audit log
+tells its writes apart), the controller manager's and the scheduler's identities, Node and RBAC authorization,
+NodeRestriction, service-account token signing and a Metadata-level audit log (``logs/audit.log``); then
+kube-controller-manager and kube-scheduler. ``DRAExtendedResource`` is on (the DRA modules' extended resource names).
+The controller manager looks at nodes every second and marks a node whose kubelet stopped Unknown after 20 s, so a
+test's node joins at once and a reboot is quick; nothing else differs from the binaries' defaults.
 
 A control plane belongs to the processes listed in its state folder's ``owners/`` (the one that started it, and any
 that share it). `start()` first stops and removes the sibling control planes whose owners have all gone (a run killed
 before it could stop its own), so an interrupted run leaves nothing running past the next one.
-
-`locate()` finds the folder: $KUBEHW_K8S_HOME when set, else ../shared/k8s beside the checkout; None without up.sh.
 """
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import base64
 import os
 import shutil
+import signal
 import socket
+import ssl
 import subprocess
+import time
+import urllib.request
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from tests.support.tls import make_tls, write_private_key
 
-
-def locate():
-    """The folder holding up.sh and the control-plane binaries: $KUBEHW_K8S_HOME when set (and only there, so a
-    user can say "none"), else ../shared/k8s beside the checkout; None when it has no up.sh."""
-    candidate = os.environ.get("KUBEHW_K8S_HOME") or os.path.join(os.path.dirname(REPO_ROOT), "shared", "k8s")
-    if os.path.isfile(os.path.join(candidate, "up.sh")):
-        return os.path.abspath(candidate)
-    return None
+COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler")
+FEATURE_GATES = "DRAExtendedResource=true"
+# static tokens: (token, user, uid, groups)
+TOKENS = (("kubehw-admin-token", "admin", "admin-uid", "system:masters"),
+          ("kubehw-agent-token", "agent", "agent-uid", "system:masters"),
+          ("kubehw-kcm-token", "system:kube-controller-manager", "kcm-uid", ""),
+          ("kubehw-scheduler-token", "system:kube-scheduler", "scheduler-uid", ""))
+AUDIT_POLICY = "apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [\"RequestReceived\"]\nrules:\n- level: Metadata\n"
 
 
 def free_ports(count):
@@ -64,13 +79,18 @@ class ControlPlaneError(RuntimeError):
 
 
 def _alive(pid):
+    """The process runs (a zombie, exited but not yet reaped by its parent, does not)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    return True
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True
 
 
 def owners(state_dir):
@@ -83,34 +103,71 @@ def owners(state_dir):
     return [int(tail)] if tail.isdigit() else []
 
 
-def reap_abandoned(home, base):
-    """Stop and remove every control plane under base (folders holding up.sh's ``run/``) whose owners are all gone;
-    returns their folders."""
+def stop_processes(state_dir):
+    """Stop the processes recorded in state_dir/run/*.pid, newest component first (TERM, then KILL after 10 s). A pid
+    whose process is not the recorded component (the pid was reused) is left alone."""
+    run = os.path.join(state_dir, "run")
+    for name in reversed(COMPONENTS):
+        path = os.path.join(run, name + ".pid")
+        try:
+            with open(path) as f:
+                pid = int(f.read().strip() or 0)
+        except (OSError, ValueError):
+            continue
+        try:
+            exe = os.readlink("/proc/%d/exe" % pid)
+        except OSError:
+            exe = ""
+        if pid and os.path.basename(exe.replace(" (deleted)", "")) == name:
+            os.kill(pid, signal.SIGTERM)
+            deadline = time.monotonic() + 10
+            while _alive(pid) and time.monotonic() < deadline:
+                time.sleep(0.1)
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
+        os.remove(path)
+
+
+def reap_abandoned(base):
+    """Stop and remove every control plane under base (folders holding ``run/``) whose owners are all gone; returns
+    their folders."""
     reaped = []
     for name in sorted(os.listdir(base)) if os.path.isdir(base) else []:
         state = os.path.join(base, name)
         if not os.path.isdir(os.path.join(state, "run")) or any(_alive(pid) for pid in owners(state)):
             continue
-        subprocess.run(["bash", os.path.join(home, "down.sh"), state], capture_output=True, timeout=60, check=False,
-                       env=dict(os.environ, WIPE="1"))
+        stop_processes(state)
         shutil.rmtree(state, ignore_errors=True)
         reaped.append(state)
     return reaped
 
 
-class ControlPlane:
-    """state_dir: where up.sh keeps this control plane's state; bin_dir: where it unpacks the binaries (default: in
-    state_dir), a folder runs can share so they unpack them once."""
+def _kubeconfig(path, port, ca_pem, user, token):
+    ca = base64.b64encode(ca_pem).decode("ascii")
+    text = ("apiVersion: v1\nkind: Config\nclusters:\n- name: kubehw-test\n  cluster:\n"
+            "    server: https://127.0.0.1:%d\n    certificate-authority-data: %s\nusers:\n- name: %s\n  user:\n"
+            "    token: %s\ncontexts:\n- name: %s@kubehw-test\n  context:\n    cluster: kubehw-test\n    user: %s\n"
+            "current-context: %s@kubehw-test\n" % (port, ca, user, token, user, user, user))
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
 
-    def __init__(self, home, state_dir, bin_dir=None):
-        self.home = home
+
+class ControlPlane:
+    """bin_dir: a folder with the four executables (k8s_binaries.locate()); state_dir: where this control plane keeps
+    its certificates, etcd data, logs and pid files."""
+
+    def __init__(self, bin_dir, state_dir):
+        self.bin_dir = os.path.abspath(bin_dir)
         self.state_dir = os.path.abspath(state_dir)
-        self.bin_dir = os.path.abspath(bin_dir) if bin_dir else None
+        self.pki = os.path.join(self.state_dir, "pki")
+        self.logs = os.path.join(self.state_dir, "logs")
         self.kubeconfig = os.path.join(self.state_dir, "admin.kubeconfig")
         self.agent_kubeconfig = os.path.join(self.state_dir, "agent.kubeconfig")
-        self.audit_log = os.path.join(self.state_dir, "logs", "audit.log")
-        self.ca_cert = os.path.join(self.state_dir, "pki", "ca.crt")
-        self.output = ""
+        self.audit_log = os.path.join(self.logs, "audit.log")
+        self.ca_cert = os.path.join(self.pki, "ca.crt")
+        self.api_port = None
+        self._procs = {}    # the components this object started: name -> Popen
 
     def add_owner(self, pid=None):
         """Record a process this control plane belongs to (the one starting it is recorded by start())."""
@@ -126,32 +183,155 @@ class ControlPlane:
             pass
         return owners(self.state_dir)
 
-    def start(self, timeout=180):
-        reap_abandoned(self.home, os.path.dirname(self.state_dir))
-        api, etcd, kcm, sched = free_ports(4)
-        env = dict(os.environ, K8S_API_PORT=str(api), K8S_ETCD_PORT=str(etcd), K8S_KCM_PORT=str(kcm),
-                   K8S_SCHED_PORT=str(sched), FRESH="1")
-        # The node lifecycle controller looks at nodes every 5 s by default: a test's new node would wait up to that
-        # long for its not-ready taint to go. 1 s keeps every other behaviour and makes a node join within a second.
-        # A node whose kubelet stopped turns Unknown after 20 s without a heartbeat instead of 50 s, so a test can
-        # reboot a node; the kubelet stand-in heartbeats every 4 s (tests/support/kubelet.py).
-        env["KCM_EXTRA_ARGS"] = (env.get("KCM_EXTRA_ARGS", "") +
-                                 " --node-monitor-period=1s --node-monitor-grace-period=20s").strip()
-        if self.bin_dir:
-            env["KUBEHW_K8S_BIN"] = self.bin_dir
-        os.makedirs(self.state_dir, exist_ok=True)
+    # -- start
+    def start(self, timeout=120):
+        reap_abandoned(os.path.dirname(self.state_dir))
+        missing = [name for name in COMPONENTS if not os.access(os.path.join(self.bin_dir, name), os.X_OK)]
+        if missing:
+            raise ControlPlaneError("%s has no executable %s" % (self.bin_dir, ", ".join(missing)))
         self.stop()     # a leftover of an interrupted run under the same folder
+        shutil.rmtree(os.path.join(self.state_dir, "etcd-data"), ignore_errors=True)
+        for folder in (self.pki, self.logs, os.path.join(self.state_dir, "run")):
+            os.makedirs(folder, exist_ok=True)
+        os.makedirs(os.path.join(self.state_dir, "etcd-data"), mode=0o700)
         self.add_owner()
-        proc = subprocess.run(["bash", os.path.join(self.home, "up.sh"), self.state_dir], env=env, capture_output=True,
-                              text=True, timeout=timeout, check=False)
-        self.output = proc.stdout + proc.stderr
-        if proc.returncode != 0:
+        api, etcd, kcm, sched = free_ports(4)
+        self.api_port = api
+        deadline = time.monotonic() + timeout
+        try:
+            self._write_credentials(api)
+            self._spawn("etcd", [
+                "--name", "kubehw-test", "--data-dir", os.path.join(self.state_dir, "etcd-data"),
+                "--listen-client-urls", "http://127.0.0.1:%d" % etcd,
+                "--advertise-client-urls", "http://127.0.0.1:%d" % etcd,
+                "--listen-peer-urls", "http://127.0.0.1:%d" % (etcd + 1),
+                "--initial-advertise-peer-urls", "http://127.0.0.1:%d" % (etcd + 1),
+                "--initial-cluster", "kubehw-test=http://127.0.0.1:%d" % (etcd + 1)])
+            self._wait("etcd", "http://127.0.0.1:%d/health" % etcd, lambda body: b'"health":"true"' in body, deadline)
+            self._spawn("kube-apiserver", self._apiserver_args(api, etcd))
+            self._wait("kube-apiserver", "https://127.0.0.1:%d/readyz" % api, lambda body: body == b"ok", deadline,
+                       token="kubehw-admin-token")
+            self._spawn("kube-controller-manager", self._component_args("kcm", kcm) + [
+                "--use-service-account-credentials=true", "--root-ca-file", self.ca_cert,
+                "--service-account-private-key-file", os.path.join(self.pki, "sa.key"),
+                "--cluster-signing-cert-file", self.ca_cert,
+                "--cluster-signing-key-file", os.path.join(self.pki, "ca.key"),
+                "--service-cluster-ip-range", "10.0.0.0/24",
+                # a test's new node joins within a second; a stopped kubelet's node turns Unknown after 20 s
+                "--node-monitor-period=1s", "--node-monitor-grace-period=20s"])
+            self._spawn("kube-scheduler", self._component_args("scheduler", sched))
+            for name, port in (("kube-controller-manager", kcm), ("kube-scheduler", sched)):
+                self._wait(name, "https://127.0.0.1:%d/healthz" % port, lambda body: body == b"ok", deadline)
+        except ControlPlaneError:
             self.stop()
-            raise ControlPlaneError("%s/up.sh %s failed (exit %d):\n%s"
-                                    % (self.home, self.state_dir, proc.returncode, self.output))
+            raise
         return self
 
+    def _write_credentials(self, api):
+        ca_path, _cert, _key = make_tls(self.pki, sans=("10.0.0.1", "kubernetes", "kubernetes.default"))
+        from cryptography.hazmat.primitives import serialization
+        from cryptography.hazmat.primitives.asymmetric import ec
+
+        sa_key = ec.generate_private_key(ec.SECP256R1())
+        write_private_key(os.path.join(self.pki, "sa.key"), sa_key)
+        with open(os.path.join(self.pki, "sa.pub"), "wb") as f:
+            f.write(sa_key.public_key().public_bytes(serialization.Encoding.PEM,
+                                                     serialization.PublicFormat.SubjectPublicKeyInfo))
+        fd = os.open(os.path.join(self.pki, "tokens.csv"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            for token, user, uid, groups in TOKENS:
+                f.write('%s,%s,%s%s\n' % (token, user, uid, ',"%s"' % groups if groups else ""))
+        with open(os.path.join(self.state_dir, "audit-policy.yaml"), "w") as f:
+            f.write(AUDIT_POLICY)
+        with open(ca_path, "rb") as f:
+            ca_pem = f.read()
+        for filename, (token, user, _uid, _groups) in zip(
+                ("admin.kubeconfig", "agent.kubeconfig", "kcm.kubeconfig", "scheduler.kubeconfig"), TOKENS):
+            _kubeconfig(os.path.join(self.state_dir, filename), api, ca_pem, user, token)
+
+    def _apiserver_args(self, api, etcd):
+        pki = self.pki
+        return [
+            "--secure-port", str(api), "--bind-address", "127.0.0.1", "--advertise-address", "127.0.0.1",
+            "--etcd-servers", "http://127.0.0.1:%d" % etcd, "--service-cluster-ip-range", "10.0.0.0/24",
+            "--tls-cert-file", os.path.join(pki, "apiserver.crt"),
+            "--tls-private-key-file", os.path.join(pki, "apiserver.key"), "--client-ca-file", self.ca_cert,
+            "--token-auth-file", os.path.join(pki, "tokens.csv"), "--authorization-mode", "Node,RBAC",
+            "--enable-admission-plugins", "NodeRestriction",
+            "--service-account-issuer", "https://kubernetes.default.svc",
+            "--service-account-key-file", os.path.join(pki, "sa.pub"),
+            "--service-account-signing-key-file", os.path.join(pki, "sa.key"),
+            "--allow-privileged=true", "--endpoint-reconciler-type", "none",
+            "--audit-policy-file", os.path.join(self.state_dir, "audit-policy.yaml"),
+            "--audit-log-path", self.audit_log, "--audit-log-maxsize", "512", "--audit-log-maxbackup", "2",
+            "--feature-gates=" + FEATURE_GATES]
+
+    def _component_args(self, identity, port):
+        kubeconfig = os.path.join(self.state_dir, identity + ".kubeconfig")
+        return ["--kubeconfig", kubeconfig, "--authentication-kubeconfig", kubeconfig,
+                "--authorization-kubeconfig", kubeconfig, "--bind-address", "127.0.0.1", "--secure-port", str(port),
+                "--leader-elect=false", "--feature-gates=" + FEATURE_GATES]
+
+    def _spawn(self, name, args):
+        """Start a component in a session of its own (so a test's signals never reach it), its output appended to
+        logs/<name>.log, its pid in run/<name>.pid."""
+        log = open(os.path.join(self.logs, name + ".log"), "ab")
+        try:
+            proc = subprocess.Popen([os.path.join(self.bin_dir, name)] + args, stdin=subprocess.DEVNULL, stdout=log,
+                                    stderr=subprocess.STDOUT, start_new_session=True, close_fds=True)
+        finally:
+            log.close()
+        with open(os.path.join(self.state_dir, "run", name + ".pid"), "w") as f:
+            f.write(str(proc.pid))
+        self._procs[name] = proc
+
+    def _wait(self, name, url, healthy, deadline, token=None):
+        context = ssl.create_default_context(cafile=self.ca_cert) if name == "kube-apiserver" else None
+        if url.startswith("https") and context is None:
+            # the controllers serve /healthz with a self-signed certificate of their own
+            context = ssl.create_default_context()
+            context.check_hostname = False
+            context.verify_mode = ssl.CERT_NONE
+        request = urllib.request.Request(url, headers={"Authorization": "Bearer " + token} if token else {})
+        while True:
+            proc = self._procs[name]
+            if proc.poll() is not None:
+                raise ControlPlaneError("%s exited (code %s) while starting:\n%s"
+                                        % (name, proc.returncode, self.log_tail(name)))
+            try:
+                with urllib.request.urlopen(request, timeout=2, context=context) as resp:
+                    if healthy(resp.read().strip()):
+                        return
+            except (OSError, ValueError):
+                pass
+            if time.monotonic() > deadline:
+                raise ControlPlaneError("%s not healthy at %s in time:\n%s" % (name, url, self.log_tail(name)))
+            time.sleep(0.1)
+
+    def log_tail(self, name, lines=20):
+        try:
+            with open(os.path.join(self.logs, name + ".log"), "rb") as f:
+                return b"\n".join(f.read().splitlines()[-lines:]).decode("utf-8", "replace")
+        except OSError:
+            return "(no log)"
+
     def stop(self, wipe=False):
-        """Stop the control plane; wipe: also remove its state folder."""
-        subprocess.run(["bash", os.path.join(self.home, "down.sh"), self.state_dir], capture_output=True, timeout=60,
-                       check=False, env=dict(os.environ, WIPE="1" if wipe else "0"))
+        """Stop the control plane (also one another process started under the same folder); wipe: also remove its
+        state folder."""
+        for name in reversed(COMPONENTS):
+            proc = self._procs.pop(name, None)
+            if proc is None:
+                continue
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+            try:
+                os.remove(os.path.join(self.state_dir, "run", name + ".pid"))
+            except FileNotFoundError:
+                pass
+        stop_processes(self.state_dir)
+        if wipe:
+            shutil.rmtree(self.state_dir, ignore_errors=True)

@@ -379,7 +379,7 @@ class Handler(BaseHTTPRequestHandler):
                 # compact(expire_watches=True): what the apiserver sends when the revision a watch follows is gone
                 if json_stream:
                     error = ApiError(410, "Expired", "too old resource version: %s (%d)"
-                                       % (watch.since or "0", watch.expired_at + 1))
+                                     % (watch.since or "0", watch.expired_at + 1))
                     self._write_chunk((json.dumps({"type": "ERROR", "object": error.status()}) + "\n").encode("utf-8"))
                 # the upstream connection was shut down: the next request opens another
                 self._close_upstream()

@@ -66,8 +66,8 @@ CONTINUE_EXPIRED_MESSAGE = (
 def too_large_rv(asked, current):
     """504 as kube-apiserver answers a list at a resourceVersion ahead of the server's."""
     return ApiError(504, "Timeout", "Timeout: Too large resource version: %s, current: %s" % (asked, current),
-                      {"causes": [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}],
-                       "retryAfterSeconds": 1})
+                    {"causes": [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}],
+                     "retryAfterSeconds": 1})
 
 
 class Fault:

@@ -34,10 +34,8 @@ def is_extended_resource(name):
     return bool(_DNS_SUBDOMAIN.match("requests." + domain))
 
 
-
 def metadata(obj):
     return obj.get("metadata") or {}
-
 
 
 def condition(obj, ctype):
@@ -61,7 +59,6 @@ def controller_ref(obj):
         if ref.get("controller"):
             return ref
     return None
-
 
 
 QOS_RESOURCES = ("cpu", "memory")     # the only resources a QoS class is computed from

@@ -24,8 +24,8 @@ stand-in does those duties for the nodes it registers, as a client of any apiser
 
 It serves the control planes of the integration suite and of `make demo`, writing past the fault proxy, so its
 requests stay out of the request log and the faults. What to write and when is the kubelet core's
-(tests/support/kubelet_core.py); this module is the transport. It polls (every ``interval`` seconds): the nodes are few and the test suite's objects small, and a poll never misses a change the way a watch
-interrupted by a 410 could.
+(tests/support/kubelet_core.py); this module is the transport. It polls (every ``interval`` seconds): the nodes are
+few and the test suite's objects small, and a poll never misses a change the way a watch interrupted by a 410 could.
 """
 
 from __future__ import absolute_import, division, print_function

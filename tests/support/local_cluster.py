@@ -1,8 +1,9 @@
 # Copyright (c) kubehw.devices contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """A whole local cluster for `make demo` and the benchmarks: a real control plane of its own
-(tests/support/control_plane.py), a kubelet stand-in for the nodes of a node configuration (tests/support/kubelet.py),
-and, where requests are counted, the fault proxy in front (tests/support/fault_proxy.py) for its request log.
+(tests/support/control_plane.py), a kubelet stand-in for the nodes of a node configuration
+(tests/support/kubelet.py), and, where requests are counted, the fault proxy in front (tests/support/fault_proxy.py)
+for its request log.
 
     with LocalCluster("bench", node_config=None, request_log=True) as cluster:
         cluster.create_nodes(names, labels)   # thousands of Node objects, no kubelet (API-side only)
@@ -10,9 +11,8 @@ and, where requests are counted, the fault proxy in front (tests/support/fault_p
         cluster.url, cluster.ca_cert_path, cluster.token
         cluster.requests, cluster.clear_requests()   # the proxy's log (request_log=True)
 
-The state goes under .cache/<name>-control-plane/run-<pid> (the binaries are unpacked once into its bin/) and is
-removed at stop(). The integration suite has its own fixtures (tests/support/cluster.py); this is for a program
-that wants one cluster for its whole run.
+The state goes under .cache/<name>-control-plane/run-<pid> and is removed at stop(). The integration suite has its
+own fixtures (tests/support/cluster.py); this is for a program that wants one cluster for its whole run.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -26,7 +26,8 @@ import tempfile
 
 import yaml
 
-from tests.support.control_plane import REPO_ROOT, ControlPlane, ControlPlaneError, locate
+from tests.support.control_plane import ControlPlane, ControlPlaneError
+from tests.support.k8s_binaries import REPO_ROOT, locate
 
 # what a node reports before any extended resource is advertised
 NODE_CAPACITY = {"cpu": "8", "memory": "32Gi", "pods": "110"}
@@ -60,12 +61,12 @@ class LocalCluster:
         from tests.support.fault_proxy import FaultProxy
         from tests.support.kubelet import KubeletStandIn
 
-        home = locate()
-        if home is None:
-            raise LocalClusterError("no Kubernetes control-plane binaries: ../shared/k8s beside the checkout, or a "
-                                    "folder named by KUBEHW_K8S_HOME (docs/development.md)")
+        bin_dir = locate()
+        if bin_dir is None:
+            raise LocalClusterError("no Kubernetes control-plane binaries: set KUBEHW_K8S_ASSETS to a folder of them, "
+                                    "or run make setup, which downloads them (docs/development.md)")
         base = os.path.join(REPO_ROOT, ".cache", "%s-control-plane" % self.name)
-        self.plane = ControlPlane(home, os.path.join(base, "run-%d" % os.getpid()), bin_dir=os.path.join(base, "bin"))
+        self.plane = ControlPlane(bin_dir, os.path.join(base, "run-%d" % os.getpid()))
         try:
             self.plane.start()
         except ControlPlaneError as exc:

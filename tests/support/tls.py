@@ -15,8 +15,8 @@ import ipaddress
 import os
 
 
-def make_tls(directory):
-    """Write a throwaway CA and a server certificate for 127.0.0.1/localhost.
+def make_tls(directory, sans=()):
+    """Write a throwaway CA and a server certificate for 127.0.0.1/localhost (and the names or addresses of sans).
 
     Returns (ca_cert_path, server_cert_path, server_key_path). EC P-256 keys keep this at a
     few milliseconds, so every test can have its own cluster and its own trust root.
@@ -70,7 +70,7 @@ def make_tls(directory):
             x509.DNSName(u"kubernetes.default.svc"),
             x509.IPAddress(ipaddress.ip_address(u"127.0.0.1")),
             x509.IPAddress(ipaddress.ip_address(u"::1")),
-        ]), critical=False)
+        ] + [_general_name(name) for name in sans]), critical=False)
         .add_extension(x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(ca_ski), critical=False)
         .sign(ca_key, hashes.SHA256())
     )
@@ -84,13 +84,22 @@ def make_tls(directory):
         f.write(ca_cert.public_bytes(serialization.Encoding.PEM))
     with open(cert_path, "wb") as f:
         f.write(server_cert.public_bytes(serialization.Encoding.PEM))
-    _write_key(key_path, server_key)
+    write_private_key(key_path, server_key)
     # kept next to ca.crt so make_client_cert can issue client certificates from the same CA
-    _write_key(os.path.join(directory, "ca.key"), ca_key)
+    write_private_key(os.path.join(directory, "ca.key"), ca_key)
     return ca_path, cert_path, key_path
 
 
-def _write_key(path, key):
+def _general_name(name):
+    from cryptography import x509
+
+    try:
+        return x509.IPAddress(ipaddress.ip_address(name))
+    except ValueError:
+        return x509.DNSName(name)
+
+
+def write_private_key(path, key):
     from cryptography.hazmat.primitives import serialization
 
     # the keys are throwaways, but keep them private like real ones
@@ -136,7 +145,7 @@ def make_client_cert(directory, user, groups=(), name=None):
     key_path = os.path.join(directory, base + ".key")
     with open(cert_path, "wb") as f:
         f.write(cert.public_bytes(serialization.Encoding.PEM))
-    _write_key(key_path, key)
+    write_private_key(key_path, key)
     return cert_path, key_path
 
 

@@ -11,7 +11,7 @@ import os
 
 import pytest
 
-from tests.support import control_plane
+from tests.support import control_plane, k8s_binaries
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
@@ -24,14 +24,13 @@ def kubeconfigs():
         admin = os.environ["KUBECONFIG"].split(os.pathsep)[0]
         yield admin, os.environ.get("KUBEHW_AGENT_KUBECONFIG") or admin
         return
-    home = control_plane.locate()
-    if home is None:
-        pytest.skip("no apiserver for the test equipment's tests: KUBECONFIG is not set and no real control plane "
-                    "was found ($KUBEHW_K8S_HOME, or ../shared/k8s beside the checkout)")
+    bin_dir = k8s_binaries.locate()
+    if bin_dir is None:
+        pytest.skip("no apiserver for the test equipment's tests: KUBECONFIG is not set and no Kubernetes binaries "
+                    "were found (tests/support/k8s_binaries.py)")
     worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
     base = os.path.join(REPO_ROOT, ".cache", "support-k8s")
-    plane = control_plane.ControlPlane(home, os.path.join(base, "%s-%d" % (worker, os.getpid())),
-                                       bin_dir=os.path.join(base, "bin-" + worker)).start()
+    plane = control_plane.ControlPlane(bin_dir, os.path.join(base, "%s-%d" % (worker, os.getpid()))).start()
     try:
         yield plane.kubeconfig, plane.agent_kubeconfig
     finally:

@@ -12,30 +12,27 @@ import subprocess
 
 import pytest
 
-from tests.support import control_plane
-
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+from tests.support import control_plane, k8s_binaries
 
 
 def _running(plane):
-    """The pids of plane's processes that are still running (up.sh's pid files)."""
+    """The pids of plane's processes that are still running (its pid files)."""
     run = os.path.join(plane.state_dir, "run")
     pids = [int(open(os.path.join(run, name)).read()) for name in os.listdir(run)] if os.path.isdir(run) else []
     return [pid for pid in pids if control_plane._alive(pid)]   # pylint: disable=protected-access
 
 
 def test_a_start_reaps_the_control_planes_of_killed_runs_and_only_those(tmp_path):
-    home = control_plane.locate()
-    if home is None:
-        pytest.skip("no real control plane folder ($KUBEHW_K8S_HOME, or ../shared/k8s beside the checkout)")
+    bins = k8s_binaries.locate()
+    if bins is None:
+        pytest.skip("no Kubernetes binaries (tests/support/k8s_binaries.py)")
     base = str(tmp_path)
-    bins = os.path.join(REPO_ROOT, ".cache", "support-k8s", "bin-reaper")
     killed_run = subprocess.Popen(["sleep", "600"])
     live_run = subprocess.Popen(["sleep", "600"])
     planes = []
     try:
         for owner in (killed_run, live_run):
-            plane = control_plane.ControlPlane(home, os.path.join(base, "run-%d" % owner.pid), bin_dir=bins).start()
+            plane = control_plane.ControlPlane(bins, os.path.join(base, "run-%d" % owner.pid)).start()
             planes.append(plane)
             plane.add_owner(owner.pid)
             assert plane.remove_owner() == [owner.pid]
@@ -44,7 +41,7 @@ def test_a_start_reaps_the_control_planes_of_killed_runs_and_only_those(tmp_path
         assert len(abandoned_pids) == 4 and len(_running(kept)) == 4
         killed_run.kill()
         killed_run.wait()
-        newcomer = control_plane.ControlPlane(home, os.path.join(base, "newcomer"), bin_dir=bins).start()
+        newcomer = control_plane.ControlPlane(bins, os.path.join(base, "newcomer")).start()
         planes.append(newcomer)
         assert [pid for pid in abandoned_pids if control_plane._alive(pid)] == []   # pylint: disable=protected-access
         assert not os.path.exists(abandoned.state_dir)
