@@ -56,7 +56,7 @@ from ansible_collections.kubehw.devices.plugins.module_utils._device_plugin_pres
     nvidia_security_context,
 )
 
-# Read by the extended-resource module and the simulated kubelet: which resources a plugin pod serves.
+# Read by the extended-resource module and the test suite's kubelet stand-in: which resources a plugin pod serves.
 RESOURCES_ANNOTATION = "devices.kubehw.io/resources"
 # On the pod template: a config change must change the template, or pods keep the old file.
 CONFIG_HASH_ANNOTATION = "devices.kubehw.io/config-hash"

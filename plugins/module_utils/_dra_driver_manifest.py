@@ -28,7 +28,7 @@ from ansible_collections.kubehw.devices.plugins.module_utils._pod_spec import (
 
 DEFAULT_NAMESPACE = "kubehw-dra-drivers"
 COMPONENT = "dra-kubelet-plugin"
-# On the pod template: which DRA driver the pods run (read by people and by the simulated kubelet).
+# On the pod template: which DRA driver the pods run (read by people and by the test suite's kubelet stand-in).
 DRIVER_ANNOTATION = "devices.kubehw.io/dra-driver"
 RBAC_GROUP = "rbac.authorization.k8s.io"
 # Pods of these priority classes outside kube-system need a ResourceQuota whose scope allows the class on clusters

@@ -15,8 +15,7 @@ import json
 
 
 def ensure_nvidia_runtime_class(cluster, name="nvidia", handler="nvidia"):
-    """Create RuntimeClass <name> unless it exists. Every simulated test has a cluster of its own; on a real
-    cluster a RuntimeClass this creates is left in place (tests running in parallel may need it)."""
+    """Create RuntimeClass <name> unless it exists. A RuntimeClass this creates is left in place (tests running in parallel may need it)."""
     from kubernetes import client
     from kubernetes.client.rest import ApiException
 

@@ -2,10 +2,10 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The connection options reach the cluster every documented way, and TLS and RBAC hold.
 
-Runs on the simulated cluster and on any real one (KUBECONFIG): each way of connecting uses its
+Runs on the suite's own control plane and on any real one (KUBECONFIG): each way of connecting uses its
 own service account, with a token from the TokenRequest API, bound to a ClusterRole that may only
 get/list nodes. Tasks that connect by token run with no kubeconfig at all, so a success proves the
-token was used (anonymous requests may not list nodes). On the simulated cluster the request log
+token was used (anonymous requests may not list nodes). On the suite's own control plane the request log
 also shows which identity each task really used (and that a refused TLS handshake never got as far
 as authentication).
 """
@@ -47,7 +47,7 @@ class Identities:
         for name in PROBES + ("nobody",):
             self.user[name], self.token[name] = cluster.service_account(name)
         subjects = [{"kind": "ServiceAccount", "name": name, "namespace": cluster.namespace()} for name in PROBES]
-        # and a group, for the client certificate (its O) on the simulated cluster
+        # and a group, for the client certificate (its O) on the suite's own control plane
         subjects.append({"kind": "Group", "name": READERS_GROUP, "apiGroup": "rbac.authorization.k8s.io"})
         cluster.bind([{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list"]}], subjects)
 
@@ -74,7 +74,7 @@ def node_names(result):
 
 
 def users_seen(cluster, since):
-    """Who made the requests since the mark (the request log: simulated cluster only)."""
+    """Who made the requests since the mark (the request log: suite's own control plane only)."""
     return [r["user"] for r in cluster.requests(since)]
 
 
@@ -140,7 +140,7 @@ def test_host_token_and_ca_from_env_options_and_module_defaults(cluster, ansible
 
 def test_untrusted_certificate_refused_unless_validate_certs_false(cluster, ansible, ids, tmp_path):
     """No CA, or another cluster's CA, is refused; the cluster's certificate is issued by its own CA
-    (the simulated cluster's throwaway one, or a real cluster's, which no system trust store holds)."""
+    (the suite's own control plane's throwaway one, or a real cluster's, which no system trust store holds)."""
     url, _ca = cluster.server()
     expected = cluster.node_names()
     other_ca = make_tls(str(tmp_path / "other-ca"))[0]
@@ -197,7 +197,7 @@ def test_wrong_token_is_401_and_context_selects_the_identity(cluster, ansible, i
 
 
 def client_certificate(cluster):
-    """(cert file, key file, user): issued by the simulated cluster's CA, or KUBECONFIG's own client
+    """(cert file, key file, user): issued by the suite's own control plane's CA, or KUBECONFIG's own client
     certificate on a real cluster (kubeadm's admin.conf and kind have one)."""
     if cluster.controlled:
         cert, key = make_client_cert(os.path.dirname(cluster.controls.ca_cert_path), "cert-user", [READERS_GROUP])
@@ -226,7 +226,7 @@ def client_certificate(cluster):
 def test_client_certificate_from_options_and_kubeconfig(cluster, ansible, ids):
     """client_cert/client_key options and a kubeconfig with embedded client certificate data
     (the form of kubeadm's admin.conf): CN is the user, O the group."""
-    del ids  # the binding of READERS_GROUP is what lets the simulated cluster's certificate user read nodes
+    del ids  # the binding of READERS_GROUP is what lets the suite's own control plane's certificate user read nodes
     url, ca = cluster.server()
     cert, key, user = client_certificate(cluster)
     with_cert = kubeconfig_dict(url, ca, None, client_cert=cert, client_key=key)

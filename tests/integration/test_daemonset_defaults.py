@@ -12,7 +12,7 @@ defaulted and validated as a real create, nothing stored), and:
 - a field the module manages, changed (one the module sets, or one it leaves to the server's default), is found;
 - each default the product fills in is the value the server stored, and the server fills in no other value (empty
   ones aside, such as a container's ``resources: {}``), so a new apiserver release that defaults another field fails
-  here on a real control plane, and a default the simulated cluster leaves out fails here on the simulated one.
+  here.
 """
 
 from __future__ import absolute_import, division, print_function

@@ -1,8 +1,8 @@
 # Copyright (c) kubehw.devices contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""kubehw.devices.device_plugin_deploy against a cluster (simulated unless KUBECONFIG is set).
+"""kubehw.devices.device_plugin_deploy against a cluster (the suite's own real control plane, or the cluster of KUBECONFIG).
 
-Default simulated cluster: gpu-1 (4 nvidia.com/gpu) and gpu-2 (8), both labelled
+Default nodes of the kubelet stand-in (tests/support/node_configs/default.yaml): gpu-1 (4 nvidia.com/gpu) and gpu-2 (8), both labelled
 feature.node.kubernetes.io/pci-10de.present=true; dongle-1, cpu-1 and bare-1 without.
 On a real cluster the tests that need the request log or fault injection are skipped;
 the others need GPU nodes carrying that NFD label.
@@ -26,7 +26,7 @@ GPU_LABEL = "feature.node.kubernetes.io/pci-10de.present=true"
 
 
 def gpu_nodes(cluster):
-    """Nodes the nvidia preset selects: gpu-1 and gpu-2 on the simulated cluster."""
+    """Nodes the nvidia preset selects: gpu-1 and gpu-2 on the suite's own control plane."""
     resp = cluster.core.list_node(label_selector=GPU_LABEL, _preload_content=False)
     return sorted(n["metadata"]["name"] for n in json.loads(resp.data)["items"])
 
@@ -437,7 +437,7 @@ def test_rollout_over_zero_nodes_fails_naming_the_selection(cluster, ansible, na
              ignore_errors=True),
         task(namespace, name="Allowed", node_selector=selector, allow_empty_rollout=True),
     ])
-    # how many nodes the cluster has: 3 on the simulated one; on a real one other tests add and remove nodes
+    # how many nodes the cluster has: the stand-in's 3 here, but other tests add and remove nodes
     counted = r"\(0 of 3 nodes\)" if cluster.controlled else r"\(0 of \d+ nodes\)"
     for name in ("Nowhere", "Nowhere by resource"):
         res = run.result(name)

@@ -1,9 +1,9 @@
 # Copyright (c) kubehw.devices contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""kubehw.devices.dra_device_class against a cluster (simulated unless KUBECONFIG is set).
+"""kubehw.devices.dra_device_class against a cluster (the suite's own real control plane, or the cluster of KUBECONFIG).
 
 Written to pass unchanged on a real cluster serving resource.k8s.io/v1 (Kubernetes 1.34+); the request-log
-checks run only on the simulated cluster. DeviceClasses are cluster-scoped: each test uses its own name and
+checks run only on the suite's own control plane. DeviceClasses are cluster-scoped: each test uses its own name and
 deletes it afterwards.
 """
 

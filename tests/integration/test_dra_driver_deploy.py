@@ -1,12 +1,12 @@
 # Copyright (c) kubehw.devices contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""kubehw.devices.dra_driver_deploy against a cluster (simulated unless KUBECONFIG is set).
+"""kubehw.devices.dra_driver_deploy against the suite's own real control plane (or the cluster of KUBECONFIG).
 
-On a real cluster (resource.k8s.io/v1, the DRA example driver's image pullable, DRA enabled on the kubelets)
-the first test deploys the example driver on the nodes that run it and checks what they publish; the exact
-device counts, the request log, the timeout on a node without devices and the fault injection need the
-simulated kubelet plugins (a real example driver publishes NUM_DEVICES on every node), so those parts run
-only on the simulated cluster. The real cluster must not run the example driver already: its DeviceClass
+On a cluster of KUBECONFIG (resource.k8s.io/v1, the DRA example driver's image pullable, DRA enabled on the
+kubelets) the first test deploys the example driver on the nodes that run it and checks what they publish; the exact
+device counts, the request log, the timeout on a node without devices and the fault injection need the kubelet
+stand-in's plugins (a real example driver publishes NUM_DEVICES on every node), so those parts run only on the
+suite's own control plane. A cluster of KUBECONFIG must not run the example driver already: its DeviceClass
 gpu.example.com and RBAC would be someone else's, which the module leaves alone (and the test expects to create).
 
 The second test runs the module as the shipped least-privilege identity (marker least_privilege_identity), which

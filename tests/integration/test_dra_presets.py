@@ -1,9 +1,9 @@
 # Copyright (c) kubehw.devices contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The DRA driver presets against the cluster's own controllers (simulated unless KUBECONFIG is set).
+"""The DRA driver presets against the cluster's own controllers (the suite's own real control plane, or the cluster of KUBECONFIG).
 
 What only a real control plane shows of the presets, proved here with the real DaemonSet controller, scheduler
-and authorizer when KUBECONFIG names one (../shared/k8s, no kubelet needed), and on the simulated cluster:
+and authorizer when KUBECONFIG names one (../shared/k8s, no kubelet needed), and on the suite's own control plane:
 
 - each preset's DaemonSet gets pods exactly on the nodes labelled (and tainted) as upstream expects, and on no
   other node: the DaemonSet controller decides, from Node objects the test makes Ready and keeps Ready;
@@ -11,7 +11,7 @@ and authorizer when KUBECONFIG names one (../shared/k8s, no kubelet needed), and
 - the example driver's own service account may do what the driver does (SubjectAccessReview for each right, the
   Kubernetes 1.36 per-node claim-status verbs included, and real requests with its TokenRequest token);
 - ``wait: devices`` finishes on a mixed cluster, where only the Intel node runs the driver (needs running pods:
-  the simulated cluster, or a control plane with the kubelet stand-in of make real).
+  the suite's own control plane, or a control plane with the kubelet stand-in of make real).
 
 Each test uses names of its own (nodes, namespace, driver name) and removes the driver's cluster-scoped objects,
 so it runs beside other tests and on a shared cluster.
@@ -233,7 +233,7 @@ def test_the_example_drivers_service_account_may_do_what_the_driver_does(cluster
         except ApiException as err:
             if err.status != 404:
                 raise
-            reviewed = False    # the simulated cluster serves no SubjectAccessReview: the real requests below only
+            reviewed = False    # the suite's own control plane serves no SubjectAccessReview: the real requests below only
         if reviewed:
             assert denied == [], denied
             allowed = [r for r in NOT_THE_DRIVERS if access(cluster, user, groups, *r, namespace=namespace)]
@@ -283,7 +283,7 @@ MIXED = {"sync_interval": 0.2, "pod_start_delay": 0.1, "nodes": [
 
 @contextlib.contextmanager
 def mixed_nodes(cluster):
-    """The MIXED nodes, each with a kubelet: the simulated cluster's or make real's stand-in serves them as configured;
+    """The MIXED nodes, each with a kubelet: the kubelet stand-in serves them as configured;
     on any other real cluster the test runs a kubelet stand-in of its own (tests/support/kubelet.py) for nodes of
     run-unique names, and removes them afterwards. Yields {configured name: node name}."""
     if cluster.controlled:

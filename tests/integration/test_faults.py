@@ -4,7 +4,7 @@
 expired continue tokens, and writes whose answer is lost after the apiserver stored them
 (504 after commit, connection dropped after commit) on every create and update the modules make.
 
-Every test here needs the simulated cluster: a real apiserver cannot be told to compact or to lose
+Every test here needs the suite's own control plane: a real apiserver cannot be told to compact or to lose
 an answer on cue, so on a real cluster each test skips, naming why.
 """
 
@@ -65,7 +65,7 @@ def when_watching(cluster, resource, *steps):
 
 
 def advertise_allocatable(cluster, node, resources):
-    """Advertise, then wait for the simulated kubelet to copy it into allocatable (the scheduler reads that)."""
+    """Advertise, then wait for the kubelet stand-in to copy it into allocatable (the scheduler reads that)."""
     advertise(cluster, node, resources)
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:

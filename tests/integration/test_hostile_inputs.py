@@ -7,7 +7,7 @@ control characters in every name, the string answers of AWX surveys in the wrong
 values, and objects the collection did not create. Each case is one task of one play run with
 ``ignore_errors`` (one ansible-playbook for all the module cases, one for the role cases), then
 checked one by one: the task failed, its message contains the offending value (or option) and the
-rule, no Python traceback reached the output, and the simulated cluster logged **no write
+rule, no Python traceback reached the output, and the suite's own control plane logged **no write
 request** (POST, PUT, PATCH, DELETE) for the whole play.
 """
 
@@ -140,7 +140,7 @@ CASES = [
 
 BASES = {ER: ER_BASE, INFO: {"include_pods": False}, SMOKE: {"namespace": NAMESPACE}, DEPLOY: DEPLOY_BASE,
          RUNTIME: RUNTIME_BASE}
-# What the cases name: nothing of these may be written (WriteObserver on a cluster other than the simulated one).
+# What the cases name: nothing of these may be written (WriteObserver on a cluster other than the suite's own).
 WATCHED = dict(namespaces=[NAMESPACE], names=NODES + [NAMESPACE, FOREIGN_RUNTIME_CLASS, RUNTIME_BASE["name"]])
 
 
@@ -155,7 +155,7 @@ def params_of(module, overrides):
 
 
 def bring_nodes(cluster):
-    """The nodes the cases target: the simulated cluster has them (SIM_CONFIG); elsewhere Node objects are
+    """The nodes the cases target: the suite's own control plane has them (SIM_CONFIG); elsewhere Node objects are
     created (no kubelet needed: the cases only must not write them) and deleted at the end."""
     if cluster.controlled:
         return
@@ -213,7 +213,7 @@ def clean_failure_problem(result, offender, rule):
 
 
 def test_the_write_observer_of_other_clusters_sees_writes_to_what_the_cases_name(cluster):
-    """WriteObserver (what these tests use on a cluster other than the simulated one) run here on purpose: a watch
+    """WriteObserver (what these tests use on a cluster other than the suite's own) run here on purpose: a watch
     from each list's resourceVersion reports writes to the named objects and the namespace, and nothing else."""
     bring_nodes(cluster)
     make_foreign_objects(cluster)

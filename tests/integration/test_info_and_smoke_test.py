@@ -138,8 +138,8 @@ def test_smoke_test_check_mode_creates_nothing(cluster, ansible):
 
 def test_modules_run_as_the_identity_of_the_run(cluster, ansible):
     """As the least-privilege identity (every run of this suite) the modules' requests come from the automation
-    identity only. On any cluster the report runs (as that identity); who made each request is in the simulated
-    cluster's request log only (a real apiserver's audit log is not readable from here)."""
+    identity only. On any cluster the report runs (as that identity); who made each request is in the fault proxy's
+    request log of the suite's own control plane only (another cluster's audit log is not readable from here)."""
     from tests.integration.conftest import identity_user, least_privilege
 
     mark = cluster.mark()

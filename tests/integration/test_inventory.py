@@ -1,7 +1,7 @@
 # Copyright (c) kubehw.devices contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The k8s_nodes inventory plugin through `ansible-inventory --graph` and `--list`, against the cluster of the
-fixtures (simulated, or real with KUBECONFIG): nodes the test creates with NFD/GFD labels, capacity, addresses and
+fixtures (the suite's own real control plane, or the cluster of KUBECONFIG): nodes the test creates with NFD/GFD labels, capacity, addresses and
 annotations, found group by group; the inventory cache; refused credentials and a bad configuration as one line;
 the K8S_AUTH_* variables an AWX Kubernetes credential sets; and site.yml with only the plugin as inventory reaching
 the nodes the hand-written demo inventory reaches."""
@@ -183,7 +183,7 @@ def test_name_pattern_field_selector_and_address_order(cluster, collections_path
 
 def test_one_paged_list_and_an_expired_continue_token(cluster, collections_path, tmp_path, fleet):
     """page_size 2 over six nodes: three pages of one list, every node once. On a cluster the suite controls
-    (simulated, or make real's own control plane behind the fault proxy) the second page's continue token first
+    (the suite's own control plane, behind the fault proxy) the second page's continue token first
     answers 410 Expired (as after an etcd compaction) and the list starts again."""
     config = fleet_config(cluster, tmp_path, fleet, page_size=2)
     if cluster.controlled:

@@ -6,7 +6,7 @@ retried), DaemonSet and mirror pods left alone, uncordon; check mode and re-runs
 On any cluster: the tests bring two Node objects of their own (no kubelet) and bind their pods to them by
 spec.nodeName in a namespace of their own; each pod's controller is an object that exists (the garbage collector
 deletes a pod whose owner is absent), and where a kubelet would report a pod Running and Ready, or a node Ready,
-the test writes that status itself. The request-log checks and the lost-answer test need the simulated cluster.
+the test writes that status itself. The request-log checks and the lost-answer test need the suite's own control plane.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -39,7 +39,7 @@ def existing_owner(cluster, namespace="default"):
 
 
 def make_pod(cluster, name, node, labels=None, owner=None, annotations=None, namespace="default"):
-    """A pod on a node the suite's kubelet runs pods on (simulated, or the stand-in), managed by a controller that
+    """A pod on a node the suite's kubelet runs pods on (the kubelet stand-in), managed by a controller that
     exists (owner: a controller reference, else existing_owner()): the lost-answer test."""
     owner = owner or existing_owner(cluster, namespace)
     meta = {"name": name, "namespace": namespace, "labels": labels or {"app": "web"}}
@@ -168,7 +168,7 @@ def test_budget_refusal_is_retried_then_times_out_naming_the_budget(cluster, ans
     make_pdb(cluster, "web", minAvailable=2)
     if not cluster.controlled:
         # the disruption controller writes the budget's status asynchronously; until it has, every eviction is
-        # refused with "still being processed" (the simulated cluster computes the status at each eviction)
+        # refused with "still being processed" (the suite's own control plane computes the status at each eviction)
         def counted():
             budget = pdb_status(cluster, "web")
             status = budget.get("status") or {}

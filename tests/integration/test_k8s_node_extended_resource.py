@@ -2,8 +2,8 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """kubehw.devices.k8s_node_extended_resource end to end, through ansible-playbook.
 
-Runs on the simulated cluster by default and on a real one with KUBECONFIG. The request-log
-assertions (how many writes, which content type) need the simulated cluster; on a real one
+Runs on the suite's own control plane by default and on a real one with KUBECONFIG. The request-log
+assertions (how many writes, which content type) need the suite's own control plane; on a real one
 the state assertions still run. Every test uses its own resource domain and removes what it added.
 """
 
@@ -20,7 +20,7 @@ import pytest
 MODULE = "kubehw.devices.k8s_node_extended_resource"
 DOMAIN = "it.kubehw.example.com"
 DONGLE = "%s/dongle" % DOMAIN
-# the simulated cluster's own nodes (with kubelets) serve the fault-injection tests and the all_nodes test; the
+# the suite's own control plane's own nodes (with kubelets) serve the fault-injection tests and the all_nodes test; the
 # tests over many nodes bring MANY Node objects of their own (pool_nodes), as they do on a real cluster
 POOL = ["pool-%02d" % i for i in range(3)]
 MANY = 40
@@ -55,7 +55,7 @@ def capacity(cluster, name):
 
 def first_node(cluster):
     """A Node object of this test's own (no kubelet): on a real cluster no other test, xdist worker or run writes
-    to it, and the cluster's own nodes are never touched; the same on the simulated cluster, so that path is the
+    to it, and the cluster's own nodes are never touched; the same on the suite's own control plane, so that path is the
     one proven here."""
     return cluster.create_nodes([{"what": "er", "capacity": {"cpu": "4", "memory": "8Gi", "pods": "110"}}])[0]
 
@@ -79,7 +79,7 @@ def seed(cluster, nodes, values):
 
 
 def cleanup(cluster, ansible, nodes, keys):
-    """Each simulated cluster lives for one test; only a real cluster needs our keys removed."""
+    """Each suite's own control plane lives for one test; only a real cluster needs our keys removed."""
     if cluster.controlled:
         return
     run = ansible([task("Clean up", names=nodes, state="absent", resources=keys, wait="none")])

@@ -1,6 +1,6 @@
 # Copyright (c) kubehw.devices contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Site playbooks end to end on the simulated cluster of `make demo`.
+"""Site playbooks end to end on the suite's own control plane of `make demo`.
 
 site.yml in check mode (no write), for real, a second time (changed=0, no write), verify.yml,
 teardown.yml (node status as before site.yml); the same run the way AWX runs it (ansible-runner,
@@ -95,7 +95,7 @@ def node_statuses(cluster):
     return result
 
 
-# seven playbook runs, and the teardown waits for the simulated kubelet's grace period (a loaded machine: 3x)
+# seven playbook runs, and the teardown waits for the kubelet stand-in's grace period (a loaded machine: 3x)
 @pytest.mark.timeout(900)
 def test_site_check_run_rerun_verify_teardown(cluster, collections_path, tmp_path):
     """The demo inventory plus gpu-node-3 in a child group with accelerator_node_allocation dra: the device plugin

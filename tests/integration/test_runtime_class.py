@@ -1,7 +1,7 @@
 # Copyright (c) kubehw.devices contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """kubehw.devices.k8s_runtime_class, and the nvidia_container_toolkit role's optional RuntimeClass
-that uses it, against a cluster (simulated unless KUBECONFIG is set).
+that uses it, against a cluster (the suite's own real control plane, or the cluster of KUBECONFIG).
 
 RuntimeClasses are cluster-scoped: each test uses its own name and deletes it afterwards; the role's
 test uses the name the role writes (nvidia) and skips where one already exists.

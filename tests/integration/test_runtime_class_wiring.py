@@ -3,7 +3,7 @@
 """The default accelerator_node run gives the device plugin a runtime that exists on the node.
 
 The cluster part of kubehw.devices.accelerator_node runs in check mode (no write, no wait), on a
-cluster (simulated unless KUBECONFIG is set): the RuntimeClass it would create and the DaemonSet
+cluster (the suite's own real control plane, or the cluster of KUBECONFIG): the RuntimeClass it would create and the DaemonSet
 it would roll out are read from its results, and the RuntimeClass's handler is looked up among the
 runtimes of the configurations the toolkit role produces, for containerd (the drop-in over a real
 config dump) and CRI-O (the drop-in over the packaged files), parsed as the runtimes load them.

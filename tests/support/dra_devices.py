@@ -1,7 +1,7 @@
 # Copyright (c) kubehw.devices contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The devices DRA drivers' kubelet plugins publish, in each driver's shape, and the ResourceSlice that carries them:
-what the kubelet core (kubelet_core.py) wants published for a node, on the simulated cluster and on the real stage."""
+what the kubelet core (kubelet_core.py) wants published for a node."""
 
 from __future__ import absolute_import, division, print_function
 

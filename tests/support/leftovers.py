@@ -1,7 +1,7 @@
 # Copyright (c) kubehw.devices contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """What a test left on a real control plane, removed after it: each test then starts on the cluster as the one
-before it found it, as each test on the simulated cluster starts on a fresh one.
+before it found it, as each test on the suite's own control plane starts on a fresh one.
 
     before = Snapshot(api_client)          # the uids of every object of the kinds below
     ...                                    # the test

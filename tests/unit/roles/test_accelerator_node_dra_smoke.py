@@ -5,8 +5,8 @@
 
 No ansible-playbook run (tens of CPU seconds): the role's defaults and tasks are loaded as Ansible loads them
 (trusted templates), the two set_fact tasks that sort the hosts are rendered per host and for the play as the
-play would, and then the arguments and the conditions of the smoke-test tasks. The playbook run on the simulated
-cluster (tests/integration/test_playbooks.py, site) shows the same tasks against an apiserver.
+play would, and then the arguments and the conditions of the smoke-test tasks. The playbook run on the suite's real
+control plane (tests/integration/test_playbooks.py, site) shows the same tasks against an apiserver.
 """
 
 from __future__ import absolute_import, division, print_function

@@ -6,7 +6,7 @@
 The fake stores what it is sent with the apiserver's defaults applied, bumps resourceVersion on
 every write and generation on spec changes, answers 404/409 like the apiserver, and has an optional
 "controller" that marks a rollout complete at once. Timing and watches are covered by the
-integration tests on the simulated cluster.
+integration tests on the suite's own control plane.
 """
 
 from __future__ import absolute_import, division, print_function

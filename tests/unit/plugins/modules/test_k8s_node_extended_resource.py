@@ -5,7 +5,7 @@
 
 The fake applies JSON patches with the jsonpatch library and answers like the apiserver in
 kube-apiserver-facts.md: a failed test op or a key-level add on a missing map is a 422 without
-causes, a missing node a 404. The integration tests check the same against the simulated cluster.
+causes, a missing node a 404. The integration tests check the same against the suite's own control plane.
 """
 
 from __future__ import absolute_import, division, print_function
