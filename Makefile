@@ -48,9 +48,11 @@ MODULE_SUITES_OPTS := $(MODULE_SUITES) $(addprefix --deselect ,$(BEFORE_ANY_REQU
 MIN_VENV := $(ROOT)/.cache/min-versions/venv
 CORE_218_VENV := $(ROOT)/.cache/core-2.18/venv
 CORE_218 := 2.18.19
-# What the ansible-core stages run: the plugins' unit tests, the module suites and the inventory plugin's suite
-# (cluster data planted as templates must stay strings on every ansible-core the collection supports).
-CORE_SUITES := tests/unit/plugins $(MODULE_SUITES_OPTS) tests/integration/test_inventory.py
+# What the ansible-core stages run: the plugins' unit tests (the modules run in-process) and the inventory plugin's
+# suite (cluster data planted as templates must stay strings on every ansible-core the collection supports); the
+# floor stage runs the module integration suites too, which the release between floor and pin leaves to the two.
+CORE_SUITES := tests/unit/plugins tests/integration/test_inventory.py
+MIN_SUITES := tests/unit/plugins $(MODULE_SUITES_OPTS) tests/integration/test_inventory.py
 # `make roles SCENARIOS="default container_runtime"` runs only those scenarios.
 SCENARIOS ?=
 # Scenarios run at a time by `make roles` (each boots its own target and spends much of its time waiting
@@ -74,7 +76,8 @@ help:
 	@echo "make min-versions  plugin unit tests, module and inventory integration suites with the lowest ansible-core of"
 	@echo "                   meta/runtime.yml and the minimum kubernetes, urllib3 and jsonpatch of meta/ee-requirements.txt"
 	@echo "                   (venv in .cache/min-versions)"
-	@echo "make core-2.18     the same suites with ansible-core 2.18 and the pinned libraries (venv in .cache/core-2.18)"
+	@echo "make core-2.18     plugin unit tests and the inventory suite with ansible-core 2.18 and the pinned libraries"
+	@echo "                   (venv in .cache/core-2.18)"
 	@echo "make lint          ansible-lint --profile production"
 	@echo "make roles         every molecule scenario (extensions/molecule), two at a time (ROLES_JOBS);"
 	@echo "                   SCENARIOS=\"a b\" runs only those"
@@ -118,7 +121,7 @@ integration:
 # never import them and spend minutes in ansible-playbook runs.
 min-versions:
 	@$(PLAIN) $(BIN)/python $(ROOT)/scripts/min_versions.py --venv $(MIN_VENV)
-	$(call cluster_pytest,min-versions,$(CORE_SUITES),$(MIN_VENV)/bin/python)
+	$(call cluster_pytest,min-versions,$(MIN_SUITES),$(MIN_VENV)/bin/python)
 
 core-2.18:
 	@$(PLAIN) $(BIN)/python $(ROOT)/scripts/min_versions.py --stage core-2.18 --venv $(CORE_218_VENV) \

@@ -241,6 +241,8 @@ NVIDIA = {
         # (deployments/static/nvidia-device-plugin.yml: name), the GPU Operator's DaemonSet (app)
         "labels": [("app.kubernetes.io/name", "nvidia-device-plugin"), ("name", "nvidia-device-plugin-ds"),
                    ("app", "nvidia-device-plugin-daemonset")],
+        # the image, wherever it is mirrored: a DaemonSet named and labelled otherwise is still the device plugin
+        "images": ["nvidia/k8s-device-plugin"],
     },
 }
 
@@ -296,7 +298,7 @@ INTEL = {
     # intel/intel-device-plugins-for-kubernetes' GPU plugin (deployments/gpu_plugin: app=intel-gpu-plugin) hands out
     # the same GPUs as gpu.intel.com/i915 or gpu.intel.com/xe
     "device_plugin": {"resources": ["gpu.intel.com/i915", "gpu.intel.com/xe"],
-                      "labels": [("app", "intel-gpu-plugin")]},
+                      "labels": [("app", "intel-gpu-plugin")], "images": ["intel/intel-gpu-plugin"]},
 }
 
 PRESETS = {"example": EXAMPLE, "nvidia": NVIDIA, "intel": INTEL}

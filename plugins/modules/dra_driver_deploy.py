@@ -165,10 +165,15 @@ options:
   allow_device_plugin_overlap:
     description:
       - The V(nvidia) and V(intel) drivers hand out the same GPUs as the vendor's device plugin. The task fails before
-        any write, naming the DaemonSets and the nodes, when a device plugin DaemonSet serving them (one of
-        M(kubehw.devices.device_plugin_deploy)'s, or one with the vendor's upstream labels in any namespace) selects a
-        node the driver would run on. Set this to true only when both are meant to run there (upstream's
-        C(gpuResourcesEnabledOverride)); the migration in C(docs/dra.md) keeps them on different nodes instead.
+        any write, naming the DaemonSets and the nodes, when a device plugin serving them runs, or will run once the
+        node has joined, on a node the driver would run on. A device plugin is recognised by what it is, as one of
+        M(kubehw.devices.device_plugin_deploy)'s serving a resource of the vendor's domain (MIG and time-sliced names
+        included), one carrying the vendor's upstream labels on itself, its selector or its pod template (NVIDIA's
+        static manifest, Helm chart, GPU Operator), one running the vendor's device-plugin image, in any namespace;
+        or a node whose allocatable already shows the resource. A second installation of the same driver (another
+        namespace or name, a Helm release) on the same nodes is refused the same way, for every preset.
+      - Set this to true only when both are meant to run there (upstream's C(gpuResourcesEnabledOverride)); the
+        migration in C(docs/dra.md) keeps them on different nodes instead.
     type: bool
     default: false
 notes:
@@ -490,21 +495,33 @@ class DraDriverDeploy(object):
         return role, binding
 
     def _check_device_plugin_overlap(self, desired_ds):
-        """Refuse before any write when a device plugin serving the preset's devices (the collection's, or one with
-        the vendor's upstream labels) runs on nodes the driver would run on (upstream: gpuResourcesEnabledOverride)."""
+        """Refuse before any write when something else would hand out the same devices on a node the driver runs on,
+        or will once it has joined: a device plugin serving the preset's devices (recognised by its labels, selector
+        or image, or as the collection's; upstream: gpuResourcesEnabledOverride), a node whose allocatable shows
+        that a plugin serves them, or a second installation of the same driver."""
+        if self.params.get(OVERLAP_OPTION):
+            return
         plugin = self.preset.get("device_plugin")
-        if not plugin or self.params.get(OVERLAP_OPTION):
-            return
         listing = self.client.list_all(self.client.apps.list_daemon_set_for_all_namespaces,
-                                       what="list DaemonSets in all namespaces (device plugins serving %s)"
-                                       % " or ".join(plugin["resources"]))
-        plugins = ds_task.device_plugin_daemonsets(listing.get("items") or [], plugin)
-        if not plugins:
-            return
+                                       what="list DaemonSets in all namespaces (device plugins and other installations "
+                                            "of %s)" % self.driver)
+        daemonsets = listing.get("items") or []
+        pod_spec = desired_ds["spec"]["template"]["spec"]
         nodes = list(self.list_nodes().values())
-        overlap = ds_task.overlapping_nodes(desired_ds["spec"]["template"]["spec"], plugins, nodes)
-        if overlap:
-            raise TaskFailed(ds_task.overlap_message(self.driver, overlap, plugin["resources"], OVERLAP_OPTION))
+        twins = ds_task.same_driver_daemonsets(daemonsets, self.driver, [ds_task.image_repository(self.preset["image"])],
+                                               (self.namespace, self.name))
+        twin_overlap = ds_task.overlapping_nodes(pod_spec, twins, nodes)
+        if twin_overlap:
+            raise TaskFailed(ds_task.same_driver_message(self.driver, twin_overlap, OVERLAP_OPTION))
+        if not plugin:
+            return
+        overlap = ds_task.overlapping_nodes(pod_spec, ds_task.device_plugin_daemonsets(daemonsets, plugin), nodes)
+        explained = set(node for shared in overlap.values() for node in shared)
+        serving = dict((node, held) for node, held in ds_task.nodes_serving(pod_spec, nodes, plugin["resources"]).items()
+                       if node not in explained)
+        if overlap or serving:
+            raise TaskFailed(ds_task.overlap_message(self.driver, overlap, plugin["resources"], OVERLAP_OPTION,
+                                                     serving))
 
     def list_pods(self, daemonset):
         selector = ",".join("%s=%s" % kv for kv in sorted(daemonset["spec"]["selector"]["matchLabels"].items()))

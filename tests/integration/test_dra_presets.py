@@ -183,6 +183,47 @@ def test_a_dra_driver_next_to_a_serving_nvidia_device_plugin_is_refused_with_not
                 preset="nvidia", namespace=namespace, name=plugin, state="absent", wait="none")}])
 
 
+def static_manifest(namespace, name, pool):
+    """NVIDIA/k8s-device-plugin deployments/static/nvidia-device-plugin.yml (the quick start's manifest) as it is, but
+    for its namespace and name and a node selector that keeps it on this test's nodes: no labels on the DaemonSet,
+    name: nvidia-device-plugin-ds only in its selector and pod template."""
+    return {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": name, "namespace": namespace},
+            "spec": {"selector": {"matchLabels": {"name": "nvidia-device-plugin-ds"}},
+                     "updateStrategy": {"type": "RollingUpdate"},
+                     "template": {"metadata": {"labels": {"name": "nvidia-device-plugin-ds"}}, "spec": {
+                         "nodeSelector": pool,
+                         "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+                         "priorityClassName": "system-node-critical",
+                         "containers": [{
+                             "image": "nvcr.io/nvidia/k8s-device-plugin:v0.17.1", "name": "nvidia-device-plugin-ctr",
+                             "env": [{"name": "FAIL_ON_INIT_ERROR", "value": "false"}],
+                             "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
+                             "volumeMounts": [{"name": "kubelet-device-plugins-dir",
+                                               "mountPath": "/var/lib/kubelet/device-plugins"}]}],
+                         "volumes": [{"name": "kubelet-device-plugins-dir", "hostPath": {
+                             "path": "/var/lib/kubelet/device-plugins", "type": "Directory"}}]}}}}
+
+
+def test_nvidias_static_manifest_on_a_joining_node_is_recognised_before_any_write(cluster, ansible):
+    """The quick start's device plugin carries none of the collection's labels, and the node has just been created:
+    no kubelet has reported it Ready. Both DaemonSets would serve its GPUs once it joins: the driver is refused,
+    naming the DaemonSet and the node, and nothing is written."""
+    namespace, plugin, driver = cluster.namespace(), cluster.unique_name("nvdp-static"), cluster.unique_name("nvdra")
+    pool = {"kubehw-it.example.com/gpu-pool": plugin}
+    (node,) = cluster.create_nodes([{"what": "joining", "labels": dict(pool, **{"nvidia.com/gpu.present": "true"})}])
+    # its kubelet reports it not ready yet (still installing the driver): the node keeps the not-ready taint
+    cluster.core.patch_node_status(node, [{"op": "add", "path": "/status/conditions", "value": [
+        {"type": "Ready", "status": "False", "reason": "KubeletNotReady", "message": "container runtime not ready"}]}],
+        _preload_content=False)
+    cluster.apps.create_namespaced_daemon_set(namespace, static_manifest(namespace, plugin, pool), _preload_content=False)
+    observer = cluster.observe_writes(namespaces=[namespace], names=[driver], by_watch=True)
+    run, res = deploy(ansible, namespace, driver, preset="nvidia", node_selector=pool, wait="devices")
+    assert res["failed"] and not res["changed"], run.output()
+    assert ("Refusing to deploy the DRA driver gpu.nvidia.com: the device plugin DaemonSet %s/%s (%s) serves "
+            "nvidia.com/gpu" % (namespace, plugin, node)) in res["msg"], res["msg"]
+    assert observer.writes() == []
+
+
 # -- the example driver's service account can do what the driver does --------------------------------------------
 
 # What dra-example-driver v0.4.0's kubelet plugin does with the API (internal, through k8s.io/dynamic-resource-

@@ -347,7 +347,7 @@ def test_job_template_survey_strings_and_become_without_sudo(cluster, collection
 
 # The reboot of a stand-in node: the task asks the test's "machine room" thread (below) to stop the node's kubelet
 # stand-in, and waits as ansible.builtin.reboot waits for the host. The room waits until kube-controller-manager marks
-# the node Ready=Unknown (its node-monitor grace period, 20 s on the suite's control plane), then brings the kubelet
+# the node Ready=Unknown (its node-monitor grace period, 40 s on the suite's control plane), then brings the kubelet
 # back a moment later, as a host that boots again, and the task returns.
 REBOOT_TASKS = """
 - name: Ask the machine room to reboot the node

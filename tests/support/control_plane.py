@@ -16,7 +16,7 @@ What it starts: etcd on 127.0.0.1; kube-apiserver with a CA and serving certific
 tells its writes apart), the controller manager's and the scheduler's identities, Node and RBAC authorization,
 NodeRestriction, service-account token signing and a Metadata-level audit log (``logs/audit.log``); then
 kube-controller-manager and kube-scheduler. ``DRAExtendedResource`` is on (the DRA modules' extended resource names).
-The controller manager looks at nodes every second and marks a node whose kubelet stopped Unknown after 20 s, so a
+The controller manager looks at nodes every second and marks a node whose kubelet stopped Unknown after 40 s, so a
 test's node joins at once and a reboot is quick; nothing else differs from the binaries' defaults.
 
 A control plane belongs to the processes listed in its state folder's ``owners/`` (the one that started it, and any
@@ -217,8 +217,8 @@ class ControlPlane:
                 "--cluster-signing-cert-file", self.ca_cert,
                 "--cluster-signing-key-file", os.path.join(self.pki, "ca.key"),
                 "--service-cluster-ip-range", "10.0.0.0/24",
-                # a test's new node joins within a second; a stopped kubelet's node turns Unknown after 20 s
-                "--node-monitor-period=1s", "--node-monitor-grace-period=20s"])
+                # a test's new node joins within a second; a stopped kubelet's node turns Unknown after 40 s
+                "--node-monitor-period=1s", "--node-monitor-grace-period=40s"])
             self._spawn("kube-scheduler", self._component_args("scheduler", sched))
             for name, port in (("kube-controller-manager", kcm), ("kube-scheduler", sched)):
                 self._wait(name, "https://127.0.0.1:%d/healthz" % port, lambda body: body == b"ok", deadline)

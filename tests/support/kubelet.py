@@ -48,7 +48,7 @@ LEASE_DURATION = 40
 class KubeletStandIn:
     """The kubelets of the configured nodes, as one thread talking to an apiserver (see the module docstring)."""
 
-    # every 4 s: a fifth of the node-monitor grace period of the suite's control plane (tests/support/control_plane.py)
+    # every 4 s: a tenth of the node-monitor grace period of the suite's control plane (tests/support/control_plane.py)
     def __init__(self, kubeconfig, config=None, interval=0.25, heartbeat_interval=4.0):
         from kubernetes import client, config as kube_config
 
@@ -344,8 +344,12 @@ class KubeletStandIn:
                 meta = metadata(pod)
                 ignore_missing(self.core.delete_namespaced_pod, meta["name"], meta["namespace"],
                                grace_period_seconds=0, _preload_content=False)
-        ignore_missing(self.custom.delete_collection_cluster_custom_object, "resource.k8s.io", "v1", "resourceslices",
-                       label_selector=STANDIN_LABEL, _preload_content=False)
+        # one by one: the oldest supported client (24, make min-versions) has no label selector on a collection delete
+        slices = json.loads(self.custom.list_cluster_custom_object(
+            "resource.k8s.io", "v1", "resourceslices", label_selector=STANDIN_LABEL, _preload_content=False).data)
+        for item in slices.get("items") or []:
+            ignore_missing(self.custom.delete_cluster_custom_object, "resource.k8s.io", "v1", "resourceslices",
+                           item["metadata"]["name"], _preload_content=False)
         for name in self.node_configs:
             ignore_missing(self.coordination.delete_namespaced_lease, name, "kube-node-lease", _preload_content=False)
             ignore_missing(self.core.delete_node, name, _preload_content=False)

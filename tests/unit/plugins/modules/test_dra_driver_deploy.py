@@ -693,11 +693,91 @@ def test_a_device_plugin_on_other_nodes_or_the_option_lets_the_driver_deploy(fak
     out = run_module(mod, capsys, params(preset="nvidia", allow_device_plugin_overlap=True), check=True)
     assert not out.get("failed"), out
     assert ("list", "DaemonSet", None) not in api.calls   # the option skips the check
-    # the example driver hands out simulated devices: no device plugin is looked for
+    # the example driver hands out simulated devices: no device plugin counts against it
     api, dra_api = FakeApi(daemonsets=[plugin], nodes=nodes), FakeDra()
     fakes(api, dra_api)
-    run_module(mod, capsys, params(), check=True)
-    assert ("list", "DaemonSet", None) not in api.calls
+    assert not run_module(mod, capsys, params(), check=True).get("failed")
+
+
+def static_manifest_daemonset():
+    """NVIDIA/k8s-device-plugin deployments/static/nvidia-device-plugin.yml: no labels on the DaemonSet itself,
+    name: nvidia-device-plugin-ds only in its selector and pod template."""
+    ds = plugin_daemonset(name="nvidia-device-plugin-daemonset")
+    ds["spec"]["selector"] = {"matchLabels": {"name": "nvidia-device-plugin-ds"}}
+    ds["spec"]["template"]["metadata"]["labels"] = {"name": "nvidia-device-plugin-ds"}
+    return ds
+
+
+def renamed_daemonset():
+    """A plugin under names and labels of its own, recognised by its image (a mirror's copy)."""
+    ds = plugin_daemonset(name="gpu-plugin", labels={"team": "ml"})
+    ds["spec"]["template"]["spec"]["containers"][0]["image"] = "registry.corp.example/mirror/nvidia/k8s-device-plugin:v0.17.0"
+    return ds
+
+
+def mig_mixed_daemonset():
+    """device_plugin_deploy's own plugin under another name, MIG mixed: no nvidia.com/gpu among its resources."""
+    ds = plugin_daemonset(namespace="ops", name="a100-plugin", ours=True)
+    ds["spec"]["template"]["metadata"]["annotations"]["devices.kubehw.io/resources"] = \
+        "nvidia.com/mig-1g.10gb,nvidia.com/mig-3g.40gb"
+    ds["spec"]["template"]["spec"]["containers"][0]["image"] = "registry.example/other-image:1"
+    return ds
+
+
+@pytest.mark.parametrize("daemonset", [static_manifest_daemonset(), renamed_daemonset(), mig_mixed_daemonset()],
+                         ids=["static-manifest", "image-only", "ours-mig-mixed"])
+def test_a_device_plugin_is_recognised_by_what_it_is(fakes, capsys, daemonset):
+    nodes = [gpu_node("gpu-1")]
+    api, dra_api = FakeApi(daemonsets=[daemonset], nodes=nodes), FakeDra()
+    fakes(api, dra_api)
+    out = run_module(mod, capsys, params(preset="nvidia"))
+    key = "%s/%s" % (daemonset["metadata"]["namespace"], daemonset["metadata"]["name"])
+    assert out["failed"] and "the device plugin DaemonSet %s (gpu-1)" % key in out["msg"], out["msg"]
+    assert writes_of(api, dra_api) == []
+
+
+def test_a_joining_node_counts_for_the_overlap():
+    """Right after provisioning (or during a reboot) the node is not Ready and carries the not-ready taint: both
+    DaemonSets would land on it once it joins."""
+    joining = gpu_node("gpu-new")
+    joining["spec"]["taints"].append({"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"})
+    joining["status"]["conditions"] = [{"type": "Ready", "status": "False"}]
+    driver = {"tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists"}]}
+    plugin = static_manifest_daemonset()
+    assert mod.ds_task.overlapping_nodes(driver, [plugin], [joining]) == {"kube-system/nvidia-device-plugin-daemonset":
+                                                                          ["gpu-new"]}
+    # a node tainted for another reason (not joining) stays out
+    joining["spec"]["taints"].append({"key": "dedicated", "value": "other", "effect": "NoSchedule"})
+    assert mod.ds_task.overlapping_nodes(driver, [plugin], [joining]) == {}
+
+
+def test_a_node_whose_allocatable_shows_the_resource_is_refused_without_a_daemonset_in_sight(fakes, capsys):
+    """A plugin run by something the identity cannot see as such (another tool's DaemonSet, a static pod): the
+    node's allocatable says a plugin serves the GPUs. Allocatable 0 (a plugin that went) does not count."""
+    serving, gone = gpu_node("gpu-1"), gpu_node("gpu-2")
+    serving["status"]["allocatable"] = {"cpu": "8", "nvidia.com/gpu.shared": "4"}
+    gone["status"]["allocatable"] = {"cpu": "8", "nvidia.com/gpu": "0"}
+    gone["status"]["capacity"] = {"cpu": "8", "nvidia.com/gpu": "4"}
+    api, dra_api = FakeApi(nodes=[serving, gone]), FakeDra()
+    fakes(api, dra_api)
+    out = run_module(mod, capsys, params(preset="nvidia"))
+    assert out["failed"] and "node(s) gpu-1 (nvidia.com/gpu.shared=4) already hand out nvidia.com/gpu" in out["msg"]
+    assert "gpu-2" not in out["msg"] and writes_of(api, dra_api) == []
+
+
+def test_a_second_installation_of_the_same_driver_is_refused(fakes, capsys):
+    """A Helm release of gpu.nvidia.com in another namespace: two kubelet plugins of one driver per node."""
+    helm = plugin_daemonset(namespace="nvidia-dra-driver-gpu", name="nvidia-dra-driver-gpu-kubelet-plugin",
+                            labels={"app.kubernetes.io/managed-by": "Helm"})
+    helm["spec"]["template"]["spec"]["containers"][0]["image"] = \
+        "registry.k8s.io/dra-driver-nvidia/dra-driver-nvidia-gpu:v0.4.0"
+    api, dra_api = FakeApi(daemonsets=[helm], nodes=[gpu_node("gpu-1")]), FakeDra()
+    fakes(api, dra_api)
+    out = run_module(mod, capsys, params(preset="nvidia"))
+    assert out["failed"], out
+    assert ("DaemonSet nvidia-dra-driver-gpu/nvidia-dra-driver-gpu-kubelet-plugin (gpu-1) already runs it"
+            in out["msg"]) and "allow_device_plugin_overlap: true" in out["msg"]
+    assert writes_of(api, dra_api) == []
 
 
 def foreign_daemonset():
