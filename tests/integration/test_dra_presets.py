@@ -480,6 +480,45 @@ def test_pods_the_controller_cannot_create_fail_the_rollout_within_seconds(clust
             remove(ansible, namespace, name, "example")
 
 
+def test_rbac_ymls_namespace_label_lets_the_privileged_pods_in_where_baseline_refuses_them(cluster, ansible):
+    """A cluster whose namespaces default to Pod Security's baseline level refuses the DRA driver's privileged pods
+    (the DaemonSet controller reports FailedCreate, which the rollout names within seconds). rbac.yml's driver
+    namespace carries the label that admits them, rendered from the shipped template here and applied by the real
+    apiserver's Pod Security admission."""
+    from tests.integration.conftest import own_rbac_names, rbac_objects
+
+    names = own_rbac_names(cluster)
+    shipped = [d for d in rbac_objects(**names) if d["kind"] == "Namespace"
+               and d["metadata"]["name"] == names["kubehw_rbac_dra_namespace"]][0]
+    label = {"kubehw-it.example.com/psa": names["kubehw_rbac_dra_namespace"]}
+    with ready_nodes(cluster, [{"what": "psa", "labels": label}]):
+        results = {}
+        # the cluster's default level, as a namespace label: what an AdmissionConfiguration default of baseline means
+        default = {"pod-security.kubernetes.io/enforce": "baseline"}
+        shipped_labels = dict(default, **(shipped["metadata"].get("labels") or {}))
+        for level, labels in (("baseline", default), ("rbac.yml", shipped_labels)):
+            namespace = cluster.unique_name("psa")
+            cluster.core.create_namespace({"apiVersion": "v1", "kind": "Namespace",
+                                           "metadata": {"name": namespace, "labels": labels}}, _preload_content=False)
+            cluster.on_close("delete namespace %s" % namespace,
+                             lambda n=namespace: cluster.core.delete_namespace(n, _preload_content=False))
+            name = cluster.unique_name("psa-driver")
+            try:
+                # the node has no kubelet to run the pod: what counts is whether admission lets the controller
+                # create it (the rollout wait of the baseline namespace names the refusal)
+                results[level] = deploy(ansible, namespace, name, preset="example", node_selector=label,
+                                        wait="rollout" if level == "baseline" else "none", wait_timeout=90)[1]
+                if level == "rbac.yml":
+                    results["admitted"] = wait_for(lambda: daemonset_pods(cluster, namespace, name), timeout=60,
+                                                   what="the driver's pod in the namespace rbac.yml labels")
+            finally:
+                remove(ansible, namespace, name, "example")
+    refused = results["baseline"]
+    assert refused["failed"] and "violates PodSecurity \"baseline:latest\"" in refused["msg"], refused["msg"]
+    assert not results["rbac.yml"].get("failed"), results["rbac.yml"]["msg"]
+    assert results["admitted"]
+
+
 def test_device_plugin_deploy_refuses_a_missing_runtime_class_before_any_write(cluster, ansible):
     namespace, plugin = cluster.namespace(), cluster.unique_name("nvdp-rc")
     missing = cluster.unique_name("no-runtime")

@@ -88,6 +88,15 @@ def test_the_dedicated_plugin_namespace_is_the_default_and_created_before_its_ro
     assert not [n for n in names if n[2] == "kube-system"]
 
 
+def test_the_plugin_and_driver_namespaces_let_privileged_pods_in_and_the_identitys_does_not():
+    """Pod Security admission: the device plugins' and DRA drivers' pods are privileged; a cluster whose default
+    level is baseline refuses them in a namespace without its own label."""
+    labels = dict((d["metadata"]["name"], (d["metadata"].get("labels") or {})) for d in render() if d["kind"] == "Namespace")
+    assert labels["kubehw-device-plugins"] == {"pod-security.kubernetes.io/enforce": "privileged"}
+    assert labels["kubehw-dra-drivers"] == {"pod-security.kubernetes.io/enforce": "privileged"}
+    assert labels["kubehw"] == {}       # the automation identity's own namespace runs no pod
+
+
 @pytest.mark.parametrize("namespace", ["kube-system", "default", "kubehw"])
 def test_existing_or_shared_namespaces_are_not_created_again(namespace):
     # kube-system and friends exist on every cluster; the identity's own namespace is created once
