@@ -52,8 +52,8 @@ options:
   preset:
     description:
       - Which DRA driver to deploy. V(example) is kubernetes-sigs/dra-example-driver v0.4.0 (driver
-        C(gpu.example.com), simulated GPUs for test clusters), V(nvidia) is the GPU part of NVIDIA/k8s-dra-driver-gpu
-        v25.12.0 (C(gpu.nvidia.com); ComputeDomains are not deployed), V(intel) is Intel's GPU resource driver
+        C(gpu.example.com), simulated GPUs for test clusters), V(nvidia) is the GPU part of kubernetes-sigs/dra-driver-nvidia-gpu
+        v0.4.1, the successor of NVIDIA/k8s-dra-driver-gpu (C(gpu.nvidia.com); ComputeDomains are not deployed), V(intel) is Intel's GPU resource driver
         gpu-v0.11.0 (C(gpu.intel.com)). See C(docs/dra.md) for the upstream file of every default.
       - Required with O(state=present); with O(state=absent) it gives the default O(name) and the DeviceClasses to remove.
     type: str
@@ -91,7 +91,10 @@ options:
       - Node labels the kubelet-plugin pods require. When set it replaces the preset's default node affinity.
     type: dict
   tolerations:
-    description: Tolerations of the kubelet-plugin pods, replacing the preset's (none upstream).
+    description:
+      - Tolerations of the kubelet-plugin pods, replacing the preset's. The preset's are upstream's
+        (V(nvidia) tolerates C(nvidia.com/gpu:NoSchedule), the taint GPU nodes commonly carry; V(example) and V(intel)
+        none).
     type: list
     elements: dict
   rbac:

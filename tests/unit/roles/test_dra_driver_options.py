@@ -1,0 +1,51 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) kubehw.devices contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The dra_driver role hands the module's env, allow_device_plugin_overlap and adopt_daemonset over: off (or left
+out) by default, and as booleans from AWX's strings.
+
+Rendered by Ansible's own templating from the role's files (no ansible-playbook run). What the module does with them
+is shown against an apiserver in tests/integration/test_dra_driver_deploy.py and test_dra_presets.py.
+"""
+
+from __future__ import absolute_import, division, print_function
+__metaclass__ = type
+
+import os
+
+import pytest
+
+from ansible.parsing.dataloader import DataLoader
+from ansible.template import Templar
+
+ROLE = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', '..', 'roles', 'dra_driver')
+DEPLOY = 'kubehw.devices.dra_driver_deploy'
+OMIT = '__omit_place_holder__'
+
+
+def deploy_args(**inventory_vars):
+    loader = DataLoader()
+    defaults = loader.load_from_file(os.path.join(ROLE, 'defaults', 'main.yml'), trusted_as_template=True)
+    tasks = loader.load_from_file(os.path.join(ROLE, 'tasks', 'main.yml'), trusted_as_template=True)
+    task = [t for t in tasks if DEPLOY in t]
+    assert len(task) == 1, [t.get('name') for t in tasks]
+    variables = dict(defaults, omit=OMIT, **inventory_vars)
+    return Templar(loader=loader, variables=variables).template(task[0][DEPLOY])
+
+
+def test_the_overrides_are_off_and_env_is_left_to_the_preset_unless_asked():
+    args = deploy_args()
+    assert args['allow_device_plugin_overlap'] is False and args['adopt_daemonset'] is False
+    assert args['env'] == OMIT
+
+
+@pytest.mark.parametrize('value, expected', [('true', True), ('False', False), (True, True)])
+def test_the_overrides_reach_the_module_as_booleans(value, expected):
+    # an AWX survey hands every variable over as a string
+    args = deploy_args(dra_driver_allow_device_plugin_overlap=value, dra_driver_adopt_daemonset=value)
+    assert args['allow_device_plugin_overlap'] is expected and args['adopt_daemonset'] is expected
+
+
+def test_env_reaches_the_module():
+    # MPS: the NVIDIA driver's kubelet plugin reads its sharing settings from the environment
+    assert deploy_args(dra_driver_env={'MPS_ROOT': '/run/nvidia/mps'})['env'] == {'MPS_ROOT': '/run/nvidia/mps'}
