@@ -209,18 +209,26 @@ def test_nvidias_static_manifest_on_a_joining_node_is_recognised_before_any_writ
     no kubelet has reported it Ready. Both DaemonSets would serve its GPUs once it joins: the driver is refused,
     naming the DaemonSet and the node, and nothing is written."""
     namespace, plugin, driver = cluster.namespace(), cluster.unique_name("nvdp-static"), cluster.unique_name("nvdra")
+    # the quick start's plugin lives in a namespace of its own (kube-system upstream): the DaemonSet controller may
+    # place its pod while the node's taints settle, which is not a write of the driver's task
+    plugin_namespace = cluster.unique_name("plugin-ns")
+    cluster.core.create_namespace({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": plugin_namespace}},
+                                  _preload_content=False)
+    cluster.on_close("delete namespace %s" % plugin_namespace,
+                     lambda: cluster.core.delete_namespace(plugin_namespace, _preload_content=False))
     pool = {"kubehw-it.example.com/gpu-pool": plugin}
     (node,) = cluster.create_nodes([{"what": "joining", "labels": dict(pool, **{"nvidia.com/gpu.present": "true"})}])
     # its kubelet reports it not ready yet (still installing the driver): the node keeps the not-ready taint
     cluster.core.patch_node_status(node, [{"op": "add", "path": "/status/conditions", "value": [
         {"type": "Ready", "status": "False", "reason": "KubeletNotReady", "message": "container runtime not ready"}]}],
         _preload_content=False)
-    cluster.apps.create_namespaced_daemon_set(namespace, static_manifest(namespace, plugin, pool), _preload_content=False)
+    cluster.apps.create_namespaced_daemon_set(plugin_namespace, static_manifest(plugin_namespace, plugin, pool),
+                                              _preload_content=False)
     observer = cluster.observe_writes(namespaces=[namespace], names=[driver], by_watch=True)
     run, res = deploy(ansible, namespace, driver, preset="nvidia", node_selector=pool, wait="devices")
     assert res["failed"] and not res["changed"], run.output()
     assert ("Refusing to deploy the DRA driver gpu.nvidia.com: the device plugin DaemonSet %s/%s (%s) serves "
-            "nvidia.com/gpu" % (namespace, plugin, node)) in res["msg"], res["msg"]
+            "nvidia.com/gpu" % (plugin_namespace, plugin, node)) in res["msg"], res["msg"]
     assert observer.writes() == []
 
 
