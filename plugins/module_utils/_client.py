@@ -360,54 +360,13 @@ class KubeClient(object):
         so the watch carries only what the predicate needs.
         Returns the objects that satisfied the predicate; raises KubeHwError
         with reason ``Timeout`` (and ``.objects`` holding the last state) when
-        ``timeout`` seconds pass first. The stream is read line by line here (not through
-        the client library's Watch, whose ERROR handling differs between releases): an
-        ERROR event (410 Expired/Gone after a compaction, 504 "Too large resource
-        version", anything else) relists and resumes within the same deadline; a stream
-        that ends or drops resumes from the last resourceVersion seen.
+        ``timeout`` seconds pass first. See ListWatch for how the stream is read.
         """
-        deadline = time.monotonic() + timeout
-        objects = {}
-        resource_version = None
-        need_list = True
-        errors = 0
-        last_problem = None
-        while True:
-            if need_list:
-                listing = self.list_all(list_fn, what=what, **list_kwargs)
-                objects = dict((_key(obj), obj) for obj in listing.get("items") or [])
-                resource_version = (listing.get("metadata") or {}).get("resourceVersion")
-                need_list = False
-                if predicate(objects):
-                    return objects
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                msg = "Timed out after %ss waiting to %s" % (timeout, what)
-                if last_problem:
-                    msg += " (last watch problem: %s)" % last_problem
-                err = KubeHwError(msg, reason="Timeout")
-                err.objects = objects
-                raise err
-            try:
-                outcome = self._follow(list_fn, predicate, objects, resource_version, deadline, what, list_kwargs)
-            except KubeHwError as err:
-                if err.status != 410 and err.reason != "ConnectionError":
-                    raise
-                # an apiserver before v1.11's watch cache answered 410 to the watch request itself
-                outcome = ("relist", err.msg, None)
-            kind, value, delay = outcome
-            if kind == "done":
-                return objects
-            if kind == "resume":
-                resource_version = value
-                continue
-            # relist: an ERROR event, a broken stream
-            need_list = True
-            last_problem = value
-            errors += 1
-            if delay is None:
-                delay = _backoff(errors)
-            self._sleep(max(0.0, min(delay, deadline - time.monotonic())))
+        return ListWatch(self, list_fn, what, **list_kwargs).until(predicate, timeout)
+
+    def list_watch(self, list_fn, what="watch", **list_kwargs):
+        """A ListWatch over ``list_fn``: one list, then watches that go on from where the last one stopped."""
+        return ListWatch(self, list_fn, what, **list_kwargs)
 
     def _follow(self, list_fn, predicate, objects, resource_version, deadline, what, list_kwargs):
         """Read one watch stream. Returns ("done", None, None), ("resume", rv, None) when the
@@ -441,7 +400,7 @@ class KubeClient(object):
                 else:
                     objects[_key(obj)] = obj
                 if predicate(objects):
-                    return ("done", None, None)
+                    return ("done", resource_version, None)
                 if time.monotonic() >= deadline:
                     break
         except (_kubernetes_library.urllib3.exceptions.HTTPError, ConnectionError, OSError):
@@ -451,6 +410,76 @@ class KubeClient(object):
             response.close()
             response.release_conn()
         return ("resume", resource_version, None)
+
+
+class ListWatch(object):
+    """One list, then a watch, in turns: each ``until()`` goes on from the resourceVersion the previous one reached,
+    so a wait that looks at several resources in turns reads each of them once and then only its changes (what an
+    informer's cache does, without a thread).
+
+    The stream is read line by line here (not through the client library's Watch, whose ERROR handling differs
+    between releases): an ERROR event (410 Expired/Gone after a compaction, 504 "Too large resource version",
+    anything else) relists and resumes within the same deadline; a stream that ends or drops resumes from the last
+    resourceVersion seen. ``objects`` maps ``namespace/name`` (or ``name``) to the object as a dict."""
+
+    def __init__(self, client, list_fn, what="watch", **list_kwargs):
+        self.client = client
+        self.list_fn = list_fn
+        self.what = what
+        self.list_kwargs = list_kwargs
+        self.objects = {}
+        self.resource_version = None
+        self.listed = False
+
+    def until(self, predicate, timeout):
+        """The objects once ``predicate(objects)`` is true (at once when it already is); raises KubeHwError with
+        reason ``Timeout`` (``.objects``: the last state) when ``timeout`` seconds pass first."""
+        client = self.client
+        deadline = time.monotonic() + timeout
+        need_list = not self.listed
+        errors = 0
+        last_problem = None
+        if self.listed and predicate(self.objects):
+            return self.objects
+        while True:
+            if need_list:
+                listing = client.list_all(self.list_fn, what=self.what, **self.list_kwargs)
+                self.objects = dict((_key(obj), obj) for obj in listing.get("items") or [])
+                self.resource_version = (listing.get("metadata") or {}).get("resourceVersion")
+                self.listed = True
+                need_list = False
+                if predicate(self.objects):
+                    return self.objects
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                msg = "Timed out after %ss waiting to %s" % (timeout, self.what)
+                if last_problem:
+                    msg += " (last watch problem: %s)" % last_problem
+                err = KubeHwError(msg, reason="Timeout")
+                err.objects = self.objects
+                raise err
+            try:
+                outcome = client._follow(self.list_fn, predicate, self.objects, self.resource_version, deadline,
+                                         self.what, self.list_kwargs)
+            except KubeHwError as err:
+                if err.status != 410 and err.reason != "ConnectionError":
+                    raise
+                # an apiserver before v1.11's watch cache answered 410 to the watch request itself
+                outcome = ("relist", err.msg, None)
+            kind, value, delay = outcome
+            if kind == "done":
+                self.resource_version = value or self.resource_version
+                return self.objects
+            if kind == "resume":
+                self.resource_version = value
+                continue
+            # relist: an ERROR event, a broken stream
+            need_list = True
+            last_problem = value
+            errors += 1
+            if delay is None:
+                delay = _backoff(errors)
+            client._sleep(max(0.0, min(delay, deadline - time.monotonic())))
 
 
 def _without_version(body):

@@ -434,14 +434,8 @@ def excluded_by_taints(pod_spec, nodes):
 
 # -- pods the DaemonSet controller could not create -------------------------------------------------------
 
-def _event_key(event):
-    return (event.get("metadata") or {}).get("name")
-
-
-def creation_failures(events, daemonset, baseline=None, since=None):
-    """The DaemonSet controller's FailedCreate events for this DaemonSet that are new: not in ``baseline``
-    ({event name: count} read when the wait began), counted up since, or last seen at or after ``since``
-    (an RFC 3339 time of the apiserver's clock, the DaemonSet write's managedFields time). Newest first."""
+def creation_failures(events, daemonset):
+    """The DaemonSet controller's FailedCreate events for this DaemonSet (by name and uid), newest first."""
     uid = (daemonset.get("metadata") or {}).get("uid")
     name = (daemonset.get("metadata") or {}).get("name")
     found = []
@@ -451,20 +445,19 @@ def creation_failures(events, daemonset, baseline=None, since=None):
             continue
         if involved.get("name") != name or (uid and involved.get("uid") and involved["uid"] != uid):
             continue
-        count = event.get("count") or 1
-        last = event.get("lastTimestamp") or event.get("eventTime") or ""
-        fresh = baseline is not None and (_event_key(event) not in baseline or count > baseline[_event_key(event)])
-        if fresh or (since and last[:19] >= since[:19]):
-            found.append(event)
+        found.append(event)
     found.sort(key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or "", reverse=True)
     return found
-
-
-def event_counts(events):
-    return dict((_event_key(e), e.get("count") or 1) for e in events or [])
 
 
 def latest_write_time(obj):
     """The newest managedFields time of an object as the apiserver returned it (its clock), or None."""
     times = [m.get("time") for m in ((obj or {}).get("metadata") or {}).get("managedFields") or [] if m.get("time")]
     return max(times) if times else None
+
+
+def few(names, limit=10):
+    """At most ``limit`` names, comma-separated, and how many more there are."""
+    names = list(names)
+    text = ", ".join(names[:limit])
+    return text + (" and %d more" % (len(names) - limit) if len(names) > limit else "")

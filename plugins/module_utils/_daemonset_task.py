@@ -3,16 +3,13 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """What device_plugin_deploy and dra_driver_deploy do alike with the DaemonSet they manage: the adoption rule
 for a DaemonSet someone else made, the checks before any write (a RuntimeClass the pods name, a device plugin
-serving the nodes a DRA driver would take), and the rollout wait, which fails fast when the DaemonSet
-controller reports that it cannot create the pods and waits for matching nodes that are still joining.
+serving the nodes a DRA driver would take), and the write. The rollout wait that follows is _daemonset_wait.
 
 Private to the collection. Every request goes through the module's KubeClient."""
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
-
-import time
 
 from ansible_collections.kubehw.devices.plugins.module_utils import _daemonset_compare as compare
 from ansible_collections.kubehw.devices.plugins.module_utils import _daemonset_rollout as ds_rollout
@@ -23,16 +20,9 @@ from ansible_collections.kubehw.devices.plugins.module_utils._pod_spec import CO
 from ansible_collections.kubehw.devices.plugins.module_utils._k8s_objects import (
     MANAGED_BY,
     MANAGED_BY_LABEL,
-    TaskFailed,
     owner_description,
     update_body,
 )
-
-# How often a rollout that has not finished looks at the DaemonSet controller's events, in seconds: every 2 s for
-# the first 30 s (a refusal shows at once), then every 5 s (a long rollout relists less often).
-EVENT_CHECK_INTERVAL = 2.0
-EVENT_CHECK_INTERVAL_LATER = 5.0
-EVENT_CHECK_SLOWDOWN_AFTER = 30.0
 
 
 # -- ownership and adoption -------------------------------------------------------------------------------
@@ -212,24 +202,17 @@ def nodes_serving(pod_spec, nodes, resources):
     return out
 
 
-def _few(names, limit=10):
-    names = list(names)
-    if len(names) <= limit:
-        return ", ".join(names)
-    return "%s and %d more" % (", ".join(names[:limit]), len(names) - limit)
-
-
 def overlap_message(driver, overlap, resources, option, serving=None):
     """The refusal: the device-plugin DaemonSets and the nodes they share with the driver (joining ones included),
     and nodes whose allocatable shows the resource served by a plugin no DaemonSet we could see explains."""
     found = []
     if overlap:
-        parts = ["%s (%s)" % (key, _few(nodes)) for key, nodes in sorted(overlap.items())]
+        parts = ["%s (%s)" % (key, ds_rollout.few(nodes)) for key, nodes in sorted(overlap.items())]
         found.append("the device plugin DaemonSet %s serves %s on node(s) the driver would run on (joining nodes "
                      "included)" % ("; ".join(parts), " or ".join(resources)))
     if serving:
         found.append("node(s) %s already hand out %s through a device plugin" % (
-            _few("%s (%s)" % (node, held) for node, held in sorted(serving.items())), " or ".join(resources)))
+            ds_rollout.few("%s (%s)" % (node, held) for node, held in sorted(serving.items())), " or ".join(resources)))
     return ("Refusing to deploy the DRA driver %s: %s, and both would hand out the same devices. Narrow the device "
             "plugin and the driver to different nodes (node_selector on both; the migration in docs/dra.md), remove "
             "the device plugin, or set %s: true if you mean it. Nothing was written."
@@ -237,128 +220,8 @@ def overlap_message(driver, overlap, resources, option, serving=None):
 
 
 def same_driver_message(driver, overlap, option):
-    parts = ["%s (%s)" % (key, _few(nodes)) for key, nodes in sorted(overlap.items())]
+    parts = ["%s (%s)" % (key, ds_rollout.few(nodes)) for key, nodes in sorted(overlap.items())]
     return ("Refusing to deploy the DRA driver %s: DaemonSet %s already runs it on node(s) this one would run on, and "
             "two kubelet plugins of one driver on a node publish and prepare the same devices twice. Remove the other "
             "installation, narrow both to different nodes (node_selector), or set %s: true if you mean it. Nothing "
             "was written." % (driver, "; ".join(parts), option))
-
-
-# -- the rollout wait ------------------------------------------------------------------------------------------
-
-def failure_hint(message, daemonset):
-    """What to do about a refusal the DaemonSet controller reported, where the collection knows."""
-    pod_spec = ((daemonset.get("spec") or {}).get("template") or {}).get("spec") or {}
-    namespace = (daemonset.get("metadata") or {}).get("namespace")
-    if "insufficient quota to match these scopes" in message and pod_spec.get("priorityClassName"):
-        return (" Pods of priority class %s outside kube-system need a ResourceQuota in %s whose scopeSelector "
-                "allows that class (the cluster's ResourceQuota admission limits it, as GKE's does): see "
-                "docs/dra.md, \"Priority class outside kube-system\"." % (pod_spec["priorityClassName"], namespace))
-    if "RuntimeClass" in message and pod_spec.get("runtimeClassName"):
-        return (" Create RuntimeClass %s (the nvidia_container_toolkit role, or kubehw.devices.k8s_runtime_class), or "
-                "set runtime_class_name: \"\"." % pod_spec["runtimeClassName"])
-    return ""
-
-
-class RolloutWait(object):
-    """Waits on one DaemonSet through ``client.watch``, in slices of EVENT_CHECK_INTERVAL seconds while it has not
-    finished; after each slice it reads the DaemonSet controller's FailedCreate events for the DaemonSet and fails
-    at once with their message (a missing RuntimeClass, a quota, PodSecurity or an admission webhook refusing the
-    pods), instead of waiting out the whole timeout."""
-
-    def __init__(self, client, namespace, name, remaining, since=None):
-        self.client = client
-        self.namespace = namespace
-        self.name = name
-        self.remaining = remaining    # callable: seconds left of the task's wait_timeout
-        self.since = since            # apiserver time of this run's DaemonSet write, or None
-        self.baseline = None
-        self.events_readable = True
-
-    @property
-    def key(self):
-        return "%s/%s" % (self.namespace, self.name)
-
-    def _events(self):
-        list_events = getattr(self.client.core, "list_namespaced_event", None)
-        if not self.events_readable or list_events is None:
-            return []
-        try:
-            listing = self.client.list_all(
-                list_events, self.namespace,
-                field_selector="involvedObject.kind=DaemonSet,involvedObject.name=%s" % self.name,
-                what='list events of DaemonSet "%s"' % self.key)
-        except KubeHwError as err:
-            if err.status in (400, 401, 403, 404, 405):
-                self.events_readable = False   # no events to read: the wait goes on without them
-                return []
-            raise
-        return listing.get("items") or []
-
-    def failure(self, daemonset):
-        """The message for pods the controller cannot create, or None."""
-        events = self._events()
-        first = self.baseline is None
-        if first:
-            # what was there when the wait began; on this first look only events seen since this run's write count
-            self.baseline = ds_rollout.event_counts(events)
-        found = ds_rollout.creation_failures(events, daemonset, baseline=None if first else self.baseline,
-                                             since=self.since)
-        if not found:
-            return None
-        state = ds_rollout.rollout_status(daemonset)
-        newest = found[0]
-        return ("DaemonSet %s cannot create its pods: the DaemonSet controller reports %s: %s (%d such event(s)); "
-                "%s.%s Nothing more was waited for; fix that and run again."
-                % (self.key, newest.get("reason"), newest.get("message"), sum(e.get("count") or 1 for e in found),
-                   state["reason"], failure_hint(newest.get("message") or "", daemonset)))
-
-    def wait(self, predicate, what, current=None, on_slice=None):
-        """The DaemonSet once ``predicate(daemonset)`` holds, or once ``on_slice(daemonset)`` (called after each
-        slice that did not finish) is true. Raises TaskFailed when pods cannot be created, and
-        KubeHwError(reason Timeout, .objects) when wait_timeout passes first."""
-        key = self.key
-        last = current
-        started = time.monotonic()
-        while True:
-            left = self.remaining()
-            interval = EVENT_CHECK_INTERVAL if time.monotonic() - started < EVENT_CHECK_SLOWDOWN_AFTER \
-                else EVENT_CHECK_INTERVAL_LATER
-            step = min(left, interval)
-            try:
-                found = self.client.watch(
-                    self.client.apps.list_namespaced_daemon_set, lambda objs: key in objs and predicate(objs[key]),
-                    timeout=step, what=what, namespace=self.namespace, field_selector="metadata.name=%s" % self.name)
-                return found[key]
-            except KubeHwError as err:
-                if err.reason != "Timeout":
-                    raise
-                last = (getattr(err, "objects", None) or {}).get(key) or last
-                if self.remaining() <= 0:
-                    timeout = KubeHwError("Timed out after %ds waiting to %s" % (
-                        round(time.monotonic() - started), what), reason="Timeout")
-                    timeout.objects = getattr(err, "objects", None) or {}
-                    raise timeout
-            if last is not None:
-                problem = self.failure(last)
-                if problem:
-                    raise TaskFailed(problem)
-                if on_slice is not None and on_slice(last):
-                    return last
-
-
-def zero_nodes_outcome(daemonset, nodes):
-    """For a finished rollout over zero nodes: ({joining node: why}, selection text). Joining nodes are worth waiting
-    for; with none, the DaemonSet selects no node."""
-    pod_spec = daemonset["spec"]["template"].get("spec")
-    joining = ds_rollout.joining_nodes(pod_spec, nodes)
-    selection = ds_rollout.node_selection_report(pod_spec, nodes)
-    tainted = ds_rollout.excluded_by_taints(pod_spec, nodes)
-    if tainted:
-        selection += "; matching nodes kept away by taints the pods do not tolerate: %s" % _few(
-            "%s (%s)" % (n, t) for n, t in sorted(tainted.items()))
-    return joining, selection
-
-
-def joining_text(joining):
-    return _few("%s (%s)" % (n, why) for n, why in sorted(joining.items()))

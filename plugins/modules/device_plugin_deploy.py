@@ -313,7 +313,12 @@ options:
     description:
       - V(none) returns after the write.
       - V(rollout) waits until the DaemonSet controller has observed the new generation and every scheduled
-        pod is updated and available. Zero scheduled pods fails the task unless O(allow_empty_rollout=true).
+        pod is updated and available, and no node the template selects is still joining (registered but not Ready
+        yet, or still tainted C(node.kubernetes.io/not-ready)). Zero scheduled pods fails the task unless
+        O(allow_empty_rollout=true).
+      - A refusal of the DaemonSet controller to create the pods (C(FailedCreate) events of a quota, Pod Security, a missing
+        RuntimeClass, an admission webhook) fails the wait within seconds once it persists (reported again over
+        10 s while pods are missing, also when reported before this run); one the controller gets past does not.
       - V(resource) also waits until every node running a plugin pod has each resource in C(status.capacity)
         with at least O(min_count) (for V(intel_gpu) without O(resource_names), one of C(gpu.intel.com/i915) and
         C(gpu.intel.com/xe)). The result reports C(allocatable) too, which the scheduler uses.
@@ -457,6 +462,16 @@ nodes:
   type: dict
   sample: {"gpu-1": {"pod": "nvidia-device-plugin-x2b9k", "pod_ready": true, "waiting_reasons": [],
            "capacity": {"nvidia.com/gpu": 4}, "allocatable": {"nvidia.com/gpu": 4}, "resource_ready": true}}
+node_outcome:
+  description:
+    - After a rollout wait, each node the pod template selects, joins or runs a pod on, and how it ended
+      (V(ready) a ready pod of the current template; V(outdated) a ready pod of an older one, C(OnDelete);
+      V(joining) registered but not schedulable yet; V(not-ready) a pod that is not ready, or a node that is not
+      Ready; V(pending) no pod yet; V(refused) no pod, and the DaemonSet controller's refusal stands;
+      V(missing-devices) the pod runs but the node lacks what O(wait) asked for).
+  returned: when O(wait) is not V(none) and the rollout was waited for, also when it failed
+  type: dict
+  sample: {"gpu-1": "ready", "gpu-2": "joining"}
 changed_paths:
   description: JSON pointers of the DaemonSet fields that differed from what the task wants.
   returned: when an existing DaemonSet is changed
@@ -493,6 +508,7 @@ from ansible_collections.kubehw.devices.plugins.module_utils import _daemonset_c
 from ansible_collections.kubehw.devices.plugins.module_utils import _daemonset_manifest as manifest
 from ansible_collections.kubehw.devices.plugins.module_utils import _daemonset_rollout as ds_rollout
 from ansible_collections.kubehw.devices.plugins.module_utils import _daemonset_task as ds_task
+from ansible_collections.kubehw.devices.plugins.module_utils import _daemonset_wait as ds_wait
 from ansible_collections.kubehw.devices.plugins.module_utils import _device_plugin_presets as presets
 from ansible_collections.kubehw.devices.plugins.module_utils import _k8s_objects as objects
 from ansible_collections.kubehw.devices.plugins.module_utils._daemonset_manifest import DaemonSetSpecError
@@ -575,8 +591,8 @@ class DevicePluginDeploy(object):
         self.warnings = []
         self.deadline = None
         self.old_pods = None
+        self.node_watch = ds_wait.node_list_watch(client)
         self.waiter = None
-        self.joining = {}
         self.since = None   # apiserver time of this run's DaemonSet write (its managedFields), for the events
         # a node serving any one of the resources is enough (the Intel GPU plugin: i915 or xe)
         self.any_of = self.params.get("state") == "present" and self.params.get("preset") in presets.PRESETS \
@@ -600,19 +616,18 @@ class DevicePluginDeploy(object):
         return self._read(self.client.core.read_namespaced_config_map, cm_name,
                           'read ConfigMap "%s/%s"' % (self.namespace, cm_name))
 
-    @staticmethod
-    def _pod_selector(daemonset):
-        return ",".join("%s=%s" % kv for kv in sorted(daemonset["spec"]["selector"]["matchLabels"].items()))
-
     def list_pods(self, daemonset):
-        selector = self._pod_selector(daemonset)
-        listing = self.client.list_all(self.client.core.list_namespaced_pod, self.namespace, label_selector=selector,
-                                       what='list pods of DaemonSet "%s/%s"' % (self.namespace, self.name))
-        return [p for p in listing.get("items") or [] if ds_rollout.owned_by(p, daemonset)]
+        return self._waiter().pods(daemonset)
 
     def list_nodes(self):
-        listing = self.client.list_all(self.client.core.list_node, what="list nodes")
-        return dict((n["metadata"]["name"], n) for n in listing.get("items") or [])
+        """Every node by name: listed once per task, then followed by the wait's watch."""
+        return dict((n["metadata"]["name"], n) for n in ds_wait.node_list(self.node_watch))
+
+    def _waiter(self):
+        if self.waiter is None:
+            self.waiter = ds_wait.RolloutWait(self.client, self.namespace, self.name, self.remaining, self.since,
+                                              self.node_watch)
+        return self.waiter
 
     def remaining(self):
         return max(0.0, self.deadline - time.monotonic())
@@ -835,32 +850,37 @@ class DevicePluginDeploy(object):
             self.result["changed"] = True
         return written
 
-    def _watch_daemonset(self, predicate, what, on_slice=None):
-        """The shared rollout wait (_daemonset_task.RolloutWait): fails fast on the controller's FailedCreate."""
-        if self.waiter is None:
-            self.waiter = ds_task.RolloutWait(self.client, self.namespace, self.name, self.remaining, self.since)
-        return self.waiter.wait(predicate, what, self.result.get("daemonset"), on_slice=on_slice)
-
     def _wait_rollout(self, current, resources):
+        """The shared rollout wait (_daemonset_wait.RolloutWait), with this module's OnDelete handling: with
+        delete_old_pods the old template's pods are deleted in batches once the controller observed the new one;
+        without, the rollout counts as finished when only old pods remain (a warning names them)."""
         on_delete = ds_rollout.rollout_status(current)["strategy"] == "OnDelete"
         generation = current["metadata"].get("generation")
-        try:
-            if on_delete and self.params["delete_old_pods"]:
-                current = self._watch_daemonset(
-                    lambda ds: (ds.get("status") or {}).get("observedGeneration", 0) >= generation,
-                    "observe generation %s of DaemonSet %s/%s" % (generation, self.namespace, self.name))
+        waiter = self._waiter()
+        if on_delete and self.params["delete_old_pods"]:
+            try:
+                current = waiter.wait(
+                    "observe generation %s of DaemonSet %s/%s" % (generation, self.namespace, self.name), current,
+                    done=lambda ds: (ds.get("status") or {}).get("observedGeneration", 0) >= generation,
+                    cover_nodes=False)
                 self._delete_old_pods(current)
-            current = self._watch_daemonset(
-                lambda ds: ds_rollout.rollout_done(ds) or (
-                    on_delete and not self.params["delete_old_pods"] and ds_rollout.rollout_status(ds)["old_pods_pending"]),
-                "finish the rollout of DaemonSet %s/%s" % (self.namespace, self.name))
-            current = self._wait_joining(current)
-        except KubeHwError as err:
-            if err.reason != "Timeout":
-                raise
-            self._fail_joining()
-            self._fail_timeout("the rollout", resources, check_resources=False)
-        self._check_selects_nodes(current)
+            except KubeHwError as err:
+                if err.reason != "Timeout":
+                    raise
+                current = waiter.daemonsets.objects.get(waiter.key) or current
+                self._report(current, resources)
+                raise TaskFailed(waiter.timeout_message(current, self.result, self.params["wait_timeout"]))
+        try:
+            current = waiter.rollout(
+                current, self.result, "the plugin",
+                "Label the nodes (or deploy Node Feature Discovery), set node_selector or affinity",
+                self.params["wait_timeout"], self.params["allow_empty_rollout"], self.warnings,
+                done=lambda ds: ds_rollout.rollout_done(ds) or (
+                    on_delete and not self.params["delete_old_pods"]
+                    and ds_rollout.rollout_status(ds)["old_pods_pending"]))
+        except TaskFailed:
+            self._report(self.result.get("daemonset") or current, resources)   # the nodes' report, as on success
+            raise
         state = self._report(current, resources)
         if state["old_pods_pending"]:
             old = [p["metadata"]["name"] for p in self.list_pods(current) if ds_rollout.is_old_pod(p, generation)]
@@ -871,58 +891,6 @@ class DevicePluginDeploy(object):
                 "deleted. Delete them, or set delete_old_pods: true to let this module do it."
                 % (self.namespace, self.name, len(old), ", ".join(sorted(old)) or "none listed"))
         return current
-
-    def _wait_joining(self, current):
-        """A finished rollout over zero nodes while matching nodes are still joining (not Ready yet, or tainted
-        not-ready, as every node is at registration): wait for pods there within wait_timeout."""
-        state = ds_rollout.rollout_status(current)
-        if not state["done"] or state["desired"] > 0:
-            return current
-        joining, _selection = ds_task.zero_nodes_outcome(current, list(self.list_nodes().values()))
-        if not joining:
-            return current
-        self.joining = joining
-
-        def settled(daemonset):
-            nodes = list(self.list_nodes().values())
-            self.joining = ds_task.zero_nodes_outcome(daemonset, nodes)[0]
-            return not self.joining and not ds_rollout.selected_nodes(daemonset["spec"]["template"].get("spec"), nodes)
-
-        return self._watch_daemonset(
-            lambda ds: ds_rollout.rollout_done(ds) and ds_rollout.rollout_status(ds)["desired"] > 0,
-            "see DaemonSet %s/%s roll out on the joining node(s) %s"
-            % (self.namespace, self.name, ds_task.joining_text(joining)),
-            on_slice=settled)
-
-    def _fail_joining(self):
-        if not getattr(self, "joining", None):
-            return
-        current = self.read_daemonset() or self.result["daemonset"]
-        if ds_rollout.rollout_status(current)["desired"] > 0:
-            return
-        joining, selection = ds_task.zero_nodes_outcome(current, list(self.list_nodes().values()))
-        if joining:
-            raise TaskFailed(
-                "Timed out after %ss waiting for DaemonSet %s/%s: the nodes it selects are still joining and never "
-                "became schedulable: %s (the node lifecycle controller removes node.kubernetes.io/not-ready once the "
-                "kubelet reports Ready); %s" % (self.params["wait_timeout"], self.namespace, self.name,
-                                                ds_task.joining_text(joining), selection))
-
-    def _check_selects_nodes(self, current):
-        """A rollout over zero nodes is no success: the plugin runs nowhere (wrong label, NFD not deployed)."""
-        state = ds_rollout.rollout_status(current)
-        if not state["done"] or state["desired"] > 0:
-            return
-        _joining, selection = ds_task.zero_nodes_outcome(current, list(self.list_nodes().values()))
-        if self.params["allow_empty_rollout"]:
-            self.warnings.append("DaemonSet %s/%s selects no node (allow_empty_rollout): %s"
-                                 % (self.namespace, self.name, selection))
-            return
-        self._report(current, self.result.get("resources") or [])
-        raise TaskFailed(
-            "DaemonSet %s/%s selects no node (desiredNumberScheduled is 0), so the plugin runs nowhere: %s. Label the "
-            "nodes (or deploy Node Feature Discovery), set node_selector or affinity, or set allow_empty_rollout: true "
-            "if no such node exists yet." % (self.namespace, self.name, selection))
 
     def _batch_size(self, desired):
         """How many old pods one batch deletes: update_strategy.max_unavailable (a number or a percentage of
@@ -974,7 +942,7 @@ class DevicePluginDeploy(object):
         self.client.watch(self.client.core.list_namespaced_pod, replaced, timeout=self.remaining(),
                           what="see ready replacements on %s before deleting more old pods of DaemonSet %s/%s"
                           % (", ".join(nodes), self.namespace, self.name),
-                          namespace=self.namespace, label_selector=self._pod_selector(daemonset))
+                          namespace=self.namespace, label_selector=ds_wait.pod_selector(daemonset))
 
     def _wait_resource(self, current, resources):
         min_count = self.params["min_count"]
@@ -985,11 +953,13 @@ class DevicePluginDeploy(object):
             self.warnings.append("No node runs a pod of DaemonSet %s/%s, so no node advertises %s"
                                  % (self.namespace, self.name, ", ".join(resources)))
         try:
-            self.client.watch(
-                self.client.core.list_node,
+            # the nodes' watch the task began with goes on: no second list of every node
+            ds_wait.node_list(self.node_watch)
+            self.node_watch.what = "see %s on the nodes running DaemonSet %s/%s" % (
+                ", ".join(resources), self.namespace, self.name)
+            self.node_watch.until(
                 lambda nodes: ds_rollout.nodes_with_resource(nodes, node_names, resources, min_count, self.any_of),
-                timeout=self.remaining(),
-                what="see %s on the nodes running DaemonSet %s/%s" % (", ".join(resources), self.namespace, self.name))
+                self.remaining())
         except KubeHwError as err:
             if err.reason != "Timeout":
                 raise
@@ -1013,6 +983,11 @@ class DevicePluginDeploy(object):
         pods = self.list_pods(current)
         nodes = self.list_nodes()
         state = self._report(current, resources, pods, nodes)
+        if check_resources:
+            outcome = self.result.setdefault("node_outcome", {})
+            for node, entry in self.result["nodes"].items():
+                if not entry["resource_ready"]:
+                    outcome[node] = ds_wait.MISSING_DEVICES
         msg = ds_rollout.timeout_message(what, self.params["wait_timeout"], current, state, self.result["nodes"],
                                          resources, self.params["min_count"], check_resources, self.any_of)
         raise TaskFailed(msg)

@@ -143,8 +143,9 @@ options:
     description:
       - Succeed with a warning when the DaemonSet selects no node, instead of failing.
       - Nodes that match the selection but are still joining (not Ready yet, or tainted
-        C(node.kubernetes.io/not-ready) as every node is at registration) are waited for within O(wait_timeout), and
-        named if they never become schedulable; the task fails at once only when no node matches at all.
+        C(node.kubernetes.io/not-ready) as every node is at registration) are waited for within O(wait_timeout), also
+        when other nodes already run the pods, and named if they never become schedulable; the task fails at once
+        only when no node matches at all.
     type: bool
     default: false
   nvidia_driver_root:
@@ -190,8 +191,10 @@ notes:
     C(get), C(create), C(update), C(delete) on C(roles) and C(rolebindings) in O(namespace).
   - Each preset's Kubernetes floor is checked before any write (the server version), and the task refuses naming
     it.
-  - The rollout wait fails within seconds, with the controller's message, when the DaemonSet controller reports
-    that it cannot create the pods (C(FailedCreate) events of a quota, PodSecurity or an admission webhook).
+  - The rollout wait fails within seconds, with the controller's message, when the DaemonSet controller's refusal
+    to create the pods persists (C(FailedCreate) events of a quota, PodSecurity or an admission webhook reported again
+    over 10 s while pods are missing, also when reported before this run); one the controller gets past does not
+    stop the rollout. See C(docs/dra.md), "The rollout, shared with device_plugin_deploy".
 seealso:
   - module: kubehw.devices.dra_device_class
   - module: kubehw.devices.device_plugin_deploy
@@ -270,6 +273,16 @@ rollout:
   description: Rollout state of the DaemonSet, as M(kubehw.devices.device_plugin_deploy) reports it.
   returned: when state is present and the DaemonSet exists
   type: dict
+node_outcome:
+  description:
+    - After a rollout wait, each node the pod template selects, joins or runs a pod on, and how it ended
+      (V(ready) a ready pod of the current template; V(outdated) a ready pod of an older one, C(OnDelete);
+      V(joining) registered but not schedulable yet; V(not-ready) a pod that is not ready, or a node that is not
+      Ready; V(pending) no pod yet; V(refused) no pod, and the DaemonSet controller's refusal stands;
+      V(missing-devices) the pod runs but the node lacks what O(wait) asked for).
+  returned: when O(wait) is not V(none) and the rollout was waited for, also when it failed
+  type: dict
+  sample: {"gpu-1": "ready", "gpu-2": "joining"}
 nodes:
   description:
     - With O(wait=devices), per node running a ready kubelet-plugin pod, what the driver published there (complete
@@ -323,6 +336,7 @@ from ansible_collections.kubehw.devices.plugins.module_utils._errors import Kube
 from ansible_collections.kubehw.devices.plugins.module_utils import _daemonset_compare as compare
 from ansible_collections.kubehw.devices.plugins.module_utils import _daemonset_rollout as ds_rollout
 from ansible_collections.kubehw.devices.plugins.module_utils import _daemonset_task as ds_task
+from ansible_collections.kubehw.devices.plugins.module_utils import _daemonset_wait as ds_wait
 from ansible_collections.kubehw.devices.plugins.module_utils import _dra as dra
 from ansible_collections.kubehw.devices.plugins.module_utils import _dra_device_class as dra_device_class
 from ansible_collections.kubehw.devices.plugins.module_utils import _dra_driver_manifest as dra_manifest
@@ -455,6 +469,8 @@ class DraDriverDeploy(object):
         self.driver = self.preset["driver"]
         self.name, self.namespace = object_names(self.params)
         self.api = dra_api or dra.DraApi(client)
+        self.node_watch = ds_wait.node_list_watch(client)
+        self.waiter = None
         self.result = dict(changed=False, daemonset=None, driver=self.driver, device_classes=[],
                            changed_objects=[], waited_for="none",
                            rbac={"mode": self.params["rbac"],
@@ -510,7 +526,7 @@ class DraDriverDeploy(object):
                                             "of %s)" % self.driver)
         daemonsets = listing.get("items") or []
         pod_spec = desired_ds["spec"]["template"]["spec"]
-        nodes = list(self.list_nodes().values())
+        nodes = ds_wait.node_list(self.node_watch)
         twins = ds_task.same_driver_daemonsets(daemonsets, self.driver, [ds_task.image_repository(self.preset["image"])],
                                                (self.namespace, self.name))
         twin_overlap = ds_task.overlapping_nodes(pod_spec, twins, nodes)
@@ -525,16 +541,6 @@ class DraDriverDeploy(object):
         if overlap or serving:
             raise TaskFailed(ds_task.overlap_message(self.driver, overlap, plugin["resources"], OVERLAP_OPTION,
                                                      serving))
-
-    def list_pods(self, daemonset):
-        selector = ",".join("%s=%s" % kv for kv in sorted(daemonset["spec"]["selector"]["matchLabels"].items()))
-        listing = self.client.list_all(self.client.core.list_namespaced_pod, self.namespace, label_selector=selector,
-                                       what='list pods of DaemonSet "%s/%s"' % (self.namespace, self.name))
-        return [p for p in listing.get("items") or [] if ds_rollout.owned_by(p, daemonset)]
-
-    def list_nodes(self):
-        listing = self.client.list_all(self.client.core.list_node, what="list nodes")
-        return dict((n["metadata"]["name"], n) for n in listing.get("items") or [])
 
     def _add_diff(self, kind, name, before, after):
         header = "%s %s" % (kind, name)
@@ -746,70 +752,18 @@ class DraDriverDeploy(object):
 
     # -- waiting -----------------------------------------------------------------------------------
     def _wait_rollout(self, current, since=None):
-        key = "%s/%s" % (self.namespace, self.name)
-        waiter = ds_task.RolloutWait(self.client, self.namespace, self.name, self.remaining, since)
-        joining = {}
-        try:
-            current = waiter.wait(ds_rollout.rollout_done, "finish the rollout of DaemonSet %s" % key, current)
-            if ds_rollout.rollout_status(current)["desired"] == 0:
-                current, joining = self._wait_joining(waiter, current)
-        except KubeHwError as err:
-            if err.reason != "Timeout":
-                raise
-            current = self.read_daemonset() or current
-            state = ds_rollout.rollout_status(current)
-            self.result.update(daemonset=current, rollout=state)
-            if joining or state["desired"] == 0:
-                nodes = list(self.list_nodes().values())
-                joining, selection = ds_task.zero_nodes_outcome(current, nodes)
-                if joining:
-                    raise TaskFailed(
-                        "Timed out after %ss waiting for DaemonSet %s: the nodes it selects are still joining and "
-                        "never became schedulable: %s (the node lifecycle controller removes "
-                        "node.kubernetes.io/not-ready once the kubelet reports Ready); %s"
-                        % (self.params["wait_timeout"], key, ds_task.joining_text(joining), selection))
-            report = ds_rollout.node_report(self.list_pods(current), self.list_nodes(), [], 0,
-                                            current["metadata"].get("generation"))
-            raise TaskFailed(ds_rollout.timeout_message("the rollout", self.params["wait_timeout"], current, state,
-                                                        report, [], 0, False))
-        state = ds_rollout.rollout_status(current)
-        self.result["rollout"] = state
-        if state["desired"] == 0:
-            _joining, selection = ds_task.zero_nodes_outcome(current, list(self.list_nodes().values()))
-            if not self.params["allow_empty_rollout"]:
-                raise TaskFailed("DaemonSet %s selects no node (desiredNumberScheduled is 0), so the DRA driver runs "
-                                 "nowhere: %s. Label the nodes, set node_selector, or set allow_empty_rollout: true if "
-                                 "no such node exists yet." % (key, selection))
-            self.warnings.append("DaemonSet %s selects no node (allow_empty_rollout): %s" % (key, selection))
-        return current
-
-    def _wait_joining(self, waiter, current):
-        """A finished rollout over zero nodes while matching nodes are still joining (not Ready yet, or tainted
-        not-ready): wait for the controller to schedule pods there, within wait_timeout. Returns the DaemonSet and
-        the nodes still joining (none when there were none to wait for)."""
-        joining, _selection = ds_task.zero_nodes_outcome(current, list(self.list_nodes().values()))
-        if not joining:
-            return current, {}
-        state = {"joining": joining}
-
-        def settled(daemonset):
-            # nothing left to wait for: no node joining, and none the controller would still schedule on
-            nodes = list(self.list_nodes().values())
-            state["joining"] = ds_task.zero_nodes_outcome(daemonset, nodes)[0]
-            pod_spec = daemonset["spec"]["template"].get("spec")
-            return not state["joining"] and not ds_rollout.selected_nodes(pod_spec, nodes)
-
-        current = waiter.wait(lambda ds: ds_rollout.rollout_done(ds) and ds_rollout.rollout_status(ds)["desired"] > 0,
-                              "see DaemonSet %s/%s roll out on the joining node(s) %s"
-                              % (self.namespace, self.name, ds_task.joining_text(joining)), current, on_slice=settled)
-        return current, state["joining"]
+        self.waiter = ds_wait.RolloutWait(self.client, self.namespace, self.name, self.remaining, since,
+                                          self.node_watch)
+        return self.waiter.rollout(
+            current, self.result, "the DRA driver", "Label the nodes, set node_selector", self.params["wait_timeout"],
+            self.params["allow_empty_rollout"], self.warnings)
 
     def _slices_fn(self, version):
         return functools.partial(self.api.custom.list_cluster_custom_object, dra.GROUP, version, "resourceslices")
 
     def _wait_devices(self, current, version):
         min_count = self.params["min_count"]
-        pods = [p for p in self.list_pods(current) if not p["metadata"].get("deletionTimestamp")]
+        pods = [p for p in self.waiter.pods(current) if not p["metadata"].get("deletionTimestamp")]
         ready = sorted(set(ds_rollout.pod_node(p) for p in pods if ds_rollout.pod_node(p) and ds_rollout.pod_ready(p)))
         not_ready = sorted(set(ds_rollout.pod_node(p) for p in pods if ds_rollout.pod_node(p)) - set(ready))
 
@@ -826,10 +780,15 @@ class DraDriverDeploy(object):
             if err.reason != "Timeout":
                 raise
             published = published_by_node((getattr(err, "objects", None) or {}).values(), self.driver)
-            self.result["nodes"] = node_results(published, ready, self.driver)
+            self._record_devices(published, ready, min_count)
             raise TaskFailed(self._devices_timeout(published, ready, not_ready, pods, min_count))
-        published = published_by_node(found.values(), self.driver)
+        self._record_devices(published_by_node(found.values(), self.driver), ready, min_count)
+
+    def _record_devices(self, published, ready, min_count):
         self.result["nodes"] = node_results(published, ready, self.driver)
+        outcome = self.result.get("node_outcome") or {}
+        for node in nodes_missing_devices(published, ready, min_count):
+            outcome[node] = ds_wait.MISSING_DEVICES
 
     def _devices_timeout(self, published, ready, not_ready, pods, min_count):
         parts = ["Timed out after %ss waiting for the nodes running DaemonSet %s/%s to publish ResourceSlices of driver "

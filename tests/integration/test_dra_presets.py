@@ -466,26 +466,101 @@ def test_a_node_that_never_becomes_ready_is_named_at_the_timeout(cluster, ansibl
         remove(ansible, namespace, name, "example")
 
 
-def test_pods_the_controller_cannot_create_fail_the_rollout_within_seconds(cluster, ansible):
-    """The DaemonSet controller reported FailedCreate every few seconds while the wait ran out its whole
-    wait_timeout. A ResourceQuota that allows no pod makes every pod of the namespace fail admission."""
-    namespace, name = cluster.namespace(), cluster.unique_name("dra-quota")
+def test_a_rollout_with_one_ready_node_and_one_joining_covers_both(cluster, ansible):
+    """One matching node Ready, one registered a moment ago: the controller reported 1 of 1 pods done at once and the
+    task returned without the joining node, so the smoke test that followed met half the pool. Now the wait goes on
+    until the joining node runs its pod, and the result says so per node."""
+    namespace, name = cluster.namespace(), cluster.unique_name("dra-half")
+    label = {"kubehw-it.example.com/half": name}
+    with ready_nodes(cluster, [{"what": "half-ready", "labels": label}]) as (ready,):
+        (joining,) = cluster.create_nodes([{"what": "half-joining", "labels": label, "capacity": NODE_CAPACITY}])
+        register_not_ready(cluster, joining)
+        with PodReporter(cluster, namespace, [ready]), PodReporter(cluster, namespace, [joining], delay=8):
+            start = time.monotonic()
+            run, res = deploy(ansible, namespace, name, preset="example", node_selector=label, wait="rollout",
+                              wait_timeout=90)
+            took = time.monotonic() - start
+            try:
+                assert not res["failed"], run.output()
+                assert res["rollout"]["desired"] == 2 and res["rollout"]["done"], res["rollout"]
+                assert res["node_outcome"] == {ready: "ready", joining: "ready"}, res["node_outcome"]
+                assert took >= 8, "returned after %.1f s, before the joining node could be Ready" % took
+            finally:
+                remove(ansible, namespace, name, "example")
+
+
+def failed_creates(cluster, namespace, name):
+    events = json.loads(cluster.core.list_namespaced_event(
+        namespace, field_selector="involvedObject.kind=DaemonSet,involvedObject.name=%s" % name,
+        _preload_content=False).data)["items"]
+    return [e for e in events if e.get("reason") == "FailedCreate"]
+
+
+def no_pods_quota(cluster, namespace):
+    """A ResourceQuota that allows no pod: every pod of the namespace fails admission, which the DaemonSet controller
+    reports as FailedCreate and retries, backing off."""
     cluster.core.create_namespaced_resource_quota(namespace, {
         "apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "no-pods"}, "spec": {"hard": {"pods": "0"}}},
         _preload_content=False)
+
+
+def test_pods_the_controller_cannot_create_fail_the_rollout_within_seconds_and_so_does_a_rerun(cluster, ansible):
+    """The DaemonSet controller reported FailedCreate every few seconds while the wait ran out its whole
+    wait_timeout; and a re-run that wrote nothing took 41-45 s to name a refusal the controller had been reporting
+    all along (it waited for the event count to grow, and the controller backs off)."""
+    namespace, name = cluster.namespace(), cluster.unique_name("dra-quota")
+    no_pods_quota(cluster, namespace)
     label = {"kubehw-it.example.com/quota": name}
-    with ready_nodes(cluster, [{"what": "quota", "labels": label}]):
-        start = time.monotonic()
-        run, res = deploy(ansible, namespace, name, preset="example", node_selector=label, wait="rollout",
-                          wait_timeout=120)
-        took = time.monotonic() - start
+    with ready_nodes(cluster, [{"what": "quota", "labels": label}]) as (node,):
         try:
-            assert res["failed"], run.output()
-            assert "DaemonSet %s/%s cannot create its pods: the DaemonSet controller reports FailedCreate: " % (
-                namespace, name) in res["msg"] and "exceeded quota" in res["msg"], res["msg"]
-            assert took < 60, "the wait took %.0f s of its 120" % took
+            timings = []
+            for attempt in ("first run", "re-run"):
+                if attempt == "re-run":
+                    # right after the controller's next attempt: its backoff has doubled, so a wait that needs a new
+                    # event to notice the refusal (as the one before did) waits 20 s or more
+                    refused = sum(e.get("count") or 1 for e in failed_creates(cluster, namespace, name))
+                    wait_for(lambda: sum(e.get("count") or 1 for e in failed_creates(cluster, namespace, name))
+                             > refused, timeout=60, what="the controller's next attempt")
+                start = time.monotonic()
+                run, res = deploy(ansible, namespace, name, preset="example", node_selector=label, wait="rollout",
+                                  wait_timeout=120)
+                timings.append(time.monotonic() - start)
+                assert res["failed"], run.output()
+                assert "DaemonSet %s/%s cannot create its pods: the DaemonSet controller reports FailedCreate: " % (
+                    namespace, name) in res["msg"] and "exceeded quota" in res["msg"], res["msg"]
+            assert timings[0] < 40, "the first run took %.0f s of its 120" % timings[0]
+            assert timings[1] < 12, "the re-run took %.0f s to name the refusal already there" % timings[1]
+            assert not res["changed"] and res["node_outcome"] == {node: "refused"}, res
         finally:
             remove(ansible, namespace, name, "example")
+
+
+def test_a_refusal_the_controller_gets_past_does_not_fail_the_rollout(cluster, ansible):
+    """A refusal that lasts a few seconds (here a quota raised 4 s after the controller's first FailedCreate; in the
+    field a webhook timeout or a token being renewed) failed the rollout at the first event, although the
+    controller's next attempt created the pod."""
+    namespace, name = cluster.namespace(), cluster.unique_name("dra-blip")
+    no_pods_quota(cluster, namespace)
+    label = {"kubehw-it.example.com/blip": name}
+    with ready_nodes(cluster, [{"what": "blip", "labels": label}]) as (node,):
+        with PodReporter(cluster, namespace, [node]):
+            def raise_the_quota_after_the_first_refusal():
+                wait_for(lambda: failed_creates(cluster, namespace, name), timeout=60, what="a FailedCreate event")
+                time.sleep(4)
+                cluster.core.patch_namespaced_resource_quota("no-pods", namespace, {"spec": {"hard": {"pods": "10"}}},
+                                                             _preload_content=False)
+
+            lifter = threading.Thread(target=raise_the_quota_after_the_first_refusal, daemon=True)
+            lifter.start()
+            run, res = deploy(ansible, namespace, name, preset="example", node_selector=label, wait="rollout",
+                              wait_timeout=90)
+            lifter.join(60)
+            try:
+                assert failed_creates(cluster, namespace, name), "the quota never refused a pod: nothing was tested"
+                assert not res["failed"], run.output()
+                assert res["node_outcome"] == {node: "ready"}, res
+            finally:
+                remove(ansible, namespace, name, "example")
 
 
 def test_rbac_ymls_namespace_label_lets_the_privileged_pods_in_where_baseline_refuses_them(cluster, ansible):

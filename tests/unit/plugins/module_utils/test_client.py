@@ -460,6 +460,21 @@ def test_watch_resumes_from_the_last_resource_version_after_a_drop(no_env):
     assert [c.get("resource_version") for c in fn.calls if c.get("watch")] == ["5", "6"]
 
 
+def test_a_list_watch_lists_once_and_each_later_wait_goes_on_from_where_the_last_stopped(no_env):
+    """The rollout wait looks at the nodes many times: one list, then only watches from the last resourceVersion."""
+    fn = WatchedList(
+        listings=[([node("a", "5")], "5")],
+        streams=[Stream([{"type": "MODIFIED", "object": node("a", "6")},
+                         {"type": "ADDED", "object": node("b", "7", ready=True)}]),
+                 Stream([{"type": "MODIFIED", "object": node("a", "9", ready=True)}])])
+    watch = make_client([]).list_watch(fn, what="watch the nodes")
+    assert set(watch.until(lambda objects: "b" in objects, timeout=30)) == {"a", "b"}
+    assert watch.until(lambda objects: "b" in objects, timeout=30)["b"]["ready"] is True   # held: no request
+    assert all_ready(watch.until(all_ready, timeout=30))
+    kinds = [("watch" if c.get("watch") else "list", c.get("resource_version")) for c in fn.calls]
+    assert kinds == [("list", None), ("watch", "5"), ("watch", "7")]
+
+
 def test_watch_reads_lines_split_across_chunks(no_env):
     line = (json.dumps({"type": "ADDED", "object": node("b", "6", ready=True)}) + "\n").encode()
     fn = WatchedList(listings=[([], "5")], streams=[Stream([line[:10], line[10:]])])

@@ -2,8 +2,8 @@
 # Copyright (c) kubehw.devices contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The DaemonSet pieces device_plugin_deploy and dra_driver_deploy share: which nodes a template
-selects (the DaemonSet controller's predicates), nodes still joining, the FailedCreate fail-fast of the rollout
-wait, and the one definition of the devices a node published."""
+selects (the DaemonSet controller's predicates), nodes still joining, the adoption rule, and the one definition of
+the devices a node published. The rollout wait has test_daemonset_wait.py."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -15,7 +15,6 @@ from ansible_collections.kubehw.devices.plugins.module_utils import _daemonset_r
 from ansible_collections.kubehw.devices.plugins.module_utils import _daemonset_task as ds_task
 from ansible_collections.kubehw.devices.plugins.module_utils import _dra_report
 from ansible_collections.kubehw.devices.plugins.module_utils._errors import KubeHwError
-from ansible_collections.kubehw.devices.plugins.module_utils._k8s_objects import TaskFailed
 
 READY = {"type": "Ready", "status": "True"}
 NOT_READY_TAINT = {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}
@@ -57,105 +56,6 @@ def test_a_node_still_joining_is_told_from_one_that_does_not_match():
     assert ds_rollout.joining_nodes(spec, nodes) == {"joining": "node.kubernetes.io/not-ready:NoSchedule",
                                                      "quiet": "not Ready"}
     assert ds_rollout.joining_nodes(spec, [node("other")]) == {}
-
-
-# -- FailedCreate fails the wait fast ------------------------------------------------------------------------
-
-DS = {"metadata": {"name": "nvidia-device-plugin", "namespace": "plugins", "uid": "ds-1", "generation": 1},
-      "spec": {"template": {"spec": {"runtimeClassName": "nvidia", "priorityClassName": "system-node-critical"}}},
-      "status": {"observedGeneration": 1, "desiredNumberScheduled": 2}}
-
-
-def failed_create(name, count, message, last="2026-01-01T00:00:10Z", uid="ds-1"):
-    return {"metadata": {"name": name}, "reason": "FailedCreate", "count": count, "message": message,
-            "involvedObject": {"kind": "DaemonSet", "name": "nvidia-device-plugin", "uid": uid},
-            "lastTimestamp": last}
-
-
-class StuckClient(object):
-    """A DaemonSet that never finishes, and the controller's events, which change between reads."""
-
-    def __init__(self, event_lists):
-        self.event_lists = list(event_lists)
-        self.watches = 0
-        self.core = self
-        self.apps = self
-
-    def list_namespaced_daemon_set(self, **kwargs):
-        return {"items": [DS]}
-
-    def list_namespaced_event(self, namespace, **kwargs):
-        return {"items": self.event_lists.pop(0) if len(self.event_lists) > 1 else self.event_lists[0]}
-
-    def list_all(self, fn, *args, **kwargs):
-        kwargs.pop("what", None)
-        return fn(*args, **kwargs)
-
-    def watch(self, list_fn, predicate, timeout, what="watch", **kwargs):
-        self.watches += 1
-        objects = {"plugins/nvidia-device-plugin": DS}
-        if predicate(objects):
-            return objects
-        err = KubeHwError("Timed out", reason="Timeout")
-        err.objects = objects
-        raise err
-
-
-def remaining_for(seconds):
-    clock = {"left": seconds}
-
-    def remaining():
-        clock["left"] -= ds_task.EVENT_CHECK_INTERVAL
-        return max(0.0, clock["left"])
-    return remaining
-
-
-def test_the_rollout_wait_fails_fast_when_the_controller_cannot_create_pods():
-    """The controller reports FailedCreate every few seconds; the wait stops at the next look with
-    that reason instead of waiting out the whole wait_timeout (120 s measured)."""
-    message = 'pods "nvidia-device-plugin-" is forbidden: pod rejected: RuntimeClass "nvidia" not found'
-    old = failed_create("e1", 3, message)
-    client = StuckClient([[old], [dict(old, count=4)]])
-    waiter = ds_task.RolloutWait(client, "plugins", "nvidia-device-plugin", remaining_for(120))
-    with pytest.raises(TaskFailed) as err:
-        waiter.wait(ds_rollout.rollout_done, "finish the rollout")
-    assert client.watches == 2    # one slice to take the baseline, one to see the count go up
-    assert ("DaemonSet plugins/nvidia-device-plugin cannot create its pods: the DaemonSet controller reports "
-            "FailedCreate: %s" % message) in str(err.value)
-    assert "Create RuntimeClass nvidia" in str(err.value)
-
-
-def test_an_event_since_this_runs_write_fails_at_the_first_look_and_old_ones_do_not():
-    quota = ('pods "p" is forbidden: insufficient quota to match these scopes: [{PriorityClass In '
-             '[system-node-critical system-cluster-critical]}]')
-    client = StuckClient([[failed_create("e1", 1, quota, last="2026-01-01T00:00:10Z")]])
-    waiter = ds_task.RolloutWait(client, "plugins", "nvidia-device-plugin", remaining_for(120),
-                                 since="2026-01-01T00:00:09Z")
-    with pytest.raises(TaskFailed) as err:
-        waiter.wait(ds_rollout.rollout_done, "finish the rollout")
-    assert client.watches == 1 and "insufficient quota" in str(err.value)
-    assert "need a ResourceQuota in plugins whose scopeSelector allows that class" in str(err.value)
-    # an event from before this run's write, never counted up again, and another DaemonSet's: the wait times out
-    stale = [failed_create("e1", 1, quota, last="2026-01-01T00:00:01Z"),
-             failed_create("e2", 1, quota, uid="someone-else")]
-    client = StuckClient([stale, [stale[0], dict(stale[1], count=9)]])
-    waiter = ds_task.RolloutWait(client, "plugins", "nvidia-device-plugin", remaining_for(8),
-                                 since="2026-01-01T00:00:09Z")
-    with pytest.raises(KubeHwError) as err:
-        waiter.wait(ds_rollout.rollout_done, "finish the rollout")
-    assert err.value.reason == "Timeout"
-
-
-def test_events_that_cannot_be_read_leave_the_wait_as_it_was():
-    class Forbidden(StuckClient):
-        def list_namespaced_event(self, namespace, **kwargs):
-            raise KubeHwError("forbidden", status=403, reason="Forbidden")
-
-    client = Forbidden([[]])
-    waiter = ds_task.RolloutWait(client, "plugins", "nvidia-device-plugin", remaining_for(6))
-    with pytest.raises(KubeHwError) as err:
-        waiter.wait(ds_rollout.rollout_done, "finish the rollout")
-    assert err.value.reason == "Timeout" and not waiter.events_readable
 
 
 # -- adoption --------------------------------------------------------------------------------------------------

@@ -81,12 +81,30 @@ class FakeClient(object):
     retry_deadline = 45
 
     def watch(self, list_fn, predicate, timeout, what="watch", **kw):
-        """One list, judged once: the predicate holds now or the wait 'times out' like KubeClient.watch."""
-        items = list_fn(**kw)["items"]
-        objects = dict((("%s/%s" % (o["metadata"]["namespace"], o["metadata"]["name"]))
-                        if o["metadata"].get("namespace") else o["metadata"]["name"], o) for o in items)
-        if predicate(objects):
-            return objects
-        err = KubeHwError("Timed out after %ss waiting to %s" % (timeout, what), reason="Timeout")
-        err.objects = objects
+        return self.list_watch(list_fn, what, **kw).until(predicate, timeout)
+
+    def list_watch(self, list_fn, what="watch", **kw):
+        return FakeListWatch(list_fn, what, kw)
+
+
+class FakeListWatch(object):
+    """KubeClient's ListWatch over the fake: each until() lists once and judges once, so the predicate holds now
+    or the wait 'times out' as ListWatch.until does (the fake's state between calls is the test's to set)."""
+
+    def __init__(self, list_fn, what, list_kwargs):
+        self.list_fn = list_fn
+        self.what = what
+        self.list_kwargs = list_kwargs
+        self.objects = {}
+        self.listed = False
+
+    def until(self, predicate, timeout):
+        items = self.list_fn(**self.list_kwargs)["items"]
+        self.objects = dict((("%s/%s" % (o["metadata"]["namespace"], o["metadata"]["name"]))
+                             if o["metadata"].get("namespace") else o["metadata"]["name"], o) for o in items)
+        self.listed = True
+        if predicate(self.objects):
+            return self.objects
+        err = KubeHwError("Timed out after %ss waiting to %s" % (timeout, self.what), reason="Timeout")
+        err.objects = self.objects
         raise err

@@ -40,7 +40,8 @@ class FakeApi(object):
         self.conflicts = 0  # how many replace calls answer 409 first
         self.rollout = "done"  # "done", "stuck" or "ondelete"
         self.nodes = {"gpu-1": {"metadata": {"name": "gpu-1"},
-                                "status": {"capacity": {"nvidia.com/gpu": "4"}, "allocatable": {"nvidia.com/gpu": "4"}}}}
+                                "status": {"capacity": {"nvidia.com/gpu": "4"}, "allocatable": {"nvidia.com/gpu": "4"},
+                                           "conditions": [{"type": "Ready", "status": "True"}]}}}
         self.pods = []
         self.missing_namespace = False
 

@@ -22,6 +22,7 @@ from ansible_collections.kubehw.devices.plugins.module_utils._errors import Kube
 from ansible_collections.kubehw.devices.plugins.module_utils._pod_spec import DaemonSetSpecError
 from ansible_collections.kubehw.devices.plugins.modules import dra_driver_deploy as mod
 
+from tests.unit.plugins.modules import module_harness
 from tests.unit.plugins.modules.module_harness import run_module
 
 
@@ -478,15 +479,10 @@ def fakes(monkeypatch):
     def install(api, dra_api):
         state.update(api=api, dra=dra_api)
 
-        class Client(object):
-            def __init__(self, module):
-                self.core = self.apps = self.rbac = api
+        class Client(module_harness.FakeClient):
+            pass
 
-            def call_json(self, fn, *args, **kwargs):
-                kwargs.pop("what", None)
-                return fn(*args, **kwargs)
-
-            list_all = call_json
+        Client.api = api
 
         monkeypatch.setattr(mod, "KubeClient", Client)
         monkeypatch.setattr(mod.dra, "DraApi", lambda client: dra_api)
@@ -578,7 +574,9 @@ def test_a_foreign_device_class_is_left_alone_with_a_warning(fakes, capsys):
 
 def test_the_devices_timeout_names_each_node_and_what_it_lacks():
     module = type("Module", (), {"params": params(min_count=2, wait_timeout=7), "check_mode": False})()
-    task = mod.DraDriverDeploy(module, client=None, dra_api=FakeDra())
+    client = module_harness.FakeClient(None)
+    client.core = client.apps = FakeApi()     # its lists are never called here
+    task = mod.DraDriverDeploy(module, client=client, dra_api=FakeDra())
     published = mod.published_by_node([rs("n1", "n1", 1, 1, ["gpu-0"])], "gpu.example.com")
     crashing = {"metadata": {"name": "p3"}, "spec": {"nodeName": "n3"},
                 "status": {"containerStatuses": [{"name": "plugin", "state": {"waiting": {"reason": "CrashLoopBackOff"}}}]}}

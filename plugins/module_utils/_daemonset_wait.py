@@ -1,0 +1,388 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) kubehw.devices contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The rollout wait device_plugin_deploy and dra_driver_deploy share, and the per-node outcome both report.
+
+A rollout is finished when the DaemonSet controller reports every pod updated and available *and* no node the
+template selects is still joining (registered but not Ready yet, or still tainted not-ready), so a pool that is
+half provisioned is waited for, within wait_timeout, instead of reported done without its new nodes.
+
+It watches: the DaemonSet through one list and then its watch; the nodes, only once they matter (the rollout
+looks finished, or it failed), through one list and then their watch. Each later look goes on from the
+resourceVersion the previous one reached, so a 5,000-node cluster is listed once per task, not once per slice.
+
+A refusal by the DaemonSet controller (FailedCreate: Pod Security, a quota, a missing RuntimeClass, an admission
+webhook) fails the wait once it persists: the controller's FailedCreate events for the DaemonSet span
+REFUSAL_PERSISTS seconds or more, the DaemonSet still lacks pods and none was created since. A transient one (a webhook timeout, a token the
+controller renews) that the controller's next attempt gets past does not stop the rollout; one reported before
+this run counts too, so a re-run that writes nothing names it at the first look.
+
+Private to the collection. Every request goes through the module's KubeClient."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import calendar
+import time
+
+from ansible_collections.kubehw.devices.plugins.module_utils import _daemonset_rollout as ds_rollout
+from ansible_collections.kubehw.devices.plugins.module_utils._errors import KubeHwError
+from ansible_collections.kubehw.devices.plugins.module_utils._k8s_objects import TaskFailed
+
+# How long one look at the DaemonSet waits for it to finish before the wait looks at the controller's refusals:
+# 2 s for the first 30 s (a refusal shows at once), then 5 s (a long rollout looks less often).
+SLICE = 2.0
+SLICE_LATER = 5.0
+SLOWDOWN_AFTER = 30.0
+# FailedCreate events that span this many seconds are a refusal, not a hiccup. The controller retries a failed sync
+# after 5 ms, doubling each time (failures 5.1 s and 10.2 s after the first), so a standing refusal crosses this ten
+# seconds in.
+REFUSAL_PERSISTS = 10
+# A finished rollout whose desiredNumberScheduled stays below the nodes the template selects (and none of them
+# is joining) is taken as the controller's word after this many seconds: its view of a node decides.
+UNCOVERED_GRACE = 10.0
+
+# node_outcome values
+READY, OUTDATED, JOINING, NOT_READY, PENDING, REFUSED, MISSING_DEVICES = (
+    "ready", "outdated", "joining", "not-ready", "pending", "refused", "missing-devices")
+
+
+def _seconds(timestamp):
+    """Seconds since the epoch of an RFC 3339 time (second precision), or None."""
+    if not timestamp:
+        return None
+    try:
+        return calendar.timegm(time.strptime(timestamp[:19], "%Y-%m-%dT%H:%M:%S"))
+    except ValueError:
+        return None
+
+
+def lacks_pods(daemonset):
+    """The controller has observed the template and some selected node has no pod of it."""
+    state = ds_rollout.rollout_status(daemonset)
+    if state["observed_generation"] < state["generation"] or state["desired"] == 0:
+        return False
+    return state["current"] < state["desired"] or state["updated"] < state["desired"]
+
+
+def persistent_refusals(events, daemonset, pods, since=None):
+    """The FailedCreate events of this DaemonSet, newest first, when together they make a refusal: reported over at
+    least REFUSAL_PERSISTS seconds (the first event's first time to the newest one's last time: each refused pod has
+    a name of its own in the message, so the controller's events are one per attempt until its recorder combines
+    them), the newest at or after ``since`` (the apiserver time of this run's write, when it wrote) and not before
+    the newest of ``pods`` (the DaemonSet's pods) was created. Otherwise []."""
+    found = []
+    for event in ds_rollout.creation_failures(events, daemonset):
+        first = _seconds(event.get("firstTimestamp") or event.get("eventTime"))
+        last = _seconds(event.get("lastTimestamp") or event.get("eventTime"))
+        if first is not None and last is not None and not (since and last < _seconds(since)):
+            found.append((first, last, event))
+    if not found:
+        return []
+    first, last = min(f for f, _l, _e in found), max(l for _f, l, _e in found)
+    created = [_seconds((p.get("metadata") or {}).get("creationTimestamp")) for p in pods or []]
+    created = [c for c in created if c is not None]
+    if last - first < REFUSAL_PERSISTS or (created and last < max(created)):
+        return []
+    return [e for _f, _l, e in sorted(found, key=lambda item: item[1], reverse=True)]
+
+
+def refusal_text(events):
+    """The newest refusal's message (without the recorder's "(combined from similar events): ") and how many."""
+    message = events[0].get("message") or ""
+    prefix = "(combined from similar events): "
+    if message.startswith(prefix):
+        message = message[len(prefix):]
+    first = min((e.get("firstTimestamp") or e.get("eventTime") or "") for e in events)
+    return "%s (%d such event(s) since %s)" % (message, sum(e.get("count") or 1 for e in events), first)
+
+
+def failure_hint(message, daemonset):
+    """What to do about a refusal the DaemonSet controller reported, where the collection knows."""
+    pod_spec = ((daemonset.get("spec") or {}).get("template") or {}).get("spec") or {}
+    namespace = (daemonset.get("metadata") or {}).get("namespace")
+    if "insufficient quota to match these scopes" in message and pod_spec.get("priorityClassName"):
+        return (" Pods of priority class %s outside kube-system need a ResourceQuota in %s whose scopeSelector "
+                "allows that class (the cluster's ResourceQuota admission limits it, as GKE's does): see "
+                "docs/dra.md, \"Priority class outside kube-system\"." % (pod_spec["priorityClassName"], namespace))
+    if "RuntimeClass" in message and pod_spec.get("runtimeClassName"):
+        return (" Create RuntimeClass %s (the nvidia_container_toolkit role, or kubehw.devices.k8s_runtime_class), or "
+                "set runtime_class_name: \"\"." % pod_spec["runtimeClassName"])
+    if "violates PodSecurity" in message:
+        return (" Label namespace %s pod-security.kubernetes.io/enforce=privileged (playbooks/rbac.yml does), as "
+                "the upstream charts' namespaces are." % namespace)
+    return ""
+
+
+def pod_selector(daemonset):
+    return ",".join("%s=%s" % kv for kv in sorted(daemonset["spec"]["selector"]["matchLabels"].items()))
+
+
+def uncovered_nodes(daemonset, nodes):
+    """What a finished-looking rollout still lacks: ({joining node: why}, number of schedulable selected nodes beyond
+    desiredNumberScheduled). A joining node is one the template selects whose kubelet is up but which is not Ready
+    yet, or still carries a joining taint; a node whose kubelet stopped reporting (Ready Unknown) is not waited for."""
+    pod_spec = daemonset["spec"]["template"].get("spec")
+    joining = dict((name, why) for name, why in ds_rollout.joining_nodes(pod_spec, nodes).items()
+                   if not _kubelet_silent(_by_name(nodes).get(name)))
+    selected = ds_rollout.selected_nodes(pod_spec, nodes)
+    extra = len(selected) - ds_rollout.rollout_status(daemonset)["desired"]
+    return joining, max(0, extra)
+
+
+def _by_name(nodes):
+    return dict((n["metadata"]["name"], n) for n in nodes)
+
+
+def _kubelet_silent(node):
+    for cond in ((node or {}).get("status") or {}).get("conditions") or []:
+        if cond.get("type") == "Ready":
+            return cond.get("status") == "Unknown"
+    return False
+
+
+def node_outcome(daemonset, nodes, pods, joining=None, refused=False):
+    """{node: outcome} for every node the template selects, joins, or runs a pod on: ready (a ready pod of the current
+    template), outdated (a ready pod of an older template, OnDelete), joining, not-ready (a pod that is not ready, or
+    a node that is not Ready), refused (no pod, and the controller's refusal stands), pending (no pod yet)."""
+    pod_spec = daemonset["spec"]["template"].get("spec")
+    generation = (daemonset.get("metadata") or {}).get("generation")
+    by_node = {}
+    for pod in sorted(pods or [], key=lambda p: (p.get("metadata") or {}).get("creationTimestamp") or ""):
+        node = ds_rollout.pod_node(pod)
+        if node and not (pod.get("metadata") or {}).get("deletionTimestamp"):
+            by_node[node] = pod
+    named = _by_name(nodes)
+    joining = joining or {}
+    names = set(ds_rollout.selected_nodes(pod_spec, nodes)) | set(joining) | set(by_node)
+    outcome = {}
+    for name in names:
+        pod = by_node.get(name)
+        if name in joining and pod is None:
+            outcome[name] = JOINING
+        elif pod is not None and ds_rollout.pod_ready(pod):
+            outcome[name] = OUTDATED if ds_rollout.is_old_pod(pod, generation) else READY
+        elif pod is not None or not ds_rollout.node_ready(named.get(name) or {}):
+            outcome[name] = NOT_READY
+        else:
+            outcome[name] = REFUSED if refused else PENDING
+    return outcome
+
+
+def node_list_watch(client):
+    """The ListWatch of every node a deploy task reads: its guard lists them once, its wait follows their changes."""
+    return client.list_watch(client.core.list_node, what="list nodes")
+
+
+def node_list(node_watch):
+    """Every node, listed at the first call (later calls return what the watch holds)."""
+    return list(node_watch.until(lambda objs: True, 1.0).values())
+
+
+class RolloutWait(object):
+    """Waits for one DaemonSet's rollout to cover every node its template selects. ``remaining``: a callable giving
+    the seconds left of the task's wait_timeout; ``since``: the apiserver time of this run's DaemonSet write;
+    ``node_watch``: the task's ListWatch of the nodes, when it read them before (node_list())."""
+
+    def __init__(self, client, namespace, name, remaining, since=None, node_watch=None):
+        self.client = client
+        self.namespace = namespace
+        self.name = name
+        self.remaining = remaining
+        self.since = since
+        self.key = "%s/%s" % (namespace, name)
+        self.daemonsets = client.list_watch(client.apps.list_namespaced_daemon_set,
+                                            what="watch DaemonSet %s" % self.key, namespace=namespace,
+                                            field_selector="metadata.name=%s" % name)
+        self.node_watch = node_watch or node_list_watch(client)
+        self.events_readable = True
+        self.joining = {}       # the nodes still joining at the last look
+        self.uncovered = 0      # selected schedulable nodes the controller did not count (yet)
+        self.refusal = None     # the refusal that failed the wait
+
+    # -- what the wait reads
+    def nodes(self, wait_for_change=0.0):
+        """Every node: listed at the first call; later calls add the changes that arrived since, waiting up to
+        ``wait_for_change`` seconds for the first one."""
+        if not self.node_watch.listed:
+            return node_list(self.node_watch)
+        if wait_for_change > 0:
+            self._next_change(self.node_watch, wait_for_change)
+        return list(self.node_watch.objects.values())
+
+    @staticmethod
+    def _next_change(watch, seconds):
+        looks = {"count": 0}
+
+        def changed(_objects):
+            looks["count"] += 1
+            return looks["count"] > 1     # the first call sees what is cached already
+
+        try:
+            watch.until(changed, seconds)
+        except KubeHwError as err:
+            if err.reason != "Timeout":
+                raise
+
+    def pods(self, daemonset):
+        listing = self.client.list_all(self.client.core.list_namespaced_pod, self.namespace,
+                                       label_selector=pod_selector(daemonset),
+                                       what='list pods of DaemonSet "%s"' % self.key)
+        return [p for p in listing.get("items") or [] if ds_rollout.owned_by(p, daemonset)]
+
+    def _events(self):
+        list_events = getattr(self.client.core, "list_namespaced_event", None)
+        if not self.events_readable or list_events is None:
+            return []
+        try:
+            listing = self.client.list_all(
+                list_events, self.namespace,
+                field_selector="involvedObject.kind=DaemonSet,involvedObject.name=%s" % self.name,
+                what='list events of DaemonSet "%s"' % self.key)
+        except KubeHwError as err:
+            if err.status in (400, 401, 403, 404, 405):
+                self.events_readable = False   # no events to read: the wait goes on without them
+                return []
+            raise
+        return listing.get("items") or []
+
+    # -- judgements
+    def failure(self, daemonset):
+        """The message for a refusal that persists, or None."""
+        if not lacks_pods(daemonset):
+            return None
+        events = self._events()
+        if not ds_rollout.creation_failures(events, daemonset):
+            return None
+        found = persistent_refusals(events, daemonset, self.pods(daemonset), self.since)
+        if not found:
+            return None
+        self.refusal = found[0]
+        state = ds_rollout.rollout_status(daemonset)
+        return ("DaemonSet %s cannot create its pods: the DaemonSet controller reports FailedCreate: %s; %s.%s "
+                "Nothing more was waited for; fix that and run again."
+                % (self.key, refusal_text(found), state["reason"], failure_hint(found[0].get("message") or "",
+                                                                                daemonset)))
+
+    # -- the wait
+    def _look(self, done, step, last):
+        """The DaemonSet once done(daemonset) holds, or as it is after ``step`` seconds."""
+        key = self.key
+        try:
+            return self.daemonsets.until(lambda objs: key in objs and done(objs[key]), step)[key]
+        except KubeHwError as err:
+            if err.reason != "Timeout":
+                raise
+            return (getattr(err, "objects", None) or {}).get(key) or last
+
+    def wait(self, what, current=None, done=ds_rollout.rollout_done, on_slice=None, cover_nodes=True):
+        """The DaemonSet once ``done(daemonset)`` holds and (cover_nodes) no selected node is still joining, or once
+        ``on_slice(daemonset)`` (called after each look that did not finish) is true. Raises TaskFailed for a
+        refusal that persists, and KubeHwError(reason Timeout, .objects) when wait_timeout passes first."""
+        started = time.monotonic()
+        last = current
+        uncovered_since = None
+        while True:
+            slice_ = SLICE if time.monotonic() - started < SLOWDOWN_AFTER else SLICE_LATER
+            last = self._look(done, min(self.remaining(), slice_), last)
+            if last is None:
+                raise TaskFailed("DaemonSet %s was deleted while this task waited for it to %s." % (self.key, what))
+            if done(last) and not cover_nodes:
+                return last
+            if done(last):
+                self.joining, self.uncovered = uncovered_nodes(last, self.nodes())
+                if not self.joining and not self.uncovered:
+                    return last
+                if not self.joining:
+                    # schedulable now: the controller counts it at its next sync, which the DaemonSet watch shows
+                    uncovered_since = uncovered_since or time.monotonic()
+                    if time.monotonic() - uncovered_since >= UNCOVERED_GRACE:
+                        return last
+                    self._next_change(self.daemonsets, min(self.remaining(), slice_))
+                else:
+                    uncovered_since = None
+                    self.nodes(wait_for_change=min(self.remaining(), slice_))
+            else:
+                problem = self.failure(last)
+                if problem:
+                    raise TaskFailed(problem)
+                if on_slice is not None and on_slice(last):
+                    return last
+            if self.remaining() <= 0:
+                timeout = KubeHwError("Timed out after %ds waiting to %s" % (round(time.monotonic() - started), what),
+                                      reason="Timeout")
+                timeout.objects = {self.key: last}
+                raise timeout
+
+    def outcome(self, daemonset, pods=None):
+        """node_outcome for the DaemonSet as it is now (reads its pods unless given)."""
+        pods = self.pods(daemonset) if pods is None else pods
+        return node_outcome(daemonset, self.nodes(), pods, self.joining, refused=self.refusal is not None)
+
+    def joining_text(self):
+        return ds_rollout.few("%s (%s)" % (n, why) for n, why in sorted(self.joining.items()))
+
+    # -- the rollout step both deploy modules run
+    def rollout(self, current, result, runs, fix_selection, wait_timeout, allow_empty_rollout, warnings,
+                done=ds_rollout.rollout_done, on_slice=None):
+        """Wait for the rollout (wait()), then judge it as both deploy modules do: a timeout names the nodes still
+        joining, or the nodes without a ready pod; a rollout over no node fails (``runs`` says what would run
+        nowhere, ``fix_selection`` what to change) unless allow_empty_rollout, which warns. Fills ``result``'s
+        daemonset, rollout and node_outcome; returns the DaemonSet."""
+        try:
+            current = self.wait("finish the rollout of DaemonSet %s" % self.key, current, done=done,
+                                on_slice=on_slice)
+        except KubeHwError as err:
+            if err.reason != "Timeout":
+                raise
+            current = (getattr(err, "objects", None) or {}).get(self.key) or current
+            raise TaskFailed(self.timeout_message(current, result, wait_timeout))
+        except TaskFailed:
+            self._record(self.daemonsets.objects.get(self.key) or current, result)
+            raise
+        state = self._record(current, result)
+        if state["desired"] == 0:
+            selection = self.selection_text(current)
+            if not allow_empty_rollout:
+                raise TaskFailed("DaemonSet %s selects no node (desiredNumberScheduled is 0), so %s runs nowhere: %s. "
+                                 "%s, or set allow_empty_rollout: true if no such node exists yet."
+                                 % (self.key, runs, selection, fix_selection))
+            warnings.append("DaemonSet %s selects no node (allow_empty_rollout): %s" % (self.key, selection))
+        elif self.uncovered:
+            warnings.append("DaemonSet %s: the DaemonSet controller counts %d pod(s), %d fewer than the nodes its "
+                            "template selects; see node_outcome." % (self.key, state["desired"], self.uncovered))
+        silent = sorted(n for n, o in result["node_outcome"].items() if o == NOT_READY)
+        if silent:
+            warnings.append("DaemonSet %s: node(s) not ready, not waited for: %s" % (self.key, ds_rollout.few(silent)))
+        return current
+
+    def _record(self, current, result, pods=None):
+        state = ds_rollout.rollout_status(current)
+        result.update(daemonset=current, rollout=state, node_outcome=self.outcome(current, pods))
+        return state
+
+    def selection_text(self, daemonset):
+        """Which nodes the template selects and why the others are left out."""
+        pod_spec = daemonset["spec"]["template"].get("spec")
+        nodes = self.nodes()
+        selection = ds_rollout.node_selection_report(pod_spec, nodes)
+        tainted = ds_rollout.excluded_by_taints(pod_spec, nodes)
+        if tainted:
+            selection += "; matching nodes kept away by taints the pods do not tolerate: %s" % ds_rollout.few(
+                "%s (%s)" % (n, t) for n, t in sorted(tainted.items()))
+        return selection
+
+    def timeout_message(self, current, result, wait_timeout):
+        """The message of a rollout that did not finish within wait_timeout (fills ``result`` as rollout() does)."""
+        pods = self.pods(current)
+        self.joining = uncovered_nodes(current, self.nodes())[0]
+        state = self._record(current, result, pods)
+        if self.joining:
+            return ("Timed out after %ss waiting for DaemonSet %s: the nodes it selects are still joining and never "
+                    "became schedulable: %s (the node lifecycle controller removes node.kubernetes.io/not-ready once "
+                    "the kubelet reports Ready); %s; %s" % (wait_timeout, self.key, self.joining_text(),
+                                                            self.selection_text(current), state["reason"]))
+        nodes = dict((n["metadata"]["name"], n) for n in self.nodes())
+        report = ds_rollout.node_report(pods, nodes, [], 0, current["metadata"].get("generation"))
+        return ds_rollout.timeout_message("the rollout", wait_timeout, current, state, report, [], 0, False)

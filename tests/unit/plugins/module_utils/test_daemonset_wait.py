@@ -1,0 +1,231 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) kubehw.devices contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The rollout wait both deploy modules share: refusals judged by persistence, nodes still joining waited for, the
+per-node outcome, and one list of the nodes per task. The same behaviours run on the real control plane in
+tests/integration/test_dra_presets.py; these pin the rules at their edges."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import pytest
+
+from ansible_collections.kubehw.devices.plugins.module_utils import _daemonset_wait as ds_wait
+from ansible_collections.kubehw.devices.plugins.module_utils._errors import KubeHwError
+from ansible_collections.kubehw.devices.plugins.module_utils._k8s_objects import TaskFailed
+
+READY = {"type": "Ready", "status": "True"}
+NOT_READY_TAINT = {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}
+KEY = "plugins/nvidia-device-plugin"
+
+
+def node(name, ready=True, taints=None, status=None):
+    conditions = [dict(READY, status=status or ("True" if ready else "False"))]
+    return {"metadata": {"name": name, "labels": {"gpu": "yes"}}, "spec": {"taints": taints or []},
+            "status": {"conditions": conditions}}
+
+
+def daemonset(desired=2, current=None, updated=None, available=None, generation=1):
+    current = desired if current is None else current
+    return {"metadata": {"name": "nvidia-device-plugin", "namespace": "plugins", "uid": "ds-1",
+                         "generation": generation},
+            "spec": {"selector": {"matchLabels": {"app": "p"}},
+                     "template": {"spec": {"nodeSelector": {"gpu": "yes"}, "runtimeClassName": "nvidia",
+                                           "priorityClassName": "system-node-critical"}}},
+            "status": {"observedGeneration": generation, "desiredNumberScheduled": desired,
+                       "currentNumberScheduled": current,
+                       "updatedNumberScheduled": current if updated is None else updated,
+                       "numberAvailable": current if available is None else available}}
+
+
+def failed_create(message, first, last, count=5, uid="ds-1"):
+    return {"metadata": {"name": "e-%s" % first}, "reason": "FailedCreate", "count": count, "message": message,
+            "involvedObject": {"kind": "DaemonSet", "name": "nvidia-device-plugin", "uid": uid},
+            "firstTimestamp": first, "lastTimestamp": last}
+
+
+def pod(node_name, created="2026-01-01T00:00:00Z", ready=True, generation=1):
+    return {"metadata": {"name": "p-" + node_name, "creationTimestamp": created,
+                         "labels": {"pod-template-generation": str(generation)},
+                         "ownerReferences": [{"kind": "DaemonSet", "uid": "ds-1", "controller": True}]},
+            "spec": {"nodeName": node_name},
+            "status": {"conditions": [{"type": "Ready", "status": "True" if ready else "False"}]}}
+
+
+QUOTA = 'pods "p" is forbidden: exceeded quota: no-pods, requested: pods=1, used: pods=0, limited: pods=0'
+
+
+# -- the refusal rule ----------------------------------------------------------------------------------------
+
+def test_a_refusal_counts_once_it_persists_while_pods_are_missing_and_none_was_created_since():
+    short = daemonset(desired=2, current=0)
+    lasting = failed_create(QUOTA, "2026-01-01T00:00:00Z", "2026-01-01T00:00:10Z")
+    assert ds_wait.persistent_refusals([lasting], short, []) == [lasting]
+    # a hiccup: reported over less than REFUSAL_PERSISTS seconds
+    assert ds_wait.persistent_refusals([failed_create(QUOTA, "2026-01-01T00:00:00Z", "2026-01-01T00:00:09Z")],
+                                       short, []) == []
+    # one event per refused pod (each has a name of its own in the message): together they span the 10 s
+    each = [failed_create(QUOTA, "2026-01-01T00:00:0%dZ" % s, "2026-01-01T00:00:0%dZ" % s, count=1) for s in (0, 5)]
+    combined = failed_create("(combined from similar events): " + QUOTA, "2026-01-01T00:00:06Z",
+                             "2026-01-01T00:00:10Z", count=2)
+    assert ds_wait.persistent_refusals(each, short, []) == []
+    assert ds_wait.persistent_refusals(each + [combined], short, []) == [combined, each[1], each[0]]
+    assert ds_wait.refusal_text([combined] + each) == "%s (4 such event(s) since 2026-01-01T00:00:00Z)" % QUOTA
+    # reported last before this run's write: a refusal of the previous template
+    assert ds_wait.persistent_refusals([lasting], short, [], since="2026-01-01T00:00:11Z") == []
+    # a pod was created after it: the controller got past it
+    assert ds_wait.persistent_refusals([lasting], short, [pod("a", created="2026-01-01T00:00:11Z")]) == []
+    # another DaemonSet's (an earlier one of the same name)
+    assert ds_wait.persistent_refusals([dict(lasting, involvedObject=dict(lasting["involvedObject"], uid="x"))],
+                                       short, []) == []
+    assert ds_wait.lacks_pods(short) and not ds_wait.lacks_pods(daemonset(desired=2))
+    assert ds_wait.lacks_pods(daemonset(desired=2, updated=1))      # new-template pods refused
+    assert not ds_wait.lacks_pods(dict(short, status=dict(short["status"], observedGeneration=0)))
+
+
+class Watch(object):
+    """A ListWatch whose every until() call moves one step along ``states`` (the last one stays) and advances the
+    clock by the time a real watch would block when nothing it waits for happens."""
+
+    def __init__(self, clock, states):
+        self.clock = clock
+        self.states = list(states)
+        self.objects = {}
+        self.listed = False
+        self.calls = 0
+
+    def until(self, predicate, timeout):
+        self.calls += 1
+        self.listed = True
+        self.objects = self.states.pop(0) if len(self.states) > 1 else self.states[0]
+        if predicate(self.objects):
+            return self.objects
+        self.clock["now"] += timeout
+        err = KubeHwError("Timed out", reason="Timeout")
+        err.objects = self.objects
+        raise err
+
+
+class Client(object):
+    def __init__(self, clock, daemonsets, nodes, events=(), pods=()):
+        self.core = self.apps = self
+        self.ds_watch = Watch(clock, [{KEY: ds} for ds in daemonsets])
+        self.node_watch = Watch(clock, [dict((n["metadata"]["name"], n) for n in state) for state in nodes])
+        self.events = list(events)
+        self.pods = list(pods)
+        self.event_reads = 0
+
+    def list_watch(self, fn, what="watch", **kwargs):
+        return self.ds_watch if fn == self.list_namespaced_daemon_set else self.node_watch
+
+    def list_namespaced_daemon_set(self, **kwargs):
+        raise AssertionError("read through list_watch")
+
+    def list_node(self, **kwargs):
+        raise AssertionError("read through list_watch")
+
+    def list_namespaced_event(self, namespace, **kwargs):
+        self.event_reads += 1
+        return {"items": self.events}
+
+    def list_namespaced_pod(self, namespace, **kwargs):
+        return {"items": self.pods}
+
+    def list_all(self, fn, *args, **kwargs):
+        kwargs.pop("what", None)
+        return fn(*args, **kwargs)
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    clock = {"now": 0.0}
+    monkeypatch.setattr(ds_wait.time, "monotonic", lambda: clock["now"])
+    return clock
+
+
+def waiter(client, clock, budget=120, since=None):
+    return ds_wait.RolloutWait(client, "plugins", "nvidia-device-plugin", lambda: max(0.0, budget - clock["now"]),
+                               since=since)
+
+
+def test_a_refusal_already_there_fails_a_rerun_at_the_first_look_with_its_fix(clock):
+    """A re-run that writes nothing met a quota refusal the controller had reported for minutes, but waited until its
+    event count grew (41-45 s on the real control plane, the controller backing off)."""
+    client = Client(clock, [daemonset(desired=1, current=0)], [[node("a")]],
+                    events=[failed_create(QUOTA, "2026-01-01T00:00:00Z", "2026-01-01T00:03:00Z", count=14)])
+    with pytest.raises(TaskFailed) as err:
+        waiter(client, clock).wait("finish the rollout")
+    assert client.ds_watch.calls == 1 and clock["now"] <= ds_wait.SLICE
+    assert ("DaemonSet plugins/nvidia-device-plugin cannot create its pods: the DaemonSet controller reports "
+            "FailedCreate: %s (14 such event(s) since 2026-01-01T00:00:00Z)" % QUOTA) in str(err.value)
+
+
+def test_a_transient_refusal_the_controller_gets_past_does_not_stop_the_rollout(clock):
+    hiccup = failed_create("Internal error occurred: failed calling webhook: context deadline exceeded",
+                           "2026-01-01T00:00:00Z", "2026-01-01T00:00:02Z", count=3)
+    client = Client(clock, [daemonset(desired=1, current=0), daemonset(desired=1, current=0), daemonset(desired=1)],
+                    [[node("a")]], events=[hiccup], pods=[pod("a")])
+    done = waiter(client, clock).wait("finish the rollout")
+    assert done["status"]["currentNumberScheduled"] == 1 and client.event_reads == 2
+
+
+def test_a_missing_runtime_class_names_its_fix_and_pod_security_its_label(clock):
+    for message, fix in (('pod rejected: RuntimeClass "nvidia" not found', "Create RuntimeClass nvidia"),
+                         ('violates PodSecurity "baseline:latest": host namespaces',
+                          "Label namespace plugins pod-security.kubernetes.io/enforce=privileged")):
+        client = Client(clock, [daemonset(desired=1, current=0)], [[node("a")]],
+                        events=[failed_create(message, "2026-01-01T00:00:00Z", "2026-01-01T00:00:20Z")])
+        with pytest.raises(TaskFailed) as err:
+            waiter(client, clock).wait("finish the rollout")
+        assert fix in str(err.value)
+
+
+# -- nodes still joining ---------------------------------------------------------------------------------------
+
+def test_a_rollout_done_on_its_ready_node_waits_for_the_one_still_joining(clock):
+    """One Ready node and one joining: the controller reports 1 of 1 done at once; the wait goes on until the joining
+    node is Ready and the controller counts it, reading the nodes once and then only their changes."""
+    joining = node("b", ready=False, taints=[NOT_READY_TAINT])
+    client = Client(clock, [daemonset(desired=1), daemonset(desired=1), daemonset(desired=2)],
+                    [[node("a"), joining], [node("a"), joining], [node("a"), node("b")]],
+                    pods=[pod("a"), pod("b")])
+    wait = waiter(client, clock)
+    done = wait.wait("finish the rollout")
+    assert done["status"]["desiredNumberScheduled"] == 2 and wait.joining == {}
+    assert wait.outcome(done) == {"a": "ready", "b": "ready"}
+
+
+def test_a_node_that_never_joins_fails_the_rollout_naming_it_and_a_silent_kubelet_is_not_waited_for(clock):
+    client = Client(clock, [daemonset(desired=1)],
+                    [[node("a"), node("b", ready=False, taints=[NOT_READY_TAINT]), node("gone", status="Unknown")]],
+                    pods=[pod("a"), pod("gone", ready=False)])
+    result, warnings = {}, []
+    with pytest.raises(TaskFailed) as err:
+        waiter(client, clock, budget=20).rollout(daemonset(desired=1), result, "the plugin", "Label the nodes", 20,
+                                                 False, warnings)
+    assert ("Timed out after 20s waiting for DaemonSet plugins/nvidia-device-plugin: the nodes it selects are still "
+            "joining and never became schedulable: b (node.kubernetes.io/not-ready:NoSchedule)") in str(err.value)
+    assert result["node_outcome"] == {"a": "ready", "b": "joining", "gone": "not-ready"}
+
+
+def test_selecting_no_node_fails_unless_allowed_and_then_warns(clock):
+    client = Client(clock, [daemonset(desired=0)], [[node("cpu")]])
+    client.node_watch.states[0]["cpu"]["metadata"]["labels"] = {}
+    result, warnings = {}, []
+    with pytest.raises(TaskFailed) as err:
+        waiter(client, clock).rollout(daemonset(desired=0), result, "the plugin", "Label the nodes", 60, False,
+                                      warnings)
+    assert "selects no node (desiredNumberScheduled is 0), so the plugin runs nowhere" in str(err.value)
+    waiter(client, clock).rollout(daemonset(desired=0), result, "the plugin", "Label the nodes", 60, True, warnings)
+    assert "selects no node (allow_empty_rollout)" in warnings[0] and result["node_outcome"] == {}
+
+
+def test_the_outcome_of_each_node():
+    nodes = [node("a"), node("b"), node("c", ready=False, taints=[NOT_READY_TAINT]), node("d"), node("e"),
+             node("f", status="Unknown")]
+    pods = [pod("a"), pod("b", generation=0), pod("d", ready=False)]
+    outcome = ds_wait.node_outcome(daemonset(desired=4, generation=1), nodes, pods, joining={"c": "not Ready"})
+    assert outcome == {"a": "ready", "b": "outdated", "c": "joining", "d": "not-ready", "e": "pending",
+                       "f": "not-ready"}
+    assert ds_wait.node_outcome(daemonset(desired=4), nodes, pods, refused=True)["e"] == "refused"
