@@ -95,6 +95,22 @@ def tasks_for(rounds, nodes):
     return tasks
 
 
+def by_resource(requests):
+    """{resource: {verb: count}} of the requests (request_info of the fault proxy's log: list, watch, get, ...)."""
+    from tests.support.fault_proxy_log import request_info
+
+    counts = {}
+    for r in requests:
+        info = request_info(r["method"], r["path"].split("?")[0], dict((k, [v]) for k, v in r["query"].items()))
+        if info is None:
+            continue
+        resource, _namespace, _name, subresource, verb = info
+        key = resource + ("/" + subresource if subresource else "")
+        counts.setdefault(key, {}).setdefault(verb, 0)
+        counts[key][verb] += 1
+    return counts
+
+
 def spans(lines, sim_requests):
     """Per round and way: seconds from the way's first task start to its last task return, and requests."""
     out = []
@@ -109,6 +125,7 @@ def spans(lines, sim_requests):
                         "watch_requests": len([r for r in requests if r["query"].get("watch")]),
                         "slice_list_requests": len([r for r in requests if r["path"].endswith("/resourceslices")
                                                     and not r["query"].get("watch")]),
+                        "by_resource": by_resource(requests),
                         "poll_attempts": by_task[last].get("attempts")})
     return out
 

@@ -88,6 +88,16 @@ def pod_ready(pod):
     return False
 
 
+def initializing(pod):
+    """The pod has init containers and not all of them have finished."""
+    statuses = (pod.get("status") or {}).get("initContainerStatuses") or []
+    declared = ((pod.get("spec") or {}).get("initContainers")) or []
+    if not declared:
+        return False
+    finished = [s for s in statuses if ((s.get("state") or {}).get("terminated") or {}).get("exitCode") == 0]
+    return len(finished) < len(declared)
+
+
 def pod_waiting_reasons(pod):
     """Why the pod's containers are not running, e.g. ['nvidia-device-plugin: ImagePullBackOff']."""
     status = pod.get("status") or {}

@@ -43,6 +43,9 @@ REFUSAL_PERSISTS = 10
 # is joining) is taken as the controller's word after this many seconds: its view of a node decides.
 UNCOVERED_GRACE = 10.0
 
+# A rolling update whose DaemonSet status has not changed for this many seconds is looked at for a spent budget.
+STALL_SECONDS = 10.0
+
 # node_outcome values
 READY, OUTDATED, JOINING, NOT_READY, PENDING, REFUSED, MISSING_DEVICES = (
     "ready", "outdated", "joining", "not-ready", "pending", "refused", "missing-devices")
@@ -98,6 +101,45 @@ def refusal_text(events):
     return "%s (%d such event(s) since %s)" % (message, sum(e.get("count") or 1 for e in events), first)
 
 
+def rolling_budget(daemonset):
+    """(pods, field) the rolling update may have in flight: maxSurge when above 0 (new pods start beside the old
+    ones), else maxUnavailable (1 by default); a percentage of desiredNumberScheduled rounded up, as the controller
+    does. None for OnDelete."""
+    strategy = (daemonset.get("spec") or {}).get("updateStrategy") or {}
+    if (strategy.get("type") or "RollingUpdate") != "RollingUpdate":
+        return None
+    rolling = strategy.get("rollingUpdate") or {}
+    desired = ds_rollout.rollout_status(daemonset)["desired"]
+
+    def count(value):
+        text = "%s" % value
+        if text.endswith("%"):
+            return -(-desired * int(text[:-1]) // 100)
+        return int(text)
+
+    surge = count(rolling.get("maxSurge") or 0)
+    if surge > 0:
+        return surge, "maxSurge"
+    unavailable = rolling.get("maxUnavailable")
+    return max(1, count(1 if unavailable is None else unavailable)), "maxUnavailable"
+
+
+def stalled_rollout(daemonset, pods, nodes):
+    """(nodes that run a pod of the DaemonSet and are not Ready, old-template pods left on Ready nodes), sorted.
+    ``nodes``: {name: node}."""
+    generation = (daemonset.get("metadata") or {}).get("generation")
+    down, old_on_ready = set(), []
+    for pod in pods:
+        node = ds_rollout.pod_node(pod)
+        if node is None:
+            continue
+        if not ds_rollout.node_ready(nodes.get(node) or {}):
+            down.add(node)
+        elif ds_rollout.is_old_pod(pod, generation) and not (pod.get("metadata") or {}).get("deletionTimestamp"):
+            old_on_ready.append(pod["metadata"]["name"])
+    return sorted(down), sorted(old_on_ready)
+
+
 def failure_hint(message, daemonset):
     """What to do about a refusal the DaemonSet controller reported, where the collection knows."""
     pod_spec = ((daemonset.get("spec") or {}).get("template") or {}).get("spec") or {}
@@ -119,13 +161,18 @@ def pod_selector(daemonset):
     return ",".join("%s=%s" % kv for kv in sorted(daemonset["spec"]["selector"]["matchLabels"].items()))
 
 
-def uncovered_nodes(daemonset, nodes):
+def uncovered_nodes(daemonset, nodes, pods_of=None):
     """What a finished-looking rollout still lacks: ({joining node: why}, number of schedulable selected nodes beyond
-    desiredNumberScheduled). A joining node is one the template selects whose kubelet is up but which is not Ready
-    yet, or still carries a joining taint; a node whose kubelet stopped reporting (Ready Unknown) is not waited for."""
+    desiredNumberScheduled). A joining node is one the template selects, with no pod of the DaemonSet yet, whose
+    kubelet is up but which is not Ready yet, or still carries a joining taint. Not waited for: a node whose kubelet
+    stopped reporting (Ready Unknown), and a node that already runs a pod of the DaemonSet (a node that went down, not
+    one that joins). ``pods_of(daemonset)``: the DaemonSet's pods, read only when some node looks joining."""
     pod_spec = daemonset["spec"]["template"].get("spec")
     joining = dict((name, why) for name, why in ds_rollout.joining_nodes(pod_spec, nodes).items()
                    if not _kubelet_silent(_by_name(nodes).get(name)))
+    if joining and pods_of is not None:
+        served = set(ds_rollout.pod_node(p) for p in pods_of(daemonset))
+        joining = dict((name, why) for name, why in joining.items() if name not in served)
     selected = ds_rollout.selected_nodes(pod_spec, nodes)
     extra = len(selected) - ds_rollout.rollout_status(daemonset)["desired"]
     return joining, max(0, extra)
@@ -200,6 +247,8 @@ class RolloutWait(object):
         self.joining = {}       # the nodes still joining at the last look
         self.uncovered = 0      # selected schedulable nodes the controller did not count (yet)
         self.refusal = None     # the refusal that failed the wait
+        self._status = None     # the DaemonSet's status at the last look, and since when it has not changed
+        self._stalled_since = None
 
     # -- what the wait reads
     def nodes(self, wait_for_change=0.0):
@@ -265,6 +314,32 @@ class RolloutWait(object):
                 % (self.key, refusal_text(found), state["reason"], failure_hint(found[0].get("message") or "",
                                                                                 daemonset)))
 
+    def budget_spent(self, daemonset):
+        """The message for a rolling update that cannot go on because pods on nodes that are not Ready use up its
+        maxUnavailable, or None. Judged once the DaemonSet's status has not changed for STALL_SECONDS."""
+        status = daemonset.get("status") or {}
+        now = time.monotonic()
+        if status != self._status:
+            self._status, self._stalled_since = status, now
+            return None
+        if now - self._stalled_since < STALL_SECONDS:
+            return None
+        budget = rolling_budget(daemonset)
+        if budget is None:
+            return None
+        pods = self.pods(daemonset)
+        nodes = dict((n["metadata"]["name"], n) for n in self.nodes(wait_for_change=0.1))
+        down, old_on_ready = stalled_rollout(daemonset, pods, nodes)
+        if len(down) < budget[0] or not old_on_ready:
+            return None
+        return ("DaemonSet %s cannot finish its rolling update: %d node(s) running its pods are not Ready (%s), and "
+                "their pods use up the update's %s (%d), so the DaemonSet controller replaces no pod on the Ready "
+                "nodes (%d old pod(s) left there: %s). Bring those nodes back, delete the Node objects of nodes that are "
+                "gone (their pods go with them), or raise %s above %d (device_plugin_deploy: update_strategy). Nothing "
+                "more was waited for."
+                % (self.key, len(down), ds_rollout.few(down), budget[1], budget[0], len(old_on_ready),
+                   ds_rollout.few(old_on_ready), budget[1], len(down)))
+
     # -- the wait
     def _look(self, done, step, last):
         """The DaemonSet once done(daemonset) holds, or as it is after ``step`` seconds."""
@@ -291,7 +366,7 @@ class RolloutWait(object):
             if done(last) and not cover_nodes:
                 return last
             if done(last):
-                self.joining, self.uncovered = uncovered_nodes(last, self.nodes())
+                self.joining, self.uncovered = uncovered_nodes(last, self.nodes(), self.pods)
                 if not self.joining and not self.uncovered:
                     return last
                 if not self.joining:
@@ -304,7 +379,7 @@ class RolloutWait(object):
                     uncovered_since = None
                     self.nodes(wait_for_change=min(self.remaining(), slice_))
             else:
-                problem = self.failure(last)
+                problem = self.failure(last) or self.budget_spent(last)
                 if problem:
                     raise TaskFailed(problem)
                 if on_slice is not None and on_slice(last):
@@ -325,11 +400,12 @@ class RolloutWait(object):
 
     # -- the rollout step both deploy modules run
     def rollout(self, current, result, runs, fix_selection, wait_timeout, allow_empty_rollout, warnings,
-                done=ds_rollout.rollout_done, on_slice=None):
+                done=ds_rollout.rollout_done, on_slice=None, timeout_hint=None):
         """Wait for the rollout (wait()), then judge it as both deploy modules do: a timeout names the nodes still
         joining, or the nodes without a ready pod; a rollout over no node fails (``runs`` says what would run
         nowhere, ``fix_selection`` what to change) unless allow_empty_rollout, which warns. Fills ``result``'s
-        daemonset, rollout and node_outcome; returns the DaemonSet."""
+        daemonset, rollout and node_outcome; returns the DaemonSet. ``timeout_hint(daemonset, pods)``: what the module
+        knows to add to a timeout's message ("" for nothing)."""
         try:
             current = self.wait("finish the rollout of DaemonSet %s" % self.key, current, done=done,
                                 on_slice=on_slice)
@@ -337,7 +413,7 @@ class RolloutWait(object):
             if err.reason != "Timeout":
                 raise
             current = (getattr(err, "objects", None) or {}).get(self.key) or current
-            raise TaskFailed(self.timeout_message(current, result, wait_timeout))
+            raise TaskFailed(self.timeout_message(current, result, wait_timeout, timeout_hint))
         except TaskFailed:
             self._record(self.daemonsets.objects.get(self.key) or current, result)
             raise
@@ -373,10 +449,11 @@ class RolloutWait(object):
                 "%s (%s)" % (n, t) for n, t in sorted(tainted.items()))
         return selection
 
-    def timeout_message(self, current, result, wait_timeout):
+    def timeout_message(self, current, result, wait_timeout, hint=None):
         """The message of a rollout that did not finish within wait_timeout (fills ``result`` as rollout() does)."""
         pods = self.pods(current)
-        self.joining = uncovered_nodes(current, self.nodes())[0]
+        extra = hint(current, pods) if hint else ""
+        self.joining = uncovered_nodes(current, self.nodes(), lambda _ds: pods)[0]
         state = self._record(current, result, pods)
         if self.joining:
             return ("Timed out after %ss waiting for DaemonSet %s: the nodes it selects are still joining and never "
@@ -385,4 +462,4 @@ class RolloutWait(object):
                                                             self.selection_text(current), state["reason"]))
         nodes = dict((n["metadata"]["name"], n) for n in self.nodes())
         report = ds_rollout.node_report(pods, nodes, [], 0, current["metadata"].get("generation"))
-        return ds_rollout.timeout_message("the rollout", wait_timeout, current, state, report, [], 0, False)
+        return ds_rollout.timeout_message("the rollout", wait_timeout, current, state, report, [], 0, False) + extra

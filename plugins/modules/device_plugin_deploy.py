@@ -319,6 +319,9 @@ options:
       - A refusal of the DaemonSet controller to create the pods (C(FailedCreate) events of a quota, Pod Security, a missing
         RuntimeClass, an admission webhook) fails the wait within seconds once it persists (reported again over
         10 s while pods are missing, also when reported before this run); one the controller gets past does not.
+      - A rolling update held up by nodes that are down (their pods, unavailable for good, use up
+        O(update_strategy.max_unavailable), so the controller replaces no pod on the Ready nodes) fails once the
+        DaemonSet's status has not changed for 10 s, naming those nodes.
       - V(resource) also waits until every node running a plugin pod has each resource in C(status.capacity)
         with at least O(min_count) (for V(intel_gpu) without O(resource_names), one of C(gpu.intel.com/i915) and
         C(gpu.intel.com/xe)). The result reports C(allocatable) too, which the scheduler uses.

@@ -756,7 +756,21 @@ class DraDriverDeploy(object):
                                           self.node_watch)
         return self.waiter.rollout(
             current, self.result, "the DRA driver", "Label the nodes, set node_selector", self.params["wait_timeout"],
-            self.params["allow_empty_rollout"], self.warnings)
+            self.params["allow_empty_rollout"], self.warnings, timeout_hint=self._driver_root_hint)
+
+    def _driver_root_hint(self, daemonset, pods):
+        """The nvidia preset's init container waits, without end, until it finds the driver under the driver root: a
+        pod still initializing at the timeout most likely looks in the wrong place."""
+        if "driver_root" not in self.preset:
+            return ""
+        waiting = sorted(p["metadata"]["name"] for p in pods if ds_rollout.initializing(p))
+        if not waiting:
+            return ""
+        root = self.params.get("nvidia_driver_root") or presets.NVIDIA_DEFAULT_DRIVER_ROOT
+        return ("; pod(s) %s are still in their init container, which waits until it finds the NVIDIA driver under "
+                "nvidia_driver_root (%s here): where the GPU Operator's driver container installs the driver set "
+                "nvidia_driver_root: %s, where the driver is installed on the host (the nvidia_driver role) keep %s"
+                % (", ".join(waiting), root, presets.NVIDIA_OPERATOR_DRIVER_ROOT, presets.NVIDIA_DEFAULT_DRIVER_ROOT))
 
     def _slices_fn(self, version):
         return functools.partial(self.api.custom.list_cluster_custom_object, dra.GROUP, version, "resourceslices")

@@ -33,10 +33,10 @@ import os
 import pytest
 
 from tests.support.cluster import (
-    _node_runs_pods, _start_own_control_plane, open_cluster, stop_own_control_plane, wait_for)
+    node_runs_pods, start_own_control_plane, open_cluster, stop_own_control_plane, wait_for)
 from tests.support.identities import (
-    IDENTITIES, LEAST_PRIVILEGE_SUITES, _RUNNING, create_objects, grant_plugin_namespace, identity_of, identity_user,
-    least_privilege, least_privilege_kubeconfig, own_rbac_names, rbac_identity_kubeconfig, rbac_objects)
+    IDENTITIES, LEAST_PRIVILEGE_SUITES, RUNNING_IDENTITY, create_objects, grant_plugin_namespace, identity_of,
+    identity_user, least_privilege, least_privilege_kubeconfig, own_rbac_names, rbac_identity_kubeconfig, rbac_objects)
 from tests.support.playbook_runner import AnsibleRunner, collections_path as make_collections_path
 
 # what the test files import from here (the helpers live in tests/support/, one concern a file)
@@ -50,7 +50,7 @@ def pytest_unconfigure(config):
 
 
 def pytest_configure(config):
-    _start_own_control_plane(config)
+    start_own_control_plane(config)
     config.addinivalue_line(
         "markers", "node_config(config): the nodes (dict or YAML path) the kubelet stand-in registers for the test")
     config.addinivalue_line(
@@ -83,12 +83,12 @@ def pytest_report_header(config):
 def cluster(request):
     marker = request.node.get_closest_marker("node_config")
     config = marker.args[0] if marker and marker.args else None
-    _RUNNING["least_privilege"] = identity_of(request.node)
+    RUNNING_IDENTITY["least_privilege"] = identity_of(request.node)
     try:
         with open_cluster(config) as c:
             yield c
     finally:
-        _RUNNING["least_privilege"] = False
+        RUNNING_IDENTITY["least_privilege"] = False
 
 
 @pytest.fixture
@@ -97,7 +97,7 @@ def kubelet_node(cluster):
     allocatable. A real node: advertise there with cluster.advertise(), which removes what it added
     after the test, and give each test its own resource name (xdist runs tests side by side)."""
     nodes = json.loads(cluster.core.list_node(_preload_content=False).data)["items"]
-    usable = sorted(n["metadata"]["name"] for n in nodes if _node_runs_pods(n))
+    usable = sorted(n["metadata"]["name"] for n in nodes if node_runs_pods(n))
     if not usable:
         pytest.skip("the cluster has no Ready, untainted, schedulable node for a test pod")
     return usable[0]

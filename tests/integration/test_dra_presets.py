@@ -375,7 +375,8 @@ def test_wait_devices_finishes_on_a_mixed_cluster_where_only_the_intel_node_runs
 
 class PodReporter(object):
     """A kubelet's duties for nodes of the test's own, through the API: a Ready heartbeat every second (once
-    started) and the pods bound there reported Running and Ready, so a DaemonSet rollout can finish."""
+    started), the pods bound there reported Running and Ready, and their deletions confirmed, so a DaemonSet rollout
+    can finish."""
 
     def __init__(self, cluster, namespace, nodes, delay=0.0):
         self.cluster, self.namespace, self.nodes, self.delay = cluster, namespace, set(nodes), delay
@@ -408,7 +409,14 @@ class PodReporter(object):
         now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         for pod in pods:
             spec, status = pod.get("spec") or {}, pod.get("status") or {}
-            if spec.get("nodeName") not in self.nodes or status.get("phase") == "Running":
+            if spec.get("nodeName") not in self.nodes:
+                continue
+            if pod["metadata"].get("deletionTimestamp"):
+                # the kubelet stops the containers and confirms the deletion
+                cluster.core.delete_namespaced_pod(pod["metadata"]["name"], self.namespace, grace_period_seconds=0,
+                                                   _preload_content=False)
+                continue
+            if status.get("phase") == "Running":
                 continue
             cluster.core.patch_namespaced_pod_status(pod["metadata"]["name"], self.namespace, {"status": {
                 "phase": "Running", "startTime": now,
@@ -561,6 +569,63 @@ def test_a_refusal_the_controller_gets_past_does_not_fail_the_rollout(cluster, a
                 assert res["node_outcome"] == {node: "ready"}, res
             finally:
                 remove(ansible, namespace, name, "example")
+
+
+def report_not_ready(cluster, node):
+    """Ready=False in the node's status, as a kubelet whose container runtime went away reports it."""
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    cluster.core.patch_node_status(node, [{"op": "add", "path": "/status/conditions", "value": [{
+        "type": "Ready", "status": "False", "reason": "KubeletNotReady", "message": "container runtime is down",
+        "lastHeartbeatTime": now, "lastTransitionTime": now}]}], _preload_content=False)
+
+
+def test_a_rolling_update_stuck_behind_a_node_that_is_down_fails_naming_it(cluster, ansible):
+    """A device plugin updated with maxUnavailable 1 while one node of three is down: the node's pod is unavailable
+    for good and uses up the budget, so the DaemonSet controller replaces no pod on the Ready nodes (measured on
+    v1.36.2: 0 of 2 updated for the whole wait_timeout), and the task waited its wait_timeout out. Now it says so
+    within seconds, naming the node and the ways out. (A surge update, as the DRA example driver's maxSurge 1, does
+    finish on the Ready nodes: the node that is down is then named not-ready in node_outcome.)"""
+    namespace, name = cluster.namespace(), cluster.unique_name("dp-budget")
+    label = {"kubehw-it.example.com/budget": name}
+    specs = [{"what": "budget-%d" % i, "labels": label} for i in range(3)]
+
+    def plugin(title, **extra):
+        args = dict(preset="custom", namespace=namespace, name=name, image="registry.k8s.io/pause:3.10",
+                    resource_names=["example.com/budget"], node_selector=label, runtime_class_name="",
+                    update_strategy={"type": "RollingUpdate", "max_unavailable": 1}, wait="rollout",
+                    wait_timeout=120, **extra)
+        run = ansible([{"name": title, "kubehw.devices.device_plugin_deploy": args, "register": "out",
+                        "ignore_errors": True}])
+        return run, run.result(title)
+
+    with ready_nodes(cluster, specs[:2]) as up, contextlib.ExitStack() as down_node:
+        down = down_node.enter_context(ready_nodes(cluster, specs[2:]))[0]
+        with PodReporter(cluster, namespace, up):
+            with PodReporter(cluster, namespace, [down]):
+                run, res = plugin("Deploy")
+                assert not res["failed"] and res["rollout"]["desired"] == 3, run.output()
+            down_node.close()       # its heartbeat stops
+            report_not_ready(cluster, down)
+            for pod in pods_ready_on(cluster, namespace, down):
+                # its containers not ready, as the kubelet reports them once the runtime is gone (the node
+                # lifecycle controller marks a node's pods not ready only when its kubelet goes silent)
+                now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+                cluster.core.patch_namespaced_pod_status(pod["metadata"]["name"], namespace, {"status": {
+                    "conditions": [{"type": t, "status": "False", "lastTransitionTime": now}
+                                   for t in ("ContainersReady", "Ready")]}}, _preload_content=False)
+            start = time.monotonic()
+            run, res = plugin("Update", env={"KUBEHW_IT_GENERATION": "2"})
+            took = time.monotonic() - start
+            assert res["failed"], run.output()
+            assert ("cannot finish its rolling update: 1 node(s) running its pods are not Ready (%s), and their "
+                    "pods use up the update's maxUnavailable (1)" % down in res["msg"]), res["msg"]
+            assert took < 60, "named after %.0f s" % took
+
+
+def pods_ready_on(cluster, namespace, node):
+    pods = json.loads(cluster.core.list_namespaced_pod(namespace, _preload_content=False).data)["items"]
+    return [p for p in pods if (p.get("spec") or {}).get("nodeName") == node and any(
+        c.get("type") == "Ready" and c.get("status") == "True" for c in (p.get("status") or {}).get("conditions") or [])]
 
 
 def test_rbac_ymls_namespace_label_lets_the_privileged_pods_in_where_baseline_refuses_them(cluster, ansible):

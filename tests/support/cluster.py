@@ -21,8 +21,8 @@ import uuid
 import pytest
 import yaml
 
-from tests.support.identities import _IDENTITY, least_privilege, suite_identity_names
-from tests.support.write_observer import WRITE_METHODS, WriteObserver, _LogObserver
+from tests.support.identities import IDENTITY_NAMES, least_privilege, suite_identity_names
+from tests.support.write_observer import WRITE_METHODS, WriteObserver, LogObserver
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RUN_ID = uuid.uuid4().hex[:6]
@@ -46,7 +46,7 @@ def _runs_tests(config):
     return hasattr(config, "workerinput") or not getattr(config.option, "numprocesses", None)
 
 
-def _start_own_control_plane(config):
+def start_own_control_plane(config):
     bin_dir = os.environ.get("KUBEHW_CONTROL_PLANE")
     if not bin_dir or not _runs_tests(config):
         return
@@ -90,8 +90,8 @@ class Cluster:
         self.standin = None           # the kubelet stand-in serving the configured nodes
         if least_privilege():
             names = suite_identity_names(self)
-            _IDENTITY.update(kubehw_rbac_namespace=names["kubehw_rbac_namespace"],
-                             kubehw_rbac_service_account=names["kubehw_rbac_service_account"])
+            IDENTITY_NAMES.update(kubehw_rbac_namespace=names["kubehw_rbac_namespace"],
+                                  kubehw_rbac_service_account=names["kubehw_rbac_service_account"])
 
     # ------------------------------------------------------------ what the suite brings along
 
@@ -329,7 +329,7 @@ class Cluster:
         WriteObserver."""
         if by_watch is None:
             by_watch = not self.controlled
-        return WriteObserver(self, namespaces, names) if by_watch else _LogObserver(self)
+        return WriteObserver(self, namespaces, names) if by_watch else LogObserver(self)
 
     def node_names(self):
         # raw JSON: the generated models would also judge the node's unrelated fields
@@ -349,7 +349,7 @@ class Cluster:
                         sys.stderr.write("kubehw integration: could not %s: %s %s\n"
                                          % (description, err.status, err.reason))
         finally:
-            _IDENTITY.clear()
+            IDENTITY_NAMES.clear()
             self.api_client.close()
             if self._workdir:
                 shutil.rmtree(self._workdir, ignore_errors=True)
@@ -412,7 +412,7 @@ def open_cluster(config=None):
         cluster.close()
 
 
-def _node_runs_pods(node):
+def node_runs_pods(node):
     """Ready, schedulable, no NoSchedule/NoExecute taint, room for pods: the scheduler may use it."""
     status, spec = node.get("status") or {}, node.get("spec") or {}
     ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])

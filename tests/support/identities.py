@@ -28,7 +28,7 @@ IDENTITIES = ("admin", "least-privilege")
 
 # Whether the running test's modules run as the least-privilege identity, set by the cluster fixture (an xdist
 # worker runs one test at a time).
-_RUNNING = {"least_privilege": False}
+RUNNING_IDENTITY = {"least_privilege": False}
 
 
 def identity_of(node):
@@ -41,7 +41,7 @@ def identity_of(node):
 
 def least_privilege():
     """True when the running test's modules run as the least-privilege identity."""
-    return _RUNNING["least_privilege"]
+    return RUNNING_IDENTITY["least_privilege"]
 
 
 # The least-privilege identity (LEAST_PRIVILEGE_SUITES): the modules run as the automation identity of
@@ -61,7 +61,7 @@ RBAC_VARS = {"kubehw_rbac_namespace": "kubehw", "kubehw_rbac_service_account": "
 # The least-privilege identity of the running test (least_privilege_kubeconfig): its ServiceAccount namespace and
 # name, which rbac_objects() binds to unless told otherwise, so a fixture granting the identity more (a plugin or DRA
 # namespace of a test's own) binds the identity the test's modules run as. Reset by Cluster.close().
-_IDENTITY = {}
+IDENTITY_NAMES = {}
 
 
 def rbac_objects(**overrides):
@@ -74,7 +74,7 @@ def rbac_objects(**overrides):
     # (ansible-core 2.19) does not see plain Jinja's Undefined, so `x | default(true) | bool` became false.
     env.filters["bool"] = lambda value: boolean(value, strict=False)
     with open(RBAC_TEMPLATE) as f:
-        variables = dict(RBAC_VARS, **_IDENTITY)
+        variables = dict(RBAC_VARS, **IDENTITY_NAMES)
         variables.update(overrides)
         docs = [d for d in yaml.safe_load_all(env.from_string(f.read()).render(**variables)) if d]
     problems = [d for d in docs if d["kind"] == "KubehwRbacProblems"]
@@ -153,7 +153,7 @@ def suite_identity_names(cluster):
     cluster never share, and never delete, each other's identity, and the cluster's own kubehw identity is never
     touched. The ServiceAccount keeps its name, automation, in that namespace of the test's own."""
     if cluster.identity_names is None:
-        # no request here: the Cluster sets the identity up when it opens (_IDENTITY), before any fixture grants it
+        # no request here: the Cluster sets the identity up when it opens (IDENTITY_NAMES), before any fixture grants it
         # more. The DRA presets stay the template's default, as the DRA suites' grants expect (their drivers'
         # ClusterRoles are named after the DaemonSets, so shared on a real cluster).
         cluster.identity_names = dict(RBAC_VARS, kubehw_rbac_name=cluster.unique_name("rbac"),

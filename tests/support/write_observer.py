@@ -19,7 +19,7 @@ CONTROLLER_OBJECTS = frozenset([("serviceaccounts", "default"), ("configmaps", "
                                 ("configmaps", "openshift-service-ca.crt")])
 
 
-class _LogObserver:
+class LogObserver:
     """Writes since it was made, from the fault proxy's request log (exact: every write request)."""
 
     def __init__(self, cluster):
@@ -40,7 +40,7 @@ class WriteObserver:
     everything in ``namespaces`` but what kube-controller-manager makes in each (CONTROLLER_OBJECTS), and
     cluster-scoped objects (nodes, namespaces, RuntimeClasses, DeviceClasses, ClusterRoles and bindings) named in
     ``names``. A write that changes nothing (a patch equal to the object)
-    stores nothing and is not seen; the fault proxy's request log sees those too (_LogObserver)."""
+    stores nothing and is not seen; the fault proxy's request log sees those too (LogObserver)."""
 
     def __init__(self, cluster, namespaces, names):
         from kubernetes import client

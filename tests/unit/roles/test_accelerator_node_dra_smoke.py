@@ -12,16 +12,13 @@ control plane (tests/integration/test_playbooks.py, site) shows the same tasks a
 from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
-import os
-
 import pytest
 
-from ansible.parsing.dataloader import DataLoader
 from ansible.template import Templar
 
-ROLE = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', '..', 'roles', 'accelerator_node')
+from tests.unit.roles.role_files import OMIT, load_role
+
 SMOKE = 'kubehw.devices.resource_smoke_test'
-OMIT = '__omit_place_holder__'
 # What kubehw.devices.dra_driver registers for the nvidia preset (dra_driver_deploy's device_classes: the main
 # class first, see plugins/module_utils/_dra_driver_presets.py)
 NVIDIA_DRIVER_RESULT = {'changed': True, 'device_classes': ['gpu.nvidia.com', 'mig.nvidia.com']}
@@ -29,10 +26,7 @@ NVIDIA_DRIVER_RESULT = {'changed': True, 'device_classes': ['gpu.nvidia.com', 'm
 
 @pytest.fixture(scope='module')
 def role():
-    loader = DataLoader()
-    defaults = loader.load_from_file(os.path.join(ROLE, 'defaults', 'main.yml'), trusted_as_template=True)
-    tasks = loader.load_from_file(os.path.join(ROLE, 'tasks', 'main.yml'), trusted_as_template=True)
-    return loader, defaults, tasks
+    return load_role('accelerator_node')
 
 
 def task_named(tasks, start):

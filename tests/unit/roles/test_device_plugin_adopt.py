@@ -10,25 +10,13 @@ foreign DaemonSet or ConfigMap is shown against an apiserver in tests/integratio
 from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
-import os
-
 import pytest
 
-from ansible.parsing.dataloader import DataLoader
-from ansible.template import Templar
-
-ROLE = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', '..', 'roles', 'device_plugin')
-DEPLOY = 'kubehw.devices.device_plugin_deploy'
+from tests.unit.roles.role_files import module_args
 
 
 def deploy_args(**inventory_vars):
-    loader = DataLoader()
-    defaults = loader.load_from_file(os.path.join(ROLE, 'defaults', 'main.yml'), trusted_as_template=True)
-    tasks = loader.load_from_file(os.path.join(ROLE, 'tasks', 'main.yml'), trusted_as_template=True)
-    task = [t for t in tasks if DEPLOY in t]
-    assert len(task) == 1, [t.get('name') for t in tasks]
-    variables = dict(defaults, omit='__omit_place_holder__', **inventory_vars)
-    return Templar(loader=loader, variables=variables).template(task[0][DEPLOY])
+    return module_args('device_plugin', 'kubehw.devices.device_plugin_deploy', **inventory_vars)
 
 
 def test_adopting_is_off_unless_asked():

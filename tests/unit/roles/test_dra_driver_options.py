@@ -11,26 +11,13 @@ is shown against an apiserver in tests/integration/test_dra_driver_deploy.py and
 from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
-import os
-
 import pytest
 
-from ansible.parsing.dataloader import DataLoader
-from ansible.template import Templar
-
-ROLE = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', '..', 'roles', 'dra_driver')
-DEPLOY = 'kubehw.devices.dra_driver_deploy'
-OMIT = '__omit_place_holder__'
+from tests.unit.roles.role_files import OMIT, module_args
 
 
 def deploy_args(**inventory_vars):
-    loader = DataLoader()
-    defaults = loader.load_from_file(os.path.join(ROLE, 'defaults', 'main.yml'), trusted_as_template=True)
-    tasks = loader.load_from_file(os.path.join(ROLE, 'tasks', 'main.yml'), trusted_as_template=True)
-    task = [t for t in tasks if DEPLOY in t]
-    assert len(task) == 1, [t.get('name') for t in tasks]
-    variables = dict(defaults, omit=OMIT, **inventory_vars)
-    return Templar(loader=loader, variables=variables).template(task[0][DEPLOY])
+    return module_args('dra_driver', 'kubehw.devices.dra_driver_deploy', **inventory_vars)
 
 
 def test_the_overrides_are_off_and_env_is_left_to_the_preset_unless_asked():

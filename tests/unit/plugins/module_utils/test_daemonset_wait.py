@@ -108,12 +108,12 @@ class Watch(object):
 
 
 class Client(object):
-    def __init__(self, clock, daemonsets, nodes, events=(), pods=()):
+    def __init__(self, clock, daemonsets, nodes, events=(), pods=(), pod_states=None):
         self.core = self.apps = self
         self.ds_watch = Watch(clock, [{KEY: ds} for ds in daemonsets])
         self.node_watch = Watch(clock, [dict((n["metadata"]["name"], n) for n in state) for state in nodes])
         self.events = list(events)
-        self.pods = list(pods)
+        self.pod_states = [list(pods)] if pod_states is None else list(pod_states)   # one state per read, the last stays
         self.event_reads = 0
 
     def list_watch(self, fn, what="watch", **kwargs):
@@ -130,7 +130,7 @@ class Client(object):
         return {"items": self.events}
 
     def list_namespaced_pod(self, namespace, **kwargs):
-        return {"items": self.pods}
+        return {"items": self.pod_states.pop(0) if len(self.pod_states) > 1 else self.pod_states[0]}
 
     def list_all(self, fn, *args, **kwargs):
         kwargs.pop("what", None)
@@ -189,7 +189,7 @@ def test_a_rollout_done_on_its_ready_node_waits_for_the_one_still_joining(clock)
     joining = node("b", ready=False, taints=[NOT_READY_TAINT])
     client = Client(clock, [daemonset(desired=1), daemonset(desired=1), daemonset(desired=2)],
                     [[node("a"), joining], [node("a"), joining], [node("a"), node("b")]],
-                    pods=[pod("a"), pod("b")])
+                    pod_states=[[pod("a")], [pod("a")], [pod("a"), pod("b")]])
     wait = waiter(client, clock)
     done = wait.wait("finish the rollout")
     assert done["status"]["desiredNumberScheduled"] == 2 and wait.joining == {}
@@ -207,6 +207,18 @@ def test_a_node_that_never_joins_fails_the_rollout_naming_it_and_a_silent_kubele
     assert ("Timed out after 20s waiting for DaemonSet plugins/nvidia-device-plugin: the nodes it selects are still "
             "joining and never became schedulable: b (node.kubernetes.io/not-ready:NoSchedule)") in str(err.value)
     assert result["node_outcome"] == {"a": "ready", "b": "joining", "gone": "not-ready"}
+
+
+def test_a_node_that_went_down_with_its_pod_is_not_waited_for_as_if_it_were_joining(clock):
+    """A surge update finishes on the Ready nodes while a node that went down (its kubelet still reporting NotReady)
+    keeps its old pod: that node is no joining one, so the wait returns and names it not-ready."""
+    down = node("b", ready=False, taints=[NOT_READY_TAINT])
+    client = Client(clock, [daemonset(desired=1)], [[node("a"), down]],
+                    pods=[pod("a", generation=1), pod("b", generation=0, ready=False)])
+    result, warnings = {}, []
+    waiter(client, clock).rollout(daemonset(desired=1), result, "the plugin", "Label the nodes", 60, False, warnings)
+    assert clock["now"] == 0.0 and result["node_outcome"] == {"a": "ready", "b": "not-ready"}
+    assert warnings == ["DaemonSet plugins/nvidia-device-plugin: node(s) not ready, not waited for: b"]
 
 
 def test_selecting_no_node_fails_unless_allowed_and_then_warns(clock):
@@ -229,3 +241,32 @@ def test_the_outcome_of_each_node():
     assert outcome == {"a": "ready", "b": "outdated", "c": "joining", "d": "not-ready", "e": "pending",
                        "f": "not-ready"}
     assert ds_wait.node_outcome(daemonset(desired=4), nodes, pods, refused=True)["e"] == "refused"
+
+
+# -- a rolling update whose budget the nodes that are down use up ---------------------------------------------
+
+def test_a_rolling_update_stuck_behind_nodes_that_are_not_ready_fails_naming_them_and_the_way_out(clock):
+    """maxUnavailable 1 and a node that is down: its pod counts as unavailable for good, so the controller replaces
+    no pod on the Ready nodes and the task waited out its whole wait_timeout."""
+    stuck = daemonset(desired=3, updated=1, available=2, generation=2)
+    pods = [pod("a", generation=2), pod("b", generation=1, ready=False), pod("c", generation=1)]
+    nodes = [node("a"), node("b", status="Unknown"), node("c")]
+    client = Client(clock, [stuck], [nodes], pods=pods)
+    with pytest.raises(TaskFailed) as err:
+        waiter(client, clock).wait("finish the rollout")
+    assert ds_wait.STALL_SECONDS <= clock["now"] <= ds_wait.STALL_SECONDS + 2 * ds_wait.SLICE
+    assert ("DaemonSet plugins/nvidia-device-plugin cannot finish its rolling update: 1 node(s) running its pods are "
+            "not Ready (b), and their pods use up the update's maxUnavailable (1), so the DaemonSet controller "
+            "replaces no pod on the Ready nodes (1 old pod(s) left there: p-c)") in str(err.value)
+    # a budget of 2 leaves room: the wait goes on (here until its timeout)
+    roomy = dict(stuck, spec=dict(stuck["spec"], updateStrategy={"rollingUpdate": {"maxUnavailable": "50%"}}))
+    assert ds_wait.rolling_budget(roomy) == (2, "maxUnavailable")
+    clock["now"] = 0.0
+    with pytest.raises(KubeHwError) as err:
+        waiter(Client(clock, [roomy], [nodes], pods=pods), clock, budget=30).wait("finish the rollout")
+    assert err.value.reason == "Timeout"
+    assert ds_wait.rolling_budget(dict(stuck, spec=dict(stuck["spec"], updateStrategy={"type": "OnDelete"}))) is None
+    # a surge update (the DRA example driver's maxSurge 1) counts its surge
+    surging = {"rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1}}
+    surge = dict(stuck, spec=dict(stuck["spec"], updateStrategy=surging))
+    assert ds_wait.rolling_budget(surge) == (1, "maxSurge")

@@ -815,3 +815,24 @@ def test_nvidia_check_mode_predicts_the_mps_role_and_binding(fakes, capsys):
                                       "RoleBinding/nvidia-dra-driver-gpu-kubelet-plugin",
                                       "DaemonSet/nvidia-dra-driver-gpu-kubelet-plugin"], out
     assert writes_of(api, dra_api) == []
+
+
+def test_a_rollout_timeout_with_the_nvidia_init_container_still_waiting_names_nvidia_driver_root():
+    """The nvidia preset's init container waits, without end, for the driver under the driver root; with the driver
+    where the GPU Operator puts it and the default root, the rollout used to time out with 'PodInitializing' only."""
+    client = module_harness.FakeClient(None)
+    client.core = client.apps = FakeApi()
+    waiting = {"metadata": {"name": "kp-1"}, "spec": {"initContainers": [{"name": "init-container"}]},
+               "status": {"initContainerStatuses": [{"name": "init-container", "state": {"running": {}}}]}}
+    started = dict(waiting, status={"initContainerStatuses": [
+        {"name": "init-container", "state": {"terminated": {"exitCode": 0}}}]})
+    nvidia = mod.DraDriverDeploy(type("Module", (), {"params": params(preset="nvidia"), "check_mode": False})(),
+                                 client=client, dra_api=FakeDra())
+    hint = nvidia._driver_root_hint({}, [waiting, started])  # pylint: disable=protected-access
+    assert ("pod(s) kp-1 are still in their init container, which waits until it finds the NVIDIA driver under "
+            "nvidia_driver_root (/ here): where the GPU Operator's driver container installs the driver set "
+            "nvidia_driver_root: /run/nvidia/driver") in hint
+    assert nvidia._driver_root_hint({}, [started]) == ""  # pylint: disable=protected-access
+    example = mod.DraDriverDeploy(type("Module", (), {"params": params(), "check_mode": False})(),
+                                  client=client, dra_api=FakeDra())
+    assert example._driver_root_hint({}, [waiting]) == ""  # pylint: disable=protected-access

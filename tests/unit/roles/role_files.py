@@ -1,0 +1,35 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) kubehw.devices contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""A role's defaults and tasks loaded as Ansible loads them (trusted templates), and the module arguments of its one
+task that calls a given module, rendered by Ansible's own templating: the role unit tests' one way to ask what a
+role hands a module, without an ansible-playbook run."""
+
+from __future__ import absolute_import, division, print_function
+__metaclass__ = type
+
+import os
+
+from ansible.parsing.dataloader import DataLoader
+from ansible.template import Templar
+
+ROLES = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', '..', 'roles')
+OMIT = '__omit_place_holder__'
+
+
+def load_role(name):
+    """(loader, defaults, tasks) of roles/<name>."""
+    loader = DataLoader()
+    folder = os.path.join(ROLES, name)
+    defaults = loader.load_from_file(os.path.join(folder, 'defaults', 'main.yml'), trusted_as_template=True)
+    tasks = loader.load_from_file(os.path.join(folder, 'tasks', 'main.yml'), trusted_as_template=True)
+    return loader, defaults, tasks
+
+
+def module_args(role, module, **inventory_vars):
+    """The arguments the role's one task of ``module`` gets with these inventory variables (omitted ones as OMIT)."""
+    loader, defaults, tasks = load_role(role)
+    found = [t for t in tasks if module in t]
+    assert len(found) == 1, [t.get('name') for t in tasks]
+    variables = dict(defaults, omit=OMIT, **inventory_vars)
+    return Templar(loader=loader, variables=variables).template(found[0][module])
