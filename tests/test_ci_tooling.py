@@ -168,7 +168,7 @@ def test_serial_runs_one_stage_at_a_time(tmp_path, monkeypatch):
     stages = run_tests.run_stages(['sanity', 'roles'], str(tmp_path), serial=True, out=io.BytesIO(), interval=0.02)
     assert time.time() - started >= sum(s.seconds for s in stages) >= 1.2
     assert run_tests.plan(['setup', 'lint', 'roles', 'units'], serial=True) == [['units', 'lint', 'roles']]
-    assert run_tests.plan(['setup', 'lint', 'roles', 'units']) == [['units', 'lint'], ['roles']]
+    assert run_tests.plan(['setup', 'lint', 'roles', 'units']) == [['units'], ['roles', 'lint']]
 
 
 def test_stages_see_a_terminal_only_when_make_test_writes_to_one(tmp_path, monkeypatch):
