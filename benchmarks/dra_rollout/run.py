@@ -16,7 +16,7 @@ the DRA example driver (the same objects, built by the module's own code, for bo
   requests  the fault proxy's request log between the two (the way's requests to the apiserver; the kubelet
             stand-in's go around it)
 
-Usage: python benchmarks/dra_rollout/run.py [--nodes 20 100] [--rounds 3] [--output FILE]
+Usage: python benchmarks/dra_rollout/run.py [--nodes 20 100] [--rounds 3] [--ways kubehw k8s] [--output FILE]
 """
 
 from __future__ import absolute_import, division, print_function
@@ -68,19 +68,20 @@ def settle(tag):
             "register": "left", "until": "left.resources | length == 0", "retries": 300, "delay": 1}
 
 
-def tasks_for(rounds, nodes):
+def tasks_for(rounds, nodes, ways=("kubehw", "k8s")):
     others, daemonset = manifests()
     enough = ("(slices.resources | map(attribute='spec.devices') | map('length') | select('ge', %d) | list | length)"
               " >= %d" % (DEVICES_PER_NODE, nodes))
     tasks = []
     for i in range(rounds):
-        tasks += [
+        ours = [
             {"name": "kubehw %d: deploy" % i,
              "kubehw.devices.dra_driver_deploy": {"preset": "example", "namespace": NAMESPACE, "wait": "devices",
                                                   "min_count": DEVICES_PER_NODE, "wait_timeout": 900}},
             {"name": "cleanup kubehw %d" % i,
              "kubehw.devices.dra_driver_deploy": {"preset": "example", "namespace": NAMESPACE, "state": "absent"}},
-            settle("kubehw %d" % i),
+            settle("kubehw %d" % i)]
+        theirs = [
             {"name": "k8s %d: objects" % i, "kubernetes.core.k8s": {"definition": others}},
             {"name": "k8s %d: daemonset" % i,
              "kubernetes.core.k8s": {"definition": daemonset, "wait": True, "wait_timeout": 900}},
@@ -90,8 +91,8 @@ def tasks_for(rounds, nodes):
              "register": "slices", "until": enough, "retries": 180, "delay": POLL_DELAY},
             {"name": "cleanup k8s %d" % i,
              "kubernetes.core.k8s": {"definition": [daemonset] + others, "state": "absent"}},
-            settle("k8s %d" % i),
-        ]
+            settle("k8s %d" % i)]
+        tasks += (ours if "kubehw" in ways else []) + (theirs if "k8s" in ways else [])
     return tasks
 
 
@@ -119,6 +120,8 @@ def spans(lines, sim_requests):
     for i in rounds:
         for way, first, last in (("kubehw.devices.dra_driver_deploy", "kubehw %d: deploy" % i, "kubehw %d: deploy" % i),
                                  ("kubernetes.core k8s + k8s_info until", "k8s %d: objects" % i, "k8s %d: slices" % i)):
+            if first not in by_task:
+                continue
             start, end = by_task[first]["_started_at"], by_task[last]["_returned_at"]
             requests = [r for r in sim_requests if start <= r.get("time", 0) <= end]
             out.append({"round": i, "way": way, "seconds": round(end - start, 3), "requests": len(requests),
@@ -130,7 +133,7 @@ def spans(lines, sim_requests):
     return out
 
 
-def run_size(nodes, rounds, workdir):
+def run_size(nodes, rounds, workdir, ways=("kubehw", "k8s")):
     from tests.support.local_cluster import LocalCluster
     from kubernetes import client, config
 
@@ -140,7 +143,7 @@ def run_size(nodes, rounds, workdir):
         core = client.CoreV1Api(config.new_client_from_config(config_file=sim.kubeconfig))
         core.create_namespace({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
         play = [{"name": "dra rollout benchmark", "hosts": "localhost", "connection": "local", "gather_facts": False,
-                 "vars": {"ansible_python_interpreter": sys.executable}, "tasks": tasks_for(rounds, nodes)}]
+                 "vars": {"ansible_python_interpreter": sys.executable}, "tasks": tasks_for(rounds, nodes, ways)}]
         run = run_playbook(play, workdir, kubeconfig=sim.kubeconfig, timeout=3600)
         if run.returncode != 0:
             sys.exit("ansible-playbook failed (rc %d):\n%s\n%s"
@@ -155,6 +158,8 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, nargs="+", default=[20, 100])
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--ways", nargs="+", choices=("kubehw", "k8s"), default=["kubehw", "k8s"],
+                        help="which ways to run (kubehw alone: the module's requests at a size the other way takes long at)")
     parser.add_argument("--output", default=os.path.join(ROOT, "benchmarks", "results", "dra_rollout.json"))
     opts = parser.parse_args()
     if not has_test_collection("kubernetes.core"):
@@ -164,7 +169,7 @@ def main():
     rows, summary = [], {}
     for nodes in opts.nodes:
         started = time.time()
-        size_rows = run_size(nodes, opts.rounds, workdir)
+        size_rows = run_size(nodes, opts.rounds, workdir, opts.ways)
         for row in size_rows:
             row["nodes"] = nodes
         rows += size_rows
