@@ -20,6 +20,7 @@ from ansible_collections.kubehw.devices.plugins.module_utils._pod_spec import CO
 from ansible_collections.kubehw.devices.plugins.module_utils._k8s_objects import (
     MANAGED_BY,
     MANAGED_BY_LABEL,
+    TaskFailed,
     owner_description,
     update_body,
 )
@@ -47,6 +48,22 @@ def adoption_warning(live, namespace, name):
         return ("DaemonSet %s/%s was not created by this module; it is now managed by it (adopt_daemonset)"
                 % (namespace, name))
     return None
+
+
+def daemonset_to_replace(live, desired, namespace, name, adopt, warnings):
+    """The live DaemonSet both deploy modules go on with (None when there is none), after the checks they share:
+    one whose selector differs (immutable) or that someone else made (unless ``adopt``) is refused with TaskFailed;
+    an adopted one adds a warning to ``warnings``."""
+    conflict = compare.selector_conflict(desired, live)
+    if conflict:
+        raise TaskFailed(conflict)
+    refusal = foreign_daemonset_refusal(live, namespace, name, adopt, "replace its pod template")
+    if refusal:
+        raise TaskFailed(refusal + " Nothing was written.")
+    adopted = adoption_warning(live, namespace, name)
+    if adopted:
+        warnings.append(adopted)
+    return live
 
 
 # -- the write ------------------------------------------------------------------------------------------------

@@ -668,14 +668,8 @@ class DevicePluginDeploy(object):
     def _read_daemonset_to_replace(self, desired):
         """The live DaemonSet (None when there is none); refuses one whose selector differs or that someone else
         made (unless adopt_daemonset), and a RuntimeClass the pods name that does not exist."""
-        live = self.read_daemonset()
-        conflict = compare.selector_conflict(desired, live)
-        if conflict:
-            raise TaskFailed(conflict)
-        self._refuse_foreign_daemonset(live, "replace its pod template")
-        adopted = ds_task.adoption_warning(live, self.namespace, self.name)
-        if adopted:
-            self.warnings.append(adopted)
+        live = ds_task.daemonset_to_replace(self.read_daemonset(), desired, self.namespace, self.name,
+                                            self.params["adopt_daemonset"], self.warnings)
         self._check_runtime_class(desired)
         return live
 

@@ -580,20 +580,9 @@ class DraDriverDeploy(object):
         return version
 
     def _read_daemonset_to_replace(self, desired_ds):
-        """The live DaemonSet (None when there is none); refuses one whose selector differs or that someone else
-        made (unless adopt_daemonset)."""
-        live_ds = self.read_daemonset()
-        conflict = compare.selector_conflict(desired_ds, live_ds)
-        if conflict:
-            raise TaskFailed(conflict)
-        refusal = ds_task.foreign_daemonset_refusal(live_ds, self.namespace, self.name,
-                                                    self.params.get("adopt_daemonset"), "replace its pod template")
-        if refusal:
-            raise TaskFailed(refusal + " Nothing was written.")
-        adopted = ds_task.adoption_warning(live_ds, self.namespace, self.name)
-        if adopted:
-            self.warnings.append(adopted)
-        return live_ds
+        """The live DaemonSet (None when there is none), after the checks both deploy modules share."""
+        return ds_task.daemonset_to_replace(self.read_daemonset(), desired_ds, self.namespace, self.name,
+                                            self.params.get("adopt_daemonset"), self.warnings)
 
     def _rbac_plan(self):
         """[(kind, desired, live)] of the ServiceAccount and RBAC objects to create or replace. With rbac: existing
