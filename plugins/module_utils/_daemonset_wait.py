@@ -165,17 +165,33 @@ def uncovered_nodes(daemonset, nodes, pods_of=None):
     """What a finished-looking rollout still lacks: ({joining node: why}, number of schedulable selected nodes beyond
     desiredNumberScheduled). A joining node is one the template selects, with no pod of the DaemonSet yet, whose
     kubelet is up but which is not Ready yet, or still carries a joining taint. Not waited for: a node whose kubelet
-    stopped reporting (Ready Unknown), and a node that already runs a pod of the DaemonSet (a node that went down, not
-    one that joins). ``pods_of(daemonset)``: the DaemonSet's pods, read only when some node looks joining."""
+    stopped reporting (Ready Unknown), and a node that went down (its Ready condition turned after a pod of the
+    DaemonSet was created there). ``pods_of(daemonset)``: the DaemonSet's pods, read only when some node looks
+    joining. A node the wait's copy shows joining while its pod has just been created there stays joining until the
+    copy catches up: the pod came after the node's last Ready change."""
     pod_spec = daemonset["spec"]["template"].get("spec")
     joining = dict((name, why) for name, why in ds_rollout.joining_nodes(pod_spec, nodes).items()
                    if not _kubelet_silent(_by_name(nodes).get(name)))
     if joining and pods_of is not None:
-        served = set(ds_rollout.pod_node(p) for p in pods_of(daemonset))
-        joining = dict((name, why) for name, why in joining.items() if name not in served)
+        pods = pods_of(daemonset)
+        named = _by_name(nodes)
+        joining = dict((name, why) for name, why in joining.items() if not _went_down(named.get(name), pods))
     selected = ds_rollout.selected_nodes(pod_spec, nodes)
     extra = len(selected) - ds_rollout.rollout_status(daemonset)["desired"]
     return joining, max(0, extra)
+
+
+def _went_down(node, pods):
+    """The node ran a pod of the DaemonSet before its Ready condition last changed (to not Ready)."""
+    ready = [c for c in ((node or {}).get("status") or {}).get("conditions") or [] if c.get("type") == "Ready"]
+    changed = _seconds(ready[0].get("lastTransitionTime")) if ready else None
+    if changed is None:
+        return False
+    name = ((node or {}).get("metadata") or {}).get("name")
+    created = [_seconds((p.get("metadata") or {}).get("creationTimestamp")) for p in pods
+               if ds_rollout.pod_node(p) == name]
+    created = [c for c in created if c is not None]
+    return bool(created) and min(created) <= changed
 
 
 def _by_name(nodes):

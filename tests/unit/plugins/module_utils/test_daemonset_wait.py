@@ -20,8 +20,10 @@ NOT_READY_TAINT = {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"
 KEY = "plugins/nvidia-device-plugin"
 
 
-def node(name, ready=True, taints=None, status=None):
+def node(name, ready=True, taints=None, status=None, changed=None):
     conditions = [dict(READY, status=status or ("True" if ready else "False"))]
+    if changed:
+        conditions[0]["lastTransitionTime"] = changed
     return {"metadata": {"name": name, "labels": {"gpu": "yes"}}, "spec": {"taints": taints or []},
             "status": {"conditions": conditions}}
 
@@ -212,13 +214,26 @@ def test_a_node_that_never_joins_fails_the_rollout_naming_it_and_a_silent_kubele
 def test_a_node_that_went_down_with_its_pod_is_not_waited_for_as_if_it_were_joining(clock):
     """A surge update finishes on the Ready nodes while a node that went down (its kubelet still reporting NotReady)
     keeps its old pod: that node is no joining one, so the wait returns and names it not-ready."""
-    down = node("b", ready=False, taints=[NOT_READY_TAINT])
+    down = node("b", ready=False, taints=[NOT_READY_TAINT], changed="2026-01-01T00:05:00Z")
     client = Client(clock, [daemonset(desired=1)], [[node("a"), down]],
                     pods=[pod("a", generation=1), pod("b", generation=0, ready=False)])
     result, warnings = {}, []
     waiter(client, clock).rollout(daemonset(desired=1), result, "the plugin", "Label the nodes", 60, False, warnings)
     assert clock["now"] == 0.0 and result["node_outcome"] == {"a": "ready", "b": "not-ready"}
     assert warnings == ["DaemonSet plugins/nvidia-device-plugin: node(s) not ready, not waited for: b"]
+
+
+def test_a_joining_node_whose_pod_was_just_created_is_waited_for_until_the_copies_catch_up(clock):
+    """The wait's copies of the node (still tainted) and of the DaemonSet (1 of 1 done) lag behind the pod the
+    controller just created on the node that joined: the wait returned then, without that node (seen in CI)."""
+    stale = node("b", ready=False, taints=[NOT_READY_TAINT], changed="2026-01-01T00:00:00Z")
+    fresh_pod = pod("b", created="2026-01-01T00:00:09Z", ready=False)
+    client = Client(clock, [daemonset(desired=1), daemonset(desired=1), daemonset(desired=2)],
+                    [[node("a"), stale], [node("a"), stale], [node("a"), node("b")]],
+                    pod_states=[[pod("a"), fresh_pod], [pod("a"), fresh_pod], [pod("a"), dict(fresh_pod, status={
+                        "conditions": [{"type": "Ready", "status": "True"}]})]])
+    done = waiter(client, clock).wait("finish the rollout")
+    assert done["status"]["desiredNumberScheduled"] == 2
 
 
 def test_selecting_no_node_fails_unless_allowed_and_then_warns(clock):
