@@ -41,7 +41,7 @@ SLOWDOWN_AFTER = 30.0
 REFUSAL_PERSISTS = 10
 # A finished rollout whose desiredNumberScheduled stays below the nodes the template selects (and none of them
 # is joining) is taken as the controller's word after this many seconds: its view of a node decides.
-UNCOVERED_GRACE = 10.0
+UNCOVERED_GRACE = 30.0
 
 # A rolling update whose DaemonSet status has not changed for this many seconds is looked at for a spent budget.
 STALL_SECONDS = 10.0
@@ -182,9 +182,11 @@ def uncovered_nodes(daemonset, nodes, pods_of=None):
 
 
 def _went_down(node, pods):
-    """The node ran a pod of the DaemonSet before its Ready condition last changed (to not Ready)."""
+    """The node is not Ready, and ran a pod of the DaemonSet before its Ready condition last changed."""
     ready = [c for c in ((node or {}).get("status") or {}).get("conditions") or [] if c.get("type") == "Ready"]
-    changed = _seconds(ready[0].get("lastTransitionTime")) if ready else None
+    if not ready or ready[0].get("status") == "True":
+        return False        # Ready again, or Ready with the joining taint not lifted yet: joining, not down
+    changed = _seconds(ready[0].get("lastTransitionTime"))
     if changed is None:
         return False
     name = ((node or {}).get("metadata") or {}).get("name")
@@ -356,6 +358,12 @@ class RolloutWait(object):
                 % (self.key, len(down), ds_rollout.few(down), budget[1], budget[0], len(old_on_ready),
                    ds_rollout.few(old_on_ready), budget[1], len(down)))
 
+    def _starting(self, daemonset):
+        """Some pod of the current template is not ready yet (and not going away)."""
+        generation = (daemonset.get("metadata") or {}).get("generation")
+        return any(not ds_rollout.pod_ready(p) and not ds_rollout.is_old_pod(p, generation)
+                   and not (p.get("metadata") or {}).get("deletionTimestamp") for p in self.pods(daemonset))
+
     # -- the wait
     def _look(self, done, step, last):
         """The DaemonSet once done(daemonset) holds, or as it is after ``step`` seconds."""
@@ -386,9 +394,10 @@ class RolloutWait(object):
                 if not self.joining and not self.uncovered:
                     return last
                 if not self.joining:
-                    # schedulable now: the controller counts it at its next sync, which the DaemonSet watch shows
+                    # schedulable now: the controller counts it at its next sync, which the DaemonSet watch shows;
+                    # a pod of the template that is not ready yet means the controller has counted it already
                     uncovered_since = uncovered_since or time.monotonic()
-                    if time.monotonic() - uncovered_since >= UNCOVERED_GRACE:
+                    if time.monotonic() - uncovered_since >= UNCOVERED_GRACE and not self._starting(last):
                         return last
                     self._next_change(self.daemonsets, min(self.remaining(), slice_))
                 else:
