@@ -170,11 +170,11 @@ def uncovered_nodes(daemonset, nodes, pods_of=None):
     joining. A node the wait's copy shows joining while its pod has just been created there stays joining until the
     copy catches up: the pod came after the node's last Ready change."""
     pod_spec = daemonset["spec"]["template"].get("spec")
+    named = _by_name(nodes)
     joining = dict((name, why) for name, why in ds_rollout.joining_nodes(pod_spec, nodes).items()
-                   if not _kubelet_silent(_by_name(nodes).get(name)))
+                   if not _kubelet_silent(named.get(name)))
     if joining and pods_of is not None:
         pods = pods_of(daemonset)
-        named = _by_name(nodes)
         joining = dict((name, why) for name, why in joining.items() if not _went_down(named.get(name), pods))
     selected = ds_rollout.selected_nodes(pod_spec, nodes)
     extra = len(selected) - ds_rollout.rollout_status(daemonset)["desired"]
@@ -183,10 +183,10 @@ def uncovered_nodes(daemonset, nodes, pods_of=None):
 
 def _went_down(node, pods):
     """The node is not Ready, and ran a pod of the DaemonSet before its Ready condition last changed."""
-    ready = [c for c in ((node or {}).get("status") or {}).get("conditions") or [] if c.get("type") == "Ready"]
-    if not ready or ready[0].get("status") == "True":
+    ready = _ready_condition(node)
+    if not ready or ready.get("status") == "True":
         return False        # Ready again, or Ready with the joining taint not lifted yet: joining, not down
-    changed = _seconds(ready[0].get("lastTransitionTime"))
+    changed = _seconds(ready.get("lastTransitionTime"))
     if changed is None:
         return False
     name = ((node or {}).get("metadata") or {}).get("name")
@@ -200,11 +200,15 @@ def _by_name(nodes):
     return dict((n["metadata"]["name"], n) for n in nodes)
 
 
-def _kubelet_silent(node):
+def _ready_condition(node):
     for cond in ((node or {}).get("status") or {}).get("conditions") or []:
         if cond.get("type") == "Ready":
-            return cond.get("status") == "Unknown"
-    return False
+            return cond
+    return None
+
+
+def _kubelet_silent(node):
+    return (_ready_condition(node) or {}).get("status") == "Unknown"
 
 
 def node_outcome(daemonset, nodes, pods, joining=None, refused=False):
