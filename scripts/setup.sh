@@ -26,8 +26,9 @@ CACHE="$ROOT/.cache"
 ANSIBLE_WHEEL_VERSION="12.3.0"
 # Collections the tests, molecule scenarios and lint need; none is a runtime dependency.
 TEST_COLLECTIONS="kubernetes.core community.general community.docker ansible.posix"
-# Debian packages the role scenarios use: root file systems, nspawn targets, local apt repos.
-DEB_PACKAGES="mmdebstrap systemd-container dpkg-dev gpg iproute2 shellcheck ca-certificates"
+# Debian packages the role scenarios and the real node use: root file systems, nspawn targets, local apt repos, the
+# relays between the real node's network and the host's (socat).
+DEB_PACKAGES="mmdebstrap systemd-container dpkg-dev gpg iproute2 shellcheck ca-certificates socat"
 
 log() { printf '[setup] %s\n' "$*"; }
 

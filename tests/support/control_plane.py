@@ -38,7 +38,7 @@ import subprocess
 import time
 import urllib.request
 
-from tests.support.tls import make_tls, write_private_key
+from tests.support.tls import make_client_cert, make_tls, write_private_key
 
 COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler")
 FEATURE_GATES = "DRAExtendedResource=true"
@@ -229,6 +229,8 @@ class ControlPlane:
 
     def _write_credentials(self, api):
         ca_path, _cert, _key = make_tls(self.pki, sans=("10.0.0.1", "kubernetes", "kubernetes.default"))
+        make_client_cert(self.pki, "kube-apiserver-kubelet-client",
+                         name="apiserver-kubelet-client")
         from cryptography.hazmat.primitives import serialization
         from cryptography.hazmat.primitives.asymmetric import ec
 
@@ -262,6 +264,10 @@ class ControlPlane:
             "--service-account-key-file", os.path.join(pki, "sa.pub"),
             "--service-account-signing-key-file", os.path.join(pki, "sa.key"),
             "--allow-privileged=true", "--endpoint-reconciler-type", "none",
+            # a real node's kubelet (tests/support/real_node.py): reached by its address, with a client certificate
+            "--kubelet-preferred-address-types", "InternalIP,Hostname",
+            "--kubelet-client-certificate", os.path.join(pki, "apiserver-kubelet-client.crt"),
+            "--kubelet-client-key", os.path.join(pki, "apiserver-kubelet-client.key"),
             "--audit-policy-file", os.path.join(self.state_dir, "audit-policy.yaml"),
             "--audit-log-path", self.audit_log, "--audit-log-maxsize", "512", "--audit-log-maxbackup", "2",
             "--feature-gates=" + FEATURE_GATES]

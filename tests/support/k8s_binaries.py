@@ -4,6 +4,7 @@
 downloaded, and verified, as envtest's setup-envtest finds them by KUBEBUILDER_ASSETS or fetches them.
 
     locate()      a folder with executable etcd, kube-apiserver, kube-controller-manager, kube-scheduler, or None
+    locate_node() a folder with the real node's kubelet, sample-device-plugin, dra-test-driver and pause, or None
     download()    fetch the pinned release (k8s_release.json) into .cache/k8s-release/, checksums verified
 
 `locate()` looks, in this order, at:
@@ -41,6 +42,9 @@ import urllib.request
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 NAMES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler")
+# The real node's (tests/support/real_node.py): the kubelet, Kubernetes' test device plugin and DRA test driver, and a
+# static pause for the pod sandbox image.
+NODE_NAMES = ("kubelet", "sample-device-plugin", "dra-test-driver", "pause")
 RELEASE_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "k8s_release.json")
 CACHE = os.path.join(REPO_ROOT, ".cache")
 ASSETS_VARIABLE = "KUBEHW_K8S_ASSETS"
@@ -56,28 +60,28 @@ def read_release(path=RELEASE_FILE):
         return json.load(f)
 
 
-def _complete(folder):
-    """'plain' when folder holds the four executables, 'xz' when it holds the four compressed, else None."""
-    if all(os.access(os.path.join(folder, name), os.X_OK) for name in NAMES):
+def _complete(folder, names=NAMES):
+    """'plain' when folder holds the executables, 'xz' when it holds them all compressed, else None."""
+    if all(os.access(os.path.join(folder, name), os.X_OK) for name in names):
         return "plain"
-    if all(os.path.isfile(os.path.join(folder, name + ".xz")) for name in NAMES):
+    if all(os.path.isfile(os.path.join(folder, name + ".xz")) for name in names):
         return "xz"
     return None
 
 
-def _unpacked(folder, cache):
-    """The xz-compressed binaries of folder, unpacked once into cache/k8s-bin/<digest>/."""
+def _unpacked(folder, cache, names=NAMES):
+    """The xz-compressed binaries `names` of folder, unpacked once into cache/k8s-bin/<digest>/."""
     digest = hashlib.sha256(folder.encode("utf-8"))
-    for name in NAMES:
+    for name in names:
         stat = os.stat(os.path.join(folder, name + ".xz"))
         digest.update(("%s:%d:%d" % (name, stat.st_size, stat.st_mtime_ns)).encode("ascii"))
     target = os.path.join(cache, "k8s-bin", digest.hexdigest()[:16])
-    if _complete(target) == "plain":
+    if _complete(target, names) == "plain":
         return target
     os.makedirs(os.path.dirname(target), exist_ok=True)
     staging = tempfile.mkdtemp(prefix=".unpack-", dir=os.path.dirname(target))
     try:
-        for name in NAMES:
+        for name in names:
             with lzma.open(os.path.join(folder, name + ".xz")) as src, open(os.path.join(staging, name), "wb") as dst:
                 shutil.copyfileobj(src, dst, 1 << 20)
             os.chmod(os.path.join(staging, name), 0o755)
@@ -85,7 +89,7 @@ def _unpacked(folder, cache):
         try:
             os.rename(staging, target)
         except OSError:
-            if _complete(target) != "plain":     # another process won the race with a complete copy, else fail
+            if _complete(target, names) != "plain":     # another process won the race with a complete copy, else fail
                 raise
     finally:
         shutil.rmtree(staging, ignore_errors=True)
@@ -110,6 +114,19 @@ def locate(environ=None, cache=CACHE):
             return folder
         if kind == "xz":
             return _unpacked(folder, cache)
+    return None
+
+
+def locate_node(environ=None, cache=CACHE):
+    """A folder with the real node's executables (NODE_NAMES), or None: the first folder of candidates() that has
+    them. They are not part of an official server release (the kubelet is, the test plugins are Kubernetes' e2e
+    test binaries), so where only the release was downloaded there is no real node."""
+    for folder in candidates(environ, cache):
+        kind = _complete(folder, NODE_NAMES) if os.path.isdir(folder) else None
+        if kind == "plain":
+            return folder
+        if kind == "xz":
+            return _unpacked(folder, cache, NODE_NAMES)
     return None
 
 

@@ -5,6 +5,7 @@
 # told otherwise) booted with systemd-nspawn, reached by Ansible through community.docker.nsenter.
 #
 #   target.sh image               build (once) the cached root file system tarball
+#   target.sh unpack NAME DIR     unpack the image into DIR/root (with the cached packages), not booted
 #   target.sh start NAME DIR      unpack the image into DIR, boot it, print the init PID
 #   target.sh stop NAME DIR       power the target off and remove DIR
 #
@@ -93,9 +94,10 @@ init_pid() {
     pgrep -P "$nspawn_pid" | head -n1
 }
 
-start() {
+# The root file system of a target in DIR/root, not booted: also what the real node of tests/support/real_node.py
+# starts from (its own way, with the kubelet's cgroup needs), and what stop() removes.
+unpack() {
     local name="$1" dir="$2"
-    command -v systemd-nspawn >/dev/null || die "systemd-nspawn is missing (apt-get install systemd-container)"
     build_image
     stop "$name" "$dir" >/dev/null 2>&1 || true
     local archives
@@ -107,6 +109,12 @@ start() {
     # Packages downloaded by earlier runs are hard-linked in (not bind-mounted: apt locks that
     # directory, and scenarios may run side by side); stop() keeps the new ones.
     find "$archives" -maxdepth 1 -name '*.deb' -exec cp -al -t "$dir/root/var/cache/apt/archives/" {} + 2>/dev/null || true
+}
+
+start() {
+    local name="$1" dir="$2"
+    command -v systemd-nspawn >/dev/null || die "systemd-nspawn is missing (apt-get install systemd-container)"
+    unpack "$name" "$dir"
     local cgroup_env=()
     if needs_unified_cgroup "$dir/root"; then cgroup_env=(SYSTEMD_NSPAWN_UNIFIED_HIERARCHY=1); fi
     env "${cgroup_env[@]}" setsid systemd-nspawn -D "$dir/root" -M "$name" -b --register=no --keep-unit \
@@ -160,7 +168,8 @@ stop() {
 
 case "${1:-}" in
     image) build_image; echo "$image" ;;
+    unpack) [ $# -eq 3 ] || die "usage: $0 unpack NAME DIR"; unpack "$2" "$3" ;;
     start) [ $# -eq 3 ] || die "usage: $0 start NAME DIR"; start "$2" "$3" ;;
     stop) [ $# -eq 3 ] || die "usage: $0 stop NAME DIR"; stop "$2" "$3" ;;
-    *) die "usage: $0 image | start NAME DIR | stop NAME DIR" ;;
+    *) die "usage: $0 image | unpack NAME DIR | start NAME DIR | stop NAME DIR" ;;
 esac
