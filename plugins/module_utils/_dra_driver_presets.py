@@ -301,5 +301,55 @@ INTEL = {
                       "labels": [("app", "intel-gpu-plugin")], "images": ["intel/intel-gpu-plugin"]},
 }
 
-PRESETS = {"example": EXAMPLE, "nvidia": NVIDIA, "intel": INTEL}
-PRESET_NAMES = ("example", "nvidia", "intel")
+# -- Kubernetes' DRA test driver (kubernetes/kubernetes test/e2e/dra/test-driver) ----------------------------------
+# The kubelet plugin the Kubernetes end-to-end tests use: it publishes simulated devices in a ResourceSlice and
+# prepares claims through CDI (a claim's opaque parameters become environment variables of the container). It proves
+# a node's DRA stack without hardware: kubelet plugin registration, ResourceSlices, CDI injection by the container
+# runtime. Kubernetes publishes no image of it (the end-to-end suite runs it in-process), so `image` is required:
+# an image with the binary of the cluster's release as `dra-test-driver` on its PATH. Flags: `dra-test-driver
+# kubelet-plugin --help` of that binary.
+KUBERNETES_TEST_DRIVER = "test-driver.cdi.k8s.io"           # the binary's --drivername default
+KUBERNETES_TEST = {
+    "driver": KUBERNETES_TEST_DRIVER,
+    "name": "dra-test-driver-kubelet-plugin",
+    "image": None,
+    "init_containers": [],
+    "containers": [{
+        "name": "kubelet-plugin",
+        "command": ["dra-test-driver"],
+        "args": ["kubelet-plugin", "--node-name=$(NODE_NAME)", "--cdi-dir=/var/run/cdi",
+                 "--plugin-registration-path=" + REGISTRY_DIR, "--datadir=" + PLUGINS_DIR],
+        "env": [_field_env("NODE_NAME", "spec.nodeName")],
+        "security_context": {"privileged": True},           # sockets and CDI specs on the host
+        "mounts": [_mount("plugins-registry", REGISTRY_DIR),
+                   _mount("plugin-data", "%s/%s" % (PLUGINS_DIR, KUBERNETES_TEST_DRIVER)),
+                   _mount("cdi", "/var/run/cdi")],
+    }],
+    # the driver's socket goes into <datadir>/<driver name>, which must exist when it starts (DirectoryOrCreate)
+    "volumes": [_volume("plugins-registry", REGISTRY_DIR),
+                _volume("plugin-data", "%s/%s" % (PLUGINS_DIR, KUBERNETES_TEST_DRIVER), "DirectoryOrCreate"),
+                _volume("cdi", "/var/run/cdi", "DirectoryOrCreate")],
+    "priority_class": None,
+    "update_strategy": None,
+    "node_terms": [],                                       # every node: nodes publish simulated devices
+    "node_selector": None,
+    "tolerations": [],
+    "rules": [                                              # what the example driver's kubelet plugin needs too
+        {"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaims"], "verbs": ["get", "list", "watch"]},
+        {"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaims/status"], "verbs": ["update"]},
+        {"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaims/driver"],
+         "verbs": ["associated-node:update", "associated-node:patch"], "resourceNames": [KUBERNETES_TEST_DRIVER]},
+        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]},
+        {"apiGroups": ["resource.k8s.io"], "resources": ["resourceslices"],
+         "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]},
+    ],
+    "namespace_rules": [],
+    "device_classes": [
+        {"name": KUBERNETES_TEST_DRIVER, "selectors": ["device.driver == '%s'" % KUBERNETES_TEST_DRIVER]},
+    ],
+    "min_kubernetes": (1, 34),                              # resource.k8s.io/v1
+    "device_plugin": None,                                  # simulated devices
+}
+
+PRESETS = {"example": EXAMPLE, "nvidia": NVIDIA, "intel": INTEL, "kubernetes_test": KUBERNETES_TEST}
+PRESET_NAMES = ("example", "nvidia", "intel", "kubernetes_test")

@@ -54,11 +54,14 @@ options:
       - Which DRA driver to deploy. V(example) is kubernetes-sigs/dra-example-driver v0.4.0 (driver
         C(gpu.example.com), simulated GPUs for test clusters), V(nvidia) is the GPU part of kubernetes-sigs/dra-driver-nvidia-gpu
         v0.4.1, the successor of NVIDIA/k8s-dra-driver-gpu (C(gpu.nvidia.com); ComputeDomains are not deployed), V(intel) is Intel's GPU resource driver
-        gpu-v0.11.0 (C(gpu.intel.com)). See C(docs/dra.md) for the upstream file of every default.
+        gpu-v0.11.0 (C(gpu.intel.com)), V(kubernetes_test) is Kubernetes' own DRA test driver
+        (C(test-driver.cdi.k8s.io), the kubelet plugin of its end-to-end tests: simulated devices, claims prepared
+        through CDI) to prove a node's DRA stack without hardware; it has no published image, so O(image) is
+        required. See C(docs/dra.md) for the upstream file of every default.
       - Required with O(state=present); with O(state=absent) it gives the default O(name) and the DeviceClasses to remove.
     type: str
     required: true
-    choices: [example, nvidia, intel]
+    choices: [example, nvidia, intel, kubernetes_test]
   state:
     description:
       - V(present) creates or updates the driver's objects.
@@ -76,7 +79,8 @@ options:
     description:
       - Name of the DaemonSet, and of the ServiceAccount, ClusterRole and ClusterRoleBinding made for it.
       - Defaults to the upstream DaemonSet name of the preset (C(dra-example-driver-kubeletplugin),
-        C(nvidia-dra-driver-gpu-kubelet-plugin), C(intel-gpu-resource-driver-kubelet-plugin)).
+        C(nvidia-dra-driver-gpu-kubelet-plugin), C(intel-gpu-resource-driver-kubelet-plugin),
+        C(dra-test-driver-kubelet-plugin)).
     type: str
   image:
     description: Container image, replacing the preset's (all containers of the kubelet plugin use it).
@@ -385,6 +389,8 @@ def validate(params):
     # an empty namespace is refused, never read as the default one
     check_dns_label(DEFAULT_NAMESPACE if params.get("namespace") is None else params["namespace"], "namespace")
     objects.check_image(params.get("image"), DaemonSetSpecError)
+    if params.get("state", "present") == "present" and not (params.get("image") or presets.PRESETS[preset]["image"]):
+        raise DaemonSetSpecError("preset %s has no default image (its upstream publishes none): set image" % preset)
     objects.label_map(params.get("node_selector"), "node_selector", DaemonSetSpecError)
     objects.check_tolerations(params.get("tolerations"), DaemonSetSpecError)
     check_env_names(params.get("env"))
@@ -527,7 +533,8 @@ class DraDriverDeploy(object):
         daemonsets = listing.get("items") or []
         pod_spec = desired_ds["spec"]["template"]["spec"]
         nodes = ds_wait.node_list(self.node_watch)
-        twins = ds_task.same_driver_daemonsets(daemonsets, self.driver, [ds_task.image_repository(self.preset["image"])],
+        images = [image for image in (self.preset["image"], self.params.get("image")) if image]
+        twins = ds_task.same_driver_daemonsets(daemonsets, self.driver, [ds_task.image_repository(i) for i in images],
                                                (self.namespace, self.name))
         twin_overlap = ds_task.overlapping_nodes(pod_spec, twins, nodes)
         if twin_overlap:

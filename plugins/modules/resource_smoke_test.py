@@ -214,6 +214,15 @@ log:
   description: The container's log, with O(wait_for=completed).
   returned: when completed
   type: str
+exit_code:
+  description:
+    - The exit code of the pod's container, with O(wait_for=completed); V(null) when the container never ran to an end.
+    - When a pod with O(device_class) fails after its container ran, the message explains that the claim was
+      prepared and names what injects the devices (the container runtime's CDI support).
+  returned: when completed
+  type: int
+  sample: 0
+  version_added: 0.2.0
 deleted:
   description:
     - Whether every pod of the run was deleted at the end; with O(device_class), also its claims (gone, not
@@ -521,6 +530,34 @@ def finished(pod):
     return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
 
 
+def exit_code(pod):
+    """The exit code of the pod's container, or None when it never ran to an end (not started, still waiting)."""
+    for status in (pod.get("status") or {}).get("containerStatuses") or []:
+        terminated = (status.get("state") or {}).get("terminated")
+        if terminated is not None and terminated.get("exitCode") is not None:
+            return terminated["exitCode"]
+    return None
+
+
+def failure_message(params, result):
+    """Why the smoke-test pod failed, with what the module knows about the devices' way into the container."""
+    message = "The smoke-test pod failed on %s" % result.get("node")
+    if result.get("exit_code") is not None:
+        message += ": its container exited with code %s" % result["exit_code"]
+    if params.get("device_class") and result.get("exit_code") is not None and result.get("allocation"):
+        devices = ", ".join("%s %s/%s" % (d.get("driver"), d.get("pool"), d.get("device"))
+                            for d in result["allocation"])
+        message += (
+            ". Its claim %s was allocated (%s) and prepared by the driver before the container started (the kubelet "
+            "starts no container of a pod whose claims it could not prepare). If the command looked for the device "
+            "and did not find it, the node's container runtime did not inject it: a DRA driver hands devices over as "
+            "CDI devices, which containerd injects only from version 1.7 on and with enable_cdi = true in its CRI "
+            "configuration (containerd 2.x has it on unless a configuration turns it off; the "
+            "kubehw.devices.nvidia_container_toolkit role writes it with nvidia_container_toolkit_cdi: true)"
+            % (result.get("claim"), devices))
+    return "%s. Its log: %s" % (message, result.get("log", ""))
+
+
 def pod_claim_name(pod):
     """The name of the ResourceClaim made for the pod's claim from the template, once the controller made it."""
     for status in (pod.get("status") or {}).get("resourceClaimStatuses") or []:
@@ -594,7 +631,9 @@ def run(module, client):
                 pods = client.watch(client.core.list_namespaced_pod, lambda objs: any(
                     finished(p) for p in objs.values()), params["timeout"],
                     what="see pod %s/%s finish" % (namespace, name), namespace=namespace, field_selector=selector)
-                result["phase"] = list(pods.values())[0]["status"]["phase"]
+                finished_pod = list(pods.values())[0]
+                result["phase"] = finished_pod["status"]["phase"]
+                result["exit_code"] = exit_code(finished_pod)
                 try:
                     log = client.call(client.core.read_namespaced_pod_log, name, namespace,
                                       what="read the log of pod %s/%s" % (namespace, name))
@@ -649,8 +688,7 @@ def main():
         module.fail_json(msg="The pod requesting %s was expected to stay Pending but was bound to %s" % (
             what_is_asked(params), result["node"]), **result)
     if params["wait_for"] == "completed" and result.get("phase") == "Failed":
-        module.fail_json(msg="The smoke-test pod failed on %s; its log: %s" % (
-            result.get("node"), result.get("log", "")), **result)
+        module.fail_json(msg=failure_message(params, result), **result)
     module.exit_json(**result)
 
 

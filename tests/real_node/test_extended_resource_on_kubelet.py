@@ -34,7 +34,14 @@ def advertise(ansible, node_name, resources, state="present", wait="none"):
 
 def kubelet_posted_since(cluster, name, since):
     """Whether the kubelet has posted its Ready condition (a heartbeat) after the wall-clock time `since`."""
-    for condition in node_status(cluster, name).get("conditions") or []:
+    from kubernetes.client.rest import ApiException
+    try:
+        status = node_status(cluster, name)
+    except ApiException as err:
+        if err.status == 404:       # deleted, not registered again yet
+            return False
+        raise
+    for condition in status.get("conditions") or []:
         if condition["type"] == "Ready" and condition["status"] == "True":
             beat = calendar.timegm(time.strptime(condition["lastHeartbeatTime"], "%Y-%m-%dT%H:%M:%SZ"))
             return beat >= since - 1

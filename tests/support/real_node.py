@@ -231,8 +231,9 @@ class RealNode:
         write_image(os.path.join(images, "pause.tar"), PAUSE_IMAGE, ["/pause"], {"pause": binary("pause")})
         write_image(os.path.join(images, "device-plugin.tar"), DEVICE_PLUGIN_IMAGE, ["/sample-device-plugin"],
                     {"sample-device-plugin": binary("sample-device-plugin")})
-        write_image(os.path.join(images, "dra-driver.tar"), DRA_DRIVER_IMAGE, ["/dra-test-driver"],
-                    {"dra-test-driver": binary("dra-test-driver")})
+        # on the PATH, as the kubernetes_test preset of dra_driver_deploy runs it
+        write_image(os.path.join(images, "dra-driver.tar"), DRA_DRIVER_IMAGE, ["dra-test-driver"],
+                    {"usr/local/bin/dra-test-driver": binary("dra-test-driver")})
         write_image(os.path.join(images, "shell.tar"), SHELL_IMAGE, ["/bin/sh"],
                     {"bin/busybox": os.path.join(self.root, "bin", "busybox"), "bin/sh": "@busybox"})
 
