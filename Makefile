@@ -22,7 +22,7 @@ PYTEST_OPTS := -p no:cacheprovider --durations=10 --dist loadgroup
 # PYTEST_JOBS=0 runs in one process (easier to debug).
 PYTEST_JOBS ?= 2
 
-.PHONY: help setup sanity units integration min-versions core-2.18 lint roles test demo clean
+.PHONY: help setup sanity units integration min-versions core-2.18 lint roles node test demo clean
 
 # Colour only on a terminal. When a recipe's stdout is a file or a pipe (`make test > log`, CI) every
 # tool is told: NO_COLOR (molecule, ansible-lint and other rich/click tools), PY_COLORS (pytest),
@@ -63,7 +63,7 @@ ROLES_JOBS ?= 2
 help:
 	@echo "make demo          set up, start a real control plane with stand-in kubelets, run site.yml against it, say per"
 	@echo "                   node what it did"
-	@echo "make test          every stage below (setup, sanity, units, integration, min-versions, core-2.18, lint, roles;"
+	@echo "make test          every stage below (setup, sanity, units, integration, min-versions, core-2.18, lint, roles, node;"
 	@echo "                   roles beside the others, each log printed whole in this order), then a summary"
 	@echo "                   table ending with 'N passed, N failed'"
 	@echo "make setup         .venv with pinned tools, Debian packages (system-wide, as root), test collections, the"
@@ -81,6 +81,9 @@ help:
 	@echo "make lint          ansible-lint --profile production"
 	@echo "make roles         every molecule scenario (extensions/molecule), two at a time (ROLES_JOBS);"
 	@echo "                   SCENARIOS=\"a b\" runs only those"
+	@echo "make node          the real-node suite: a real kubelet and containerd (Debian sid in systemd-nspawn, containerd set"
+	@echo "                   up by the collection's roles) run Kubernetes' test device plugin and DRA test driver through"
+	@echo "                   the modules; says why when this machine cannot run it"
 	@echo "make clean         remove test output and reports; says what it leaves (.venv, caches, system packages)"
 	@echo "make help          this list"
 
@@ -131,6 +134,11 @@ core-2.18:
 lint:
 	@echo "ansible-lint --profile production"
 	@$(PLAIN) $(BIN)/ansible-lint --profile production
+
+# One real node for the whole run (the tests share its kubelet and restart it), so one pytest process.
+node:
+	@$(PLAIN) bash $(ROOT)/scripts/node_stage.sh $(REPORTS) $(BIN)/python -p no:cacheprovider --durations=10 -rs \
+		--junitxml=$(REPORTS)/node.xml tests/real_node
 
 roles:
 	@mkdir -p $(REPORTS)

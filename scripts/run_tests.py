@@ -2,7 +2,7 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """`make test`: run every stage, keep going past failures, then summarise.
 
-Stages: setup, sanity, units, integration, min-versions, core-2.18, lint, roles (each is `make <stage>`). The last line
+Stages: setup, sanity, units, integration, min-versions, core-2.18, lint, roles, node (each is `make <stage>`). The last line
 printed is ``N passed, N failed`` where N counts pytest test cases of the pytest stages (read
 from their JUnit XML) plus one per non-pytest check (sanity, lint, each molecule scenario).
 A stage that breaks without reporting test cases (pytest exit 5 "no tests collected", a
@@ -36,16 +36,19 @@ import time
 import xml.etree.ElementTree as ET
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PYTEST_STAGES = ('units', 'integration', 'min-versions', 'core-2.18')
-STAGES = ('setup', 'sanity', 'units', 'integration', 'min-versions', 'core-2.18', 'lint', 'roles')
+PYTEST_STAGES = ('units', 'integration', 'min-versions', 'core-2.18', 'node')
+STAGES = ('setup', 'sanity', 'units', 'integration', 'min-versions', 'core-2.18', 'lint', 'roles', 'node')
 # After setup, these lanes run at the same time; a lane runs its stages in the order given. The roles
 # lane is mostly waiting (downloads, dpkg's fsyncs, systemd boots; measured CPU in README), the other
 # lane is CPU-bound pytest and sanity: side by side they fill the two cores of a CI machine. The ansible-core
 # stages follow the roles: much of their time is waiting on controllers and the scheduler too. Lint ends the roles
 # lane, the shorter one (the integration suite makes the other the longest).
+# The real node has a lane of its own: its suite is mostly waiting on the kubelet (status updates, restarts), and it
+# shares the Debian sid image with the roles lane (whichever comes first builds it).
 LANES = (
     ('sanity', 'units', 'integration'),
     ('roles', 'min-versions', 'core-2.18', 'lint'),
+    ('node',),
 )
 # A stage that could not run here (no control plane for the cluster stages) writes its reason to <stage>.not-run and exits 0:
 # it counts neither as passed nor as failed, and the summary says why.

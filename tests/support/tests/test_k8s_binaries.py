@@ -127,3 +127,29 @@ def test_assets_named_by_the_variable_are_the_only_place_looked_at_and_xz_is_unp
     assert k8s_binaries.candidates(environ={}, cache=cache) == [
         os.path.join(os.path.dirname(k8s_binaries.REPO_ROOT), "shared", "k8s", "bin"),
         os.path.join(cache, "k8s-release", k8s_binaries.read_release()["kubernetes"]["version"], "bin")]
+
+
+def test_the_real_node_binaries_are_found_apart_and_a_release_without_them_has_none(tmp_path):
+    # A folder of the control plane's four (as the downloaded release has) has no real node's binaries.
+    plain = tmp_path / "release"
+    plain.mkdir()
+    for name in k8s_binaries.NAMES:
+        (plain / name).write_bytes(b"#!/bin/sh\n")
+        os.chmod(str(plain / name), 0o755)
+    cache = str(tmp_path / "cache")
+    assert k8s_binaries.locate_node(environ={"KUBEHW_K8S_ASSETS": str(plain)}, cache=cache) is None
+    # A folder with them compressed: unpacked once, apart from the control plane's.
+    assets = tmp_path / "assets"
+    assets.mkdir()
+    for name in k8s_binaries.NAMES + k8s_binaries.NODE_NAMES:
+        with lzma.open(str(assets / (name + ".xz")), "wb", preset=0) as dst:
+            dst.write(("#!/bin/sh\necho %s\n" % name).encode())
+    environ = {"KUBEHW_K8S_ASSETS": str(assets)}
+    node = k8s_binaries.locate_node(environ=environ, cache=cache)
+    plane = k8s_binaries.locate(environ=environ, cache=cache)
+    assert node != plane
+    assert sorted(os.listdir(node)) == sorted(k8s_binaries.NODE_NAMES)
+    assert sorted(os.listdir(plane)) == sorted(k8s_binaries.NAMES)
+    with open(os.path.join(node, "kubelet")) as unpacked:
+        assert unpacked.read() == "#!/bin/sh\necho kubelet\n"
+    assert k8s_binaries.locate_node(environ=environ, cache=cache) == node

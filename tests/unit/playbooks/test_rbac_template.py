@@ -157,7 +157,7 @@ def test_no_declared_daemonset_leaves_the_write_rules_out_instead_of_an_empty_na
     ({"kubehw_rbac_plugin_daemonsets": ["nvidia-device-plugin\n"]},
      'kubehw_rbac_plugin_daemonsets: "nvidia-device-plugin\\n" is not a DaemonSet name'),
     ({"kubehw_rbac_dra_presets": ["example", "amd"]},
-     "kubehw_rbac_dra_presets: amd is not a DRA driver preset (example, intel, nvidia)"),
+     "kubehw_rbac_dra_presets: amd is not a DRA driver preset (example, intel, kubernetes_test, nvidia)"),
     ({"kubehw_rbac_dra_presets": "example"}, 'kubehw_rbac_dra_presets must be a list of names, not "example"'),
     ({"kubehw_rbac_dra_device_classes": [""]}, 'kubehw_rbac_dra_device_classes: "" is not a DeviceClass name'),
     ({"kubehw_rbac_dra_drivers": {"preset": "example", "name": "x"}}, "kubehw_rbac_dra_drivers must be a list"),
@@ -257,7 +257,9 @@ def test_the_template_tables_are_the_presets_of_the_modules():
                                      for name in plugin_presets.PRESETS if name != "custom")))
     assert scoped(role(docs, "kubehw-devices-plugins", "kubehw-device-plugins")["rules"], "daemonsets", "delete") == \
         sorted(p["name"] for p in plugin_presets.PRESETS.values() if p["name"])
-    docs = render()
+    # Kubernetes' test driver only on request
+    assert [d for d in render() if d["kind"] == "ClusterRole" and d["metadata"]["name"].startswith("dra-test")] == []
+    docs = render(kubehw_rbac_dra_presets=list(dra_presets.PRESET_NAMES))
     for preset in dra_presets.PRESETS.values():
         cluster_role = role(docs, preset["name"])
         assert cluster_role["rules"] == preset["rules"]

@@ -26,12 +26,17 @@ from tests.unit.plugins.modules import module_harness
 from tests.unit.plugins.modules.module_harness import run_module
 
 
+TEST_DRIVER_IMAGE = "registry.example/dra-test-driver:v1.36.2"
+
+
 def params(**overrides):
     out = dict(preset="example", state="present", namespace="kubehw-dra-drivers", name=None, image=None, env=None,
                node_selector=None, tolerations=None, rbac="create", device_classes=True,
                extended_resource_name=None, wait="devices", min_count=1, wait_timeout=300,
                allow_empty_rollout=False)
     out.update(overrides)
+    if out["preset"] == "kubernetes_test" and "image" not in overrides:
+        out["image"] = TEST_DRIVER_IMAGE        # the preset has no default image
     return out
 
 
@@ -255,13 +260,43 @@ def test_intel_preset_is_the_gpu_resource_driver_gpu_v0_11_0():
     assert [c["metadata"]["name"] for c in mod.build_device_classes(params(preset="intel"))] == ["gpu.intel.com"]
 
 
+def test_kubernetes_test_preset_runs_the_e2e_test_driver_as_a_kubelet_plugin():
+    ds = mod.build_daemonset(params(preset="kubernetes_test"))
+    pod = ds["spec"]["template"]["spec"]
+    plugin = container(ds, "kubelet-plugin")
+    assert plugin["image"] == TEST_DRIVER_IMAGE and plugin["command"] == ["dra-test-driver"]
+    assert plugin["args"] == ["kubelet-plugin", "--node-name=$(NODE_NAME)", "--cdi-dir=/var/run/cdi",
+                              "--plugin-registration-path=/var/lib/kubelet/plugins_registry",
+                              "--datadir=/var/lib/kubelet/plugins"]
+    assert env_of(plugin)["NODE_NAME"] == {"fieldRef": {"fieldPath": "spec.nodeName"}}
+    # the driver's socket folder under --datadir must exist when it starts
+    assert host_paths(ds)["plugin-data"] == {"path": "/var/lib/kubelet/plugins/test-driver.cdi.k8s.io",
+                                             "type": "DirectoryOrCreate"}
+    assert mounts_of(plugin)["/var/run/cdi"]["name"] == "cdi"
+    assert plugin["securityContext"] == {"privileged": True}
+    assert "nodeSelector" not in pod and "affinity" not in pod and "tolerations" not in pod
+    assert [c["metadata"]["name"] for c in mod.build_device_classes(params(preset="kubernetes_test"))] == [
+        "test-driver.cdi.k8s.io"]
+    assert {"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaims/driver"],
+            "verbs": ["associated-node:update", "associated-node:patch"],
+            "resourceNames": ["test-driver.cdi.k8s.io"]} in presets.KUBERNETES_TEST["rules"]
+
+
+def test_a_preset_without_an_upstream_image_needs_one_to_deploy_but_not_to_remove():
+    with pytest.raises(DaemonSetSpecError) as err:
+        mod.validate(params(preset="kubernetes_test", image=None))
+    assert "preset kubernetes_test has no default image" in str(err.value) and "set image" in str(err.value)
+    mod.validate(params(preset="kubernetes_test", image=None, state="absent"))
+
+
 @pytest.mark.parametrize("preset", presets.PRESET_NAMES)
 def test_every_preset_mounts_the_kubelet_plugin_directories(preset):
     ds = mod.build_daemonset(params(preset=preset))
-    paths = set(v["path"] for v in host_paths(ds).values())
-    assert {"/var/lib/kubelet/plugins", "/var/lib/kubelet/plugins_registry"} <= paths
     first = ds["spec"]["template"]["spec"]["containers"][0]
-    assert {"/var/lib/kubelet/plugins", "/var/lib/kubelet/plugins_registry"} <= set(mounts_of(first))
+    # the registration folder, and the plugin folder or the driver's own folder in it (for its socket)
+    for paths in (set(v["path"] for v in host_paths(ds).values()), set(mounts_of(first))):
+        assert "/var/lib/kubelet/plugins_registry" in paths
+        assert any(p == "/var/lib/kubelet/plugins" or p.startswith("/var/lib/kubelet/plugins/") for p in paths)
 
 
 # -- building from options ---------------------------------------------------------------------------------

@@ -193,3 +193,23 @@ def test_a_device_class_that_does_not_exist_is_refused_before_anything_is_create
     assert "DeviceClass 'nope.example.com' does not exist (resource.k8s.io/v1)" in err.value.msg
     assert "nothing was created" in err.value.msg and err.value.status == 404
     assert made[0].calls == [("get", "deviceclasses", "nope.example.com")]
+
+
+def test_the_exit_code_is_the_terminated_container_s_and_none_before_it_ran():
+    ran = {"status": {"containerStatuses": [{"state": {"terminated": {"exitCode": 1, "reason": "Error"}}}]}}
+    waiting = {"status": {"containerStatuses": [{"state": {"waiting": {"reason": "CreateContainerError"}}}]}}
+    assert mod.exit_code(ran) == 1
+    assert mod.exit_code(waiting) is None and mod.exit_code({"status": {}}) is None
+
+
+def test_a_failed_dra_pod_whose_container_ran_is_explained_by_the_runtime_s_cdi_injection():
+    result = {"node": "gpu-1", "exit_code": 1, "claim": "smoke-x-device-y", "log": "no device\n",
+              "allocation": [{"driver": "gpu.example.com", "pool": "gpu-1", "device": "gpu-0"}]}
+    message = mod.failure_message({"device_class": "gpu.example.com"}, result)
+    assert message.startswith("The smoke-test pod failed on gpu-1: its container exited with code 1. ")
+    assert "smoke-x-device-y was allocated (gpu.example.com gpu-1/gpu-0) and prepared by the driver" in message
+    assert "enable_cdi = true" in message and "nvidia_container_toolkit_cdi" in message
+    assert message.endswith("Its log: no device\n")
+    # an extended resource, or a container that never ran: nothing about CDI
+    assert "CDI" not in mod.failure_message({"resource": "example.com/dongle"}, dict(result, allocation=None))
+    assert "CDI" not in mod.failure_message({"device_class": "gpu.example.com"}, dict(result, exit_code=None))
