@@ -12,7 +12,8 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 REPORTS="$1"
 PY="$2"
 shift 2
-export PATH="$(dirname "$PY"):$ROOT/.venv/bin:$PATH"
+PY_BIN="$(dirname "$PY")"
+export PATH="$PY_BIN:$ROOT/.venv/bin:$PATH"
 cd "$ROOT" || exit 1
 mkdir -p "$REPORTS"
 reason="$("$PY" -c 'from tests.support.real_node import unavailable; print(unavailable() or "")')"

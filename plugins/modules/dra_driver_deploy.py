@@ -55,9 +55,9 @@ options:
         C(gpu.example.com), simulated GPUs for test clusters), V(nvidia) is the GPU part of kubernetes-sigs/dra-driver-nvidia-gpu
         v0.4.1, the successor of NVIDIA/k8s-dra-driver-gpu (C(gpu.nvidia.com); ComputeDomains are not deployed), V(intel) is Intel's GPU resource driver
         gpu-v0.11.0 (C(gpu.intel.com)), V(kubernetes_test) is Kubernetes' own DRA test driver
-        (C(test-driver.cdi.k8s.io), the kubelet plugin of its end-to-end tests: simulated devices, claims prepared
-        through CDI) to prove a node's DRA stack without hardware; it has no published image, so O(image) is
-        required. See C(docs/dra.md) for the upstream file of every default.
+        (C(test-driver.cdi.k8s.io), the kubelet plugin of its end-to-end tests, with simulated devices and claims
+        prepared through CDI) to prove a node's DRA stack without hardware; it has no published image, so O(image)
+        is required. See C(docs/dra.md) for the upstream file of every default.
       - Required with O(state=present); with O(state=absent) it gives the default O(name) and the DeviceClasses to remove.
     type: str
     required: true

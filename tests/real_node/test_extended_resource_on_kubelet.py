@@ -93,8 +93,8 @@ def test_an_extended_resource_survives_a_kubelet_restart(real_node, cluster, ans
     advertise(ansible, node_name, ["example.com/rack-slot"], state="absent")
 
 
-def test_a_node_that_registers_anew_has_the_resource_again_only_after_the_module_runs(real_node, cluster, ansible,
-                                                                                    node_name):
+def test_a_node_that_registers_anew_has_the_resource_again_only_after_the_module_runs(
+        real_node, cluster, ansible, node_name):
     advertise(ansible, node_name, {"example.com/usb-key": 1}, wait="allocatable")
     # A node that registers anew (its Node object deleted, as a reinstall or a cloud replacement does, and its
     # kubelet restarted): the new object has what the kubelet reports, not what was written into the old one.

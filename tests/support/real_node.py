@@ -39,8 +39,11 @@ import os
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import time
+import urllib.error
+import urllib.request
 
 import yaml
 
@@ -227,7 +230,10 @@ class RealNode:
     def _write_images(self):
         images = os.path.join(self.state_dir, "images")
         os.makedirs(images, exist_ok=True)
-        binary = lambda name: os.path.join(self.bin_dir, name)     # noqa: E731
+
+        def binary(name):
+            return os.path.join(self.bin_dir, name)
+
         write_image(os.path.join(images, "pause.tar"), PAUSE_IMAGE, ["/pause"], {"pause": binary("pause")})
         write_image(os.path.join(images, "device-plugin.tar"), DEVICE_PLUGIN_IMAGE, ["/sample-device-plugin"],
                     {"sample-device-plugin": binary("sample-device-plugin")})
@@ -291,14 +297,12 @@ class RealNode:
         return proc
 
     def node_object(self):
-        import urllib.request
-        import ssl
+        """The Node object as the apiserver has it (the control plane's admin token), or None before it registers."""
         context = ssl.create_default_context(cafile=self.control_plane.ca_cert)
         with open(self.control_plane.kubeconfig) as handle:
             token = yaml.safe_load(handle)["users"][0]["user"]["token"]
-        request = urllib.request.Request("https://127.0.0.1:%d/api/v1/nodes/%s" % (self.control_plane.api_port,
-                                                                                  self.name),
-                                         headers={"Authorization": "Bearer " + token})
+        url = "https://127.0.0.1:%d/api/v1/nodes/%s" % (self.control_plane.api_port, self.name)
+        request = urllib.request.Request(url, headers={"Authorization": "Bearer " + token})
         try:
             with urllib.request.urlopen(request, context=context, timeout=10) as answer:
                 return json.load(answer)

@@ -1,4 +1,4 @@
-#!/bin/bash
+#!/usr/bin/env bash
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 #
 # PID 2 of the real node (tests/support/real_node.py starts it with systemd-nspawn --as-pid2): the host's cgroup v1
