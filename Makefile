@@ -135,10 +135,11 @@ lint:
 	@echo "ansible-lint --profile production"
 	@$(PLAIN) $(BIN)/ansible-lint --profile production
 
-# One real node for the whole run (the tests share its kubelet and restart it), so one pytest process.
+# One real node for the whole run (the tests share its kubelet and restart it), so one pytest process. The first
+# test's time includes the node's set-up (packages from the mirror while other stages run): --timeout 900.
 node:
 	@$(PLAIN) bash $(ROOT)/scripts/node_stage.sh $(REPORTS) $(BIN)/python -p no:cacheprovider --durations=10 -rs \
-		--junitxml=$(REPORTS)/node.xml tests/real_node
+		--timeout 900 --junitxml=$(REPORTS)/node.xml tests/real_node
 
 roles:
 	@mkdir -p $(REPORTS)

@@ -23,8 +23,11 @@ if [ -n "$reason" ]; then
     exit 0
 fi
 echo "node: a real kubelet and containerd in systemd-nspawn (tests/support/real_node.py)"
+# The node's Debian sid image, built once (or awaited while the role scenarios build it) before any test's clock runs.
+KUBEHW_TARGET_SUITE=sid bash "$ROOT/extensions/molecule/_shared/target.sh" image >/dev/null || exit 1
 echo "pytest $*"
 rc=0
 "$PY" -m pytest "$@" || rc=$?
+cat "$ROOT/.cache/real-node/node/set-up.log" 2>/dev/null
 echo "$rc" > "$REPORTS/node.rc"
 exit "$rc"

@@ -60,7 +60,10 @@ DEVICE_PLUGIN_CASES = [
             "volumes": [{"name": "token", "secret": {"secretName": "plugin-token"}},
                         {"name": "bundle", "projected": {"sources": [{"configMap": {"name": "ca-bundle"}}]}}]}}}}}),
 ]
-DRA_CASES = [(preset, {"preset": preset}) for preset in dra_presets.PRESET_NAMES] + [
+# kubernetes_test has no default image (Kubernetes publishes none): the case names one.
+DRA_CASES = [(preset, dict({"preset": preset}, **({"image": "registry.example/dra-test-driver:v1.36.2"}
+                                                 if dra_presets.PRESETS[preset]["image"] is None else {})))
+             for preset in dra_presets.PRESET_NAMES] + [
     ("nvidia-driver-root", {"preset": "nvidia", "nvidia_driver_root": "/run/nvidia/driver",
                             "env": {"LOG_VERBOSITY": 6}, "node_selector": {"example.com/gpu": "true"}}),
 ]

@@ -157,11 +157,25 @@ class RealNode:
     # -- prepare
     def prepare(self):
         os.makedirs(self.state_dir, exist_ok=True)
-        self._target("unpack")
+        if os.path.exists(os.path.join(self.state_dir, "set-up.log")):
+            os.remove(os.path.join(self.state_dir, "set-up.log"))
+        self._timed("root file system unpacked", self._target, "unpack")
         shutil.copy("/etc/resolv.conf", os.path.join(self.root, "etc", "resolv.conf"))
-        self.configure_runtime()
+        self._timed("containerd installed and configured by the roles", self.configure_runtime)
         self._write_node_files()
-        self._write_images()
+        self._timed("images written", self._write_images)
+
+    def _timed(self, what, step, *args):
+        """Run one step of the node's set-up and record how long it took (<state_dir>/set-up.log, which
+        scripts/node_stage.sh prints after the run)."""
+        started = time.monotonic()
+        result = step(*args)
+        self._note("%s in %.1f s" % (what, time.monotonic() - started))
+        return result
+
+    def _note(self, line):
+        with open(os.path.join(self.state_dir, "set-up.log"), "a") as handle:
+            handle.write("real node %s: %s\n" % (self.name, line))
 
     def _target(self, command):
         env = dict(os.environ, KUBEHW_TARGET_SUITE=SUITE)
@@ -258,6 +272,7 @@ class RealNode:
         log.close()
 
     def start(self, timeout=180):
+        started = time.monotonic()
         self._start_relays()
         env = dict(os.environ, SYSTEMD_NSPAWN_UNIFIED_HIERARCHY="0", SYSTEMD_NSPAWN_TMPFS_TMP="0",
                    SYSTEMD_SECCOMP="0")
@@ -276,6 +291,7 @@ class RealNode:
         with open(os.path.join(self.target_dir, "nspawn.pid"), "w") as handle:
             handle.write(str(self.process.pid))
         self.wait_ready(timeout)
+        self._note("Ready %.1f s after the start" % (time.monotonic() - started))
         return self
 
     def init_pid(self):

@@ -46,7 +46,10 @@ build_image() {
     # image builds at the same time).
     exec 9>"$cache/.image-$suite.lock"
     flock 9
-    [ -s "$image" ] && return 0
+    if [ -s "$image" ]; then
+        exec 9>&-
+        return 0
+    fi
     local mirror="${KUBEHW_TARGET_MIRROR:-$(mirror_from_apt_sources)}"
     # Global, so the EXIT trap still sees it after this function returns.
     build_tmp="$image.tmp"
@@ -71,6 +74,9 @@ build_image() {
             echo "Acquire::Check-Valid-Until \"false\";" >"$1/etc/apt/apt.conf.d/99kubehw-snapshot-mirror"; fi' \
         --format=tar "$suite" "$build_tmp" "$mirror" >&2
     mv "$build_tmp" "$image"
+    # Let go of the lock now: the target booted next would inherit the descriptor and hold it while it runs, so the
+    # real node (tests/support/real_node.py) or another scenario of the suite would wait for that target's end.
+    exec 9>&-
 }
 
 # Downloaded packages are kept per suite: a sid package must never reach a bookworm target.
