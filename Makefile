@@ -138,7 +138,7 @@ lint:
 # One real node for the whole run (the tests share its kubelet and restart it), so one pytest process. The first
 # test's time includes the node's set-up (packages from the mirror while other stages run): --timeout 900.
 node:
-	@$(PLAIN) bash $(ROOT)/scripts/node_stage.sh $(REPORTS) $(BIN)/python -p no:cacheprovider --durations=10 -rs \
+	@$(PLAIN) bash $(ROOT)/scripts/cluster_stage.sh node $(REPORTS) $(BIN)/python -p no:cacheprovider --durations=10 -rs \
 		--timeout 900 --junitxml=$(REPORTS)/node.xml tests/real_node
 
 roles:

@@ -167,7 +167,7 @@ class RealNode:
 
     def _timed(self, what, step, *args):
         """Run one step of the node's set-up and record how long it took (<state_dir>/set-up.log, which
-        scripts/node_stage.sh prints after the run)."""
+        scripts/cluster_stage.sh prints after the run)."""
         started = time.monotonic()
         result = step(*args)
         self._note("%s in %.1f s" % (what, time.monotonic() - started))
