@@ -61,8 +61,9 @@ DEVICE_PLUGIN_CASES = [
                         {"name": "bundle", "projected": {"sources": [{"configMap": {"name": "ca-bundle"}}]}}]}}}}}),
 ]
 # kubernetes_test has no default image (Kubernetes publishes none): the case names one.
-DRA_CASES = [(preset, dict({"preset": preset}, **({"image": "registry.example/dra-test-driver:v1.36.2"}
-                                                 if dra_presets.PRESETS[preset]["image"] is None else {})))
+TEST_DRIVER_IMAGE = {"image": "registry.example/dra-test-driver:v1.36.2"}
+DRA_CASES = [(preset, dict({"preset": preset}, **(TEST_DRIVER_IMAGE if dra_presets.PRESETS[preset]["image"] is None
+                                                  else {})))
              for preset in dra_presets.PRESET_NAMES] + [
     ("nvidia-driver-root", {"preset": "nvidia", "nvidia_driver_root": "/run/nvidia/driver",
                             "env": {"LOG_VERBOSITY": 6}, "node_selector": {"example.com/gpu": "true"}}),
