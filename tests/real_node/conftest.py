@@ -45,7 +45,7 @@ def real_node():
     reason = unavailable()
     if reason:
         pytest.fail("no real node can run on this machine: %s" % reason)
-    before = host_footprint()
+    before = host_footprint(STATE)
     plane = ControlPlane(k8s_binaries.locate(), os.path.join(STATE, "control-plane")).start()
     node = RealNode(plane, os.path.join(STATE, "node"), NODE_NAME)
     try:
@@ -57,7 +57,7 @@ def real_node():
             node.stop()
         finally:
             plane.stop(wipe=True)
-    after = host_footprint()
+    after = host_footprint(STATE)
     changed = dict((key, {"before": before[key], "after": after[key]}) for key in before if before[key] != after[key])
     assert not changed, "the real node left the host changed: %r" % changed
 

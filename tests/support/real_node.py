@@ -113,11 +113,14 @@ WATCHED_SYSCTLS = ("vm/overcommit_memory", "vm/panic_on_oom", "kernel/panic", "k
                    "net/ipv4/ip_forward")
 
 
-def host_footprint():
-    """What a real node must leave as it found it on the host: mounts, cgroups of real nodes, network interfaces,
-    WATCHED_SYSCTLS. Compare the values before and after."""
+def host_footprint(state_dir):
+    """What a real node must leave as it found it on the host: mounts under its state_dir, /proc/sys and
+    /sys/fs/cgroup (other mounts come and go with the other stages running beside it), cgroups of real nodes, network
+    interfaces, WATCHED_SYSCTLS. Compare the values before and after."""
+    watched = (os.path.abspath(state_dir) + "/", "/proc/sys/", "/sys/fs/cgroup/")
     with open("/proc/self/mountinfo") as handle:
-        mounts = sorted(line.split()[4] for line in handle)
+        mounts = sorted(point for point in (line.split()[4] for line in handle)
+                        if (point + "/").startswith(watched))
     cgroups = sorted(os.path.join(directory, name) for hierarchy in os.listdir("/sys/fs/cgroup")
                      for directory, names, _files in os.walk(os.path.join("/sys/fs/cgroup", hierarchy))
                      for name in names if name.startswith("kubehw-real-node-"))
