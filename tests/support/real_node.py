@@ -39,11 +39,8 @@ import os
 import shutil
 import signal
 import socket
-import ssl
 import subprocess
 import time
-import urllib.error
-import urllib.request
 
 import yaml
 
@@ -154,6 +151,7 @@ class RealNode:
         self.bin_dir = k8s_binaries.locate_node()
         self.sockets = os.path.join(self.state_dir, "sockets")
         self.process = None
+        self._core = None       # the control plane's CoreV1Api, made at the first look at the Node
         self.relays = []
         self.kubelet_port, self.healthz_port = free_ports(2)
 
@@ -316,17 +314,17 @@ class RealNode:
         return proc
 
     def node_object(self):
-        """The Node object as the apiserver has it (the control plane's admin token), or None before it registers."""
-        context = ssl.create_default_context(cafile=self.control_plane.ca_cert)
-        with open(self.control_plane.kubeconfig) as handle:
-            token = yaml.safe_load(handle)["users"][0]["user"]["token"]
-        url = "https://127.0.0.1:%d/api/v1/nodes/%s" % (self.control_plane.api_port, self.name)
-        request = urllib.request.Request(url, headers={"Authorization": "Bearer " + token})
+        """The Node object as the apiserver has it (the control plane's admin kubeconfig), or None before it
+        registers."""
+        from kubernetes import client, config
+        from kubernetes.client.rest import ApiException
+
+        if self._core is None:
+            self._core = client.CoreV1Api(config.new_client_from_config(config_file=self.control_plane.kubeconfig))
         try:
-            with urllib.request.urlopen(request, context=context, timeout=10) as answer:
-                return json.load(answer)
-        except urllib.error.HTTPError as err:
-            if err.code == 404:
+            return json.loads(self._core.read_node(self.name, _preload_content=False).data)
+        except ApiException as err:
+            if err.status == 404:
                 return None
             raise
 
