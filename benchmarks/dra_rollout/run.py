@@ -16,7 +16,15 @@ the DRA example driver (the same objects, built by the module's own code, for bo
   requests  the fault proxy's request log between the two (the way's requests to the apiserver; the kubelet
             stand-in's go around it)
 
+On a large cluster the GPU nodes are a pool among many others: --background-nodes adds that many Node objects the
+driver does not select (API-only, no kubelet: only their size in every Node list and watch counts), and --rejoining
+takes that many GPU nodes away (their kubelet stand-in stops its heartbeats until the node lifecycle controller
+taints them unreachable) and brings them back --rejoin-after seconds after the driver's DaemonSet appears, as a
+pool whose nodes reboot during the rollout. --collection runs the module of another checkout (a `git worktree` of an
+older commit: the "before" of a change).
+
 Usage: python benchmarks/dra_rollout/run.py [--nodes 20 100] [--rounds 3] [--ways kubehw k8s] [--output FILE]
+                                            [--background-nodes N] [--rejoining K --rejoin-after S] [--collection DIR]
 """
 
 from __future__ import absolute_import, division, print_function
@@ -29,13 +37,14 @@ import os
 import statistics
 import sys
 import tempfile
+import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path[:0] = [ROOT, os.path.join(ROOT, ".cache", "collections")]
 
-from tests.support.playbook_runner import has_test_collection, run_playbook  # noqa: E402  (test equipment, found from the checkout)
+from tests.support.playbook_runner import TEST_COLLECTIONS, has_test_collection, run_playbook  # noqa: E402  (test equipment, found from the checkout)
 
 NAMESPACE = "bench"
 DEVICES_PER_NODE = 2
@@ -43,20 +52,27 @@ SYNC_INTERVAL = 0.5
 POD_START_DELAY = 0.3
 DRIVER = "gpu.example.com"
 POLL_DELAY = 5
+# the driver runs on the GPU nodes only: on a large cluster they are a pool among others
+GPU_LABEL = {"bench.kubehw.io/gpu": "true"}
+UNREACHABLE_TAINT = "node.kubernetes.io/unreachable"
+
+
+def gpu_node_names(nodes):
+    return ["gpu-%03d" % i for i in range(nodes)]
 
 
 def cluster(nodes):
     return {"sync_interval": SYNC_INTERVAL, "pod_start_delay": POD_START_DELAY,
-            "nodes": [{"name": "gpu-%03d" % i, "inventory": {"example.com/gpu": DEVICES_PER_NODE}}
-                      for i in range(nodes)]}
+            "nodes": [{"name": name, "labels": dict(GPU_LABEL), "inventory": {"example.com/gpu": DEVICES_PER_NODE}}
+                      for name in gpu_node_names(nodes)]}
 
 
 def manifests():
     """The objects dra_driver_deploy writes for the example preset, built by its own code."""
     from ansible_collections.kubehw.devices.plugins.modules import dra_driver_deploy as mod
 
-    params = dict(preset="example", namespace=NAMESPACE, name=None, image=None, env=None, node_selector=None,
-                  tolerations=None, device_classes=True, extended_resource_name=None)
+    params = dict(preset="example", namespace=NAMESPACE, name=None, image=None, env=None,
+                  node_selector=dict(GPU_LABEL), tolerations=None, device_classes=True, extended_resource_name=None)
     account, role, binding = mod.build_rbac(params)
     return [account, role, binding] + mod.build_device_classes(params), mod.build_daemonset(params)
 
@@ -77,6 +93,7 @@ def tasks_for(rounds, nodes, ways=("kubehw", "k8s")):
         ours = [
             {"name": "kubehw %d: deploy" % i,
              "kubehw.devices.dra_driver_deploy": {"preset": "example", "namespace": NAMESPACE, "wait": "devices",
+                                                  "node_selector": dict(GPU_LABEL),
                                                   "min_count": DEVICES_PER_NODE, "wait_timeout": 900}},
             {"name": "cleanup kubehw %d" % i,
              "kubehw.devices.dra_driver_deploy": {"preset": "example", "namespace": NAMESPACE, "state": "absent"}},
@@ -97,7 +114,8 @@ def tasks_for(rounds, nodes, ways=("kubehw", "k8s")):
 
 
 def by_resource(requests):
-    """{resource: {verb: count}} of the requests (request_info of the fault proxy's log: list, watch, get, ...)."""
+    """{resource: {verb: count}} of the requests (request_info of the fault proxy's log: list, watch, get, ...); the
+    later pages of a list (a continue token) count apart, as "list page": one list of 5,000 Nodes is 10 requests."""
     from tests.support.fault_proxy_log import request_info
 
     counts = {}
@@ -107,6 +125,8 @@ def by_resource(requests):
             continue
         resource, _namespace, _name, subresource, verb = info
         key = resource + ("/" + subresource if subresource else "")
+        if verb == "list" and r["query"].get("continue"):
+            verb = "list page"
         counts.setdefault(key, {}).setdefault(verb, 0)
         counts[key][verb] += 1
     return counts
@@ -129,29 +149,92 @@ def spans(lines, sim_requests):
                         "slice_list_requests": len([r for r in requests if r["path"].endswith("/resourceslices")
                                                     and not r["query"].get("watch")]),
                         "by_resource": by_resource(requests),
+                        # the nodes whose devices the task had seen when it returned (dra_driver_deploy's result)
+                        "nodes_reported": len(by_task[last].get("nodes") or {}) if "kubehw" in first else None,
                         "poll_attempts": by_task[last].get("attempts")})
     return out
 
 
-def run_size(nodes, rounds, workdir, ways=("kubehw", "k8s")):
+def wait_for_taint(core, names, present, timeout=180):
+    """Until every node of ``names`` has (present) or lacks the unreachable taint; read around the request log."""
+    deadline = time.monotonic() + timeout
+    while True:
+        nodes = json.loads(core.list_node(label_selector="bench.kubehw.io/gpu=true", _preload_content=False).data)
+        tainted = set(n["metadata"]["name"] for n in nodes["items"]
+                      if any(t.get("key") == UNREACHABLE_TAINT for t in (n.get("spec") or {}).get("taints") or []))
+        if all((name in tainted) == present for name in names):
+            return
+        if time.monotonic() > deadline:
+            sys.exit("nodes %s did not %s the %s taint within %d s" % (names, "get" if present else "lose",
+                                                                      UNREACHABLE_TAINT, timeout))
+        time.sleep(1)
+
+
+def rejoin_later(sim, names, after, stop):
+    """Once the driver's DaemonSet exists, wait ``after`` seconds and let the nodes' heartbeats resume (a thread)."""
+    from kubernetes import client, config
+
+    apps = client.AppsV1Api(config.new_client_from_config(config_file=sim.plane.kubeconfig))
+
+    def run():
+        while not stop.is_set():
+            listing = json.loads(apps.list_namespaced_daemon_set(NAMESPACE, _preload_content=False).data)
+            if listing["items"]:
+                break
+            stop.wait(0.2)
+        if stop.wait(after):
+            return
+        for name in names:
+            sim.standin.set_node_unreachable(name, False)
+    thread = threading.Thread(target=run, name="rejoin", daemon=True)
+    thread.start()
+    return thread
+
+
+def run_size(nodes, rounds, workdir, ways=("kubehw", "k8s"), background=0, rejoining=0, rejoin_after=10.0,
+             collections=None):
     from tests.support.local_cluster import LocalCluster
     from kubernetes import client, config
 
     sim = LocalCluster("bench-dra", node_config=cluster(nodes), request_log=True)
     sim.start()
+    stop = threading.Event()
     try:
         core = client.CoreV1Api(config.new_client_from_config(config_file=sim.kubeconfig))
         core.create_namespace({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
+        if background:
+            started = time.monotonic()
+            sim.create_nodes(["cpu-%05d" % i for i in range(background)], labels={"bench.kubehw.io/pool": "cpu"})
+            print("%d background nodes created in %.0f s" % (background, time.monotonic() - started))
+        away = gpu_node_names(nodes)[:rejoining]
+        if away:
+            for name in away:
+                sim.standin.set_node_unreachable(name)
+            started = time.monotonic()
+            wait_for_taint(sim.core(), away, present=True)
+            print("%d GPU nodes unreachable (tainted) after %.0f s" % (len(away), time.monotonic() - started))
+            rejoin_later(sim, away, rejoin_after, stop)
+        sim.clear_requests()
         play = [{"name": "dra rollout benchmark", "hosts": "localhost", "connection": "local", "gather_facts": False,
                  "vars": {"ansible_python_interpreter": sys.executable}, "tasks": tasks_for(rounds, nodes, ways)}]
-        run = run_playbook(play, workdir, kubeconfig=sim.kubeconfig, timeout=3600)
+        run = run_playbook(play, workdir, kubeconfig=sim.kubeconfig, timeout=3600, collections=collections)
         if run.returncode != 0:
             sys.exit("ansible-playbook failed (rc %d):\n%s\n%s"
                      % (run.returncode, run.stdout[-4000:], run.stderr[-4000:]))
         lines = run.results
         return spans(lines, list(sim.requests))
     finally:
+        stop.set()
         sim.stop()
+
+
+def other_collection(checkout, workdir):
+    """ANSIBLE_COLLECTIONS_PATH in which kubehw.devices is ``checkout`` (another commit's tree), then the test
+    collections."""
+    root = os.path.join(workdir, "collections-other")
+    os.makedirs(os.path.join(root, "ansible_collections", "kubehw"), exist_ok=True)
+    os.symlink(os.path.abspath(checkout), os.path.join(root, "ansible_collections", "kubehw", "devices"))
+    return os.pathsep.join([root, TEST_COLLECTIONS])
 
 
 def main():
@@ -160,16 +243,26 @@ def main():
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--ways", nargs="+", choices=("kubehw", "k8s"), default=["kubehw", "k8s"],
                         help="which ways to run (kubehw alone: the module's requests at a size the other way takes long at)")
+    parser.add_argument("--background-nodes", type=int, default=0,
+                        help="Node objects the driver does not select (API-only), beside the GPU nodes")
+    parser.add_argument("--rejoining", type=int, default=0,
+                        help="GPU nodes unreachable when the rollout starts, back --rejoin-after s after it started")
+    parser.add_argument("--rejoin-after", type=float, default=10.0)
+    parser.add_argument("--collection", help="run the module of this checkout (another commit) instead")
     parser.add_argument("--output", default=os.path.join(ROOT, "benchmarks", "results", "dra_rollout.json"))
     opts = parser.parse_args()
+    if opts.rejoining and (opts.rounds != 1 or len(opts.ways) != 1):
+        parser.error("--rejoining takes nodes away once: use it with --rounds 1 and one way")
     if not has_test_collection("kubernetes.core"):
         sys.exit("kubernetes.core is missing: run `make setup` (it unpacks it from the PyPI ansible wheel)")
     workdir = tempfile.mkdtemp(prefix="bench-dra-")
+    collections = other_collection(opts.collection, workdir) if opts.collection else None
 
     rows, summary = [], {}
     for nodes in opts.nodes:
         started = time.time()
-        size_rows = run_size(nodes, opts.rounds, workdir, opts.ways)
+        size_rows = run_size(nodes, opts.rounds, workdir, opts.ways, opts.background_nodes, opts.rejoining,
+                             opts.rejoin_after, collections)
         for row in size_rows:
             row["nodes"] = nodes
         rows += size_rows
@@ -189,6 +282,8 @@ def main():
                    "N kubelet stand-in nodes with %d example.com/gpu each, pod_start_delay %s s"
                    % (DEVICES_PER_NODE, POD_START_DELAY),
         "kubernetes.core": "from the PyPI ansible==12.3.0 wheel (.cache/collections)",
+        "background_nodes": opts.background_nodes, "rejoining": opts.rejoining, "rejoin_after_s": opts.rejoin_after,
+        "collection": os.path.abspath(opts.collection) if opts.collection else ROOT,
         "rounds": opts.rounds, "load_average_at_end": load, "summary": summary, "rows": rows,
         "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }

@@ -1,9 +1,11 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) kubehw.devices contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""What device_plugin_deploy and dra_driver_deploy do alike with the DaemonSet they manage: the adoption rule
-for a DaemonSet someone else made, the checks before any write (a RuntimeClass the pods name, a device plugin
-serving the nodes a DRA driver would take), and the write. The rollout wait that follows is _daemonset_wait.
+"""What device_plugin_deploy and dra_driver_deploy do alike with the DaemonSet they manage, once each has built its
+own manifest: DaemonSetTask, the base of both tasks (reads, the adoption rule for a DaemonSet someone else made,
+a RuntimeClass the pods name, the write, the diff, the rollout wait of _daemonset_wait with its per-node outcome,
+the deletion), and the rules it applies as functions. What only one module does stays in it: the device plugin's
+ConfigMap and OnDelete batches, the DRA driver's RBAC, DeviceClasses, guard (_daemonset_guard) and devices wait.
 
 Private to the collection. Every request goes through the module's KubeClient."""
 
@@ -11,12 +13,13 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import time
+
 from ansible_collections.kubehw.devices.plugins.module_utils import _daemonset_compare as compare
 from ansible_collections.kubehw.devices.plugins.module_utils import _daemonset_rollout as ds_rollout
+from ansible_collections.kubehw.devices.plugins.module_utils import _daemonset_wait as ds_wait
+from ansible_collections.kubehw.devices.plugins.module_utils import _k8s_objects as objects
 from ansible_collections.kubehw.devices.plugins.module_utils._errors import KubeHwError
-from ansible_collections.kubehw.devices.plugins.module_utils._daemonset_manifest import RESOURCES_ANNOTATION
-from ansible_collections.kubehw.devices.plugins.module_utils._dra_driver_manifest import DRIVER_ANNOTATION
-from ansible_collections.kubehw.devices.plugins.module_utils._pod_spec import COMPONENT_LABEL
 from ansible_collections.kubehw.devices.plugins.module_utils._k8s_objects import (
     MANAGED_BY,
     MANAGED_BY_LABEL,
@@ -111,134 +114,141 @@ def missing_runtime_class(client, pod_spec):
     return None
 
 
-def image_repository(image):
-    """registry/path/name of an image reference, without tag or digest."""
-    image = (image or "").split("@", 1)[0]
-    last = image.rsplit("/", 1)
-    if ":" in last[-1]:
-        last[-1] = last[-1].split(":", 1)[0]
-    return "/".join(last)
+# -- the task both deploy modules are ----------------------------------------------------------------------------
 
+class DaemonSetTask(object):
+    """One deploy task of the DaemonSet ``namespace/name``: what device_plugin_deploy and dra_driver_deploy share after
+    building their manifest. Subclasses fill ``result`` and call these steps; options read here: adopt_daemonset,
+    wait_timeout, allow_empty_rollout. Nodes are listed once per task (``node_watch``), then followed by watching."""
 
-def _runs_image(ds, repositories):
-    """Whether a container of the DaemonSet's pods runs an image of one of these repositories (a mirror's copy too:
-    the repository's last path components match)."""
-    spec = ((ds.get("spec") or {}).get("template") or {}).get("spec") or {}
-    for container in (spec.get("containers") or []) + (spec.get("initContainers") or []):
-        repository = image_repository(container.get("image"))
-        if any(repository == r or repository.endswith("/" + r) for r in repositories):
-            return True
-    return False
+    # how a refusal for a missing namespace names the way to create it ("" for none); a subclass says its own
+    def namespace_hint(self):
+        return ""
 
+    def __init__(self, module, client, namespace, name):
+        self.module = module
+        self.client = client
+        self.params = module.params
+        self.check_mode = module.check_mode
+        self.namespace = namespace
+        self.name = name
+        self.key = "%s/%s" % (namespace, name)
+        self.result = dict(changed=False, daemonset=None, waited_for="none")
+        self.diff = []          # one entry per object written (or to be), as _k8s_objects.report_task shows them
+        self.warnings = []
+        self.deadline = None
+        self.since = None       # apiserver time of this run's DaemonSet write (its managedFields), for the events
+        self.node_watch = ds_wait.node_list_watch(client)
+        self.waiter = None
 
-def _all_labels(ds):
-    """The DaemonSet's own labels, its selector's and its pod template's: NVIDIA's static manifest labels only the
-    selector and the template (name: nvidia-device-plugin-ds)."""
-    spec = ds.get("spec") or {}
-    labels = dict(((spec.get("template") or {}).get("metadata") or {}).get("labels") or {})
-    labels.update((spec.get("selector") or {}).get("matchLabels") or {})
-    labels.update((ds.get("metadata") or {}).get("labels") or {})
-    return labels
+    def remaining(self):
+        """Seconds left of wait_timeout (the deadline main() set when the task started)."""
+        return max(0.0, self.deadline - time.monotonic())
 
+    # -- reads
+    def read(self, fn, *args, **kwargs):
+        """The object, or None when it does not exist (404)."""
+        try:
+            return self.client.call_json(fn, *args, **kwargs)
+        except KubeHwError as err:
+            if err.status == 404:
+                return None
+            raise
 
-def _domain(resource):
-    return resource.split("/", 1)[0] if "/" in resource else None
+    def read_daemonset(self):
+        return self.read(self.client.apps.read_namespaced_daemon_set, self.name, self.namespace,
+                         what='read DaemonSet "%s"' % self.key)
 
+    def nodes(self):
+        """Every node: listed at the first call, then what the task's node watch holds."""
+        return ds_wait.node_list(self.node_watch)
 
-def device_plugin_daemonsets(daemonsets, plugin):
-    """The DaemonSets that serve the preset's device-plugin resources, recognised by what they are, not by our labels:
-    the collection's device plugin serving a resource of the vendor's domain (nvidia.com/gpu, or a MIG or time-sliced
-    name such as nvidia.com/mig-1g.10gb or nvidia.com/gpu.shared), or any DaemonSet that carries one of the vendor's
-    upstream labels (on itself, its selector or its pod template) or runs the vendor's device-plugin image."""
-    domains = set(_domain(r) for r in plugin["resources"])
-    found = []
-    for ds in daemonsets:
-        labels = _all_labels(ds)
-        template = (ds.get("spec") or {}).get("template") or {}
-        annotations = (template.get("metadata") or {}).get("annotations") or {}
-        served = [r for r in (annotations.get(RESOURCES_ANNOTATION) or "").split(",") if r]
-        ours = managed_here(ds) and labels.get(COMPONENT_LABEL) == "device-plugin" and \
-            any(_domain(r) in domains for r in served)
-        upstream = any(labels.get(k) == v for k, v in plugin["labels"])
-        if ours or upstream or _runs_image(ds, plugin.get("images") or ()):
-            found.append(ds)
-    return found
+    def daemonset_to_replace(self, desired):
+        """The live DaemonSet (None when there is none) after the shared checks (daemonset_to_replace())."""
+        return daemonset_to_replace(self.read_daemonset(), desired, self.namespace, self.name,
+                                    self.params.get("adopt_daemonset"), self.warnings)
 
+    def refuse_foreign_daemonset(self, live, action, then=""):
+        """TaskFailed for a DaemonSet of that name someone else made, unless adopt_daemonset (``then``: a sentence
+        the refusal ends with)."""
+        refusal = foreign_daemonset_refusal(live, self.namespace, self.name, self.params.get("adopt_daemonset"),
+                                            action)
+        if refusal:
+            raise TaskFailed(refusal + then)
 
-def same_driver_daemonsets(daemonsets, driver, images, own):
-    """Other DaemonSets that run the same DRA driver (a second install, a Helm release in another namespace): the
-    collection's, by the driver annotation of their pod template, or any that runs the driver's image. own:
-    (namespace, name) of the DaemonSet being deployed, which is left out."""
-    found = []
-    for ds in daemonsets:
-        meta = ds.get("metadata") or {}
-        if (meta.get("namespace"), meta.get("name")) == tuple(own):
-            continue
-        template = (ds.get("spec") or {}).get("template") or {}
-        annotations = (template.get("metadata") or {}).get("annotations") or {}
-        if annotations.get(DRIVER_ANNOTATION) == driver or _runs_image(ds, images):
-            found.append(ds)
-    return found
+    # -- writes
+    def record_change(self, kind, name):
+        """A write this task made (or, in check mode, would make)."""
+        self.result["changed"] = True
 
+    def add_diff(self, kind, display, before, after):
+        """A diff entry headed "<kind> <display>" (``after`` None: a deletion)."""
+        header = "%s %s" % (kind, display)
+        self.diff.append(dict(before_header=header, after_header=header,
+                              before=objects.clean(before) or {}, after=objects.clean(after) or {}))
 
-def _eligible_nodes(pod_spec, nodes):
-    """The nodes a DaemonSet of this template runs on now, and those it will run on once they finish joining
-    (held back only by the not-ready, unreachable or network-unavailable taints, or not Ready yet)."""
-    return set(ds_rollout.selected_nodes(pod_spec, nodes)) | set(ds_rollout.joining_nodes(pod_spec, nodes))
+    def create(self, fn, args, body, what, find=None):
+        """Create an object in the task's namespace (``args``: the positional arguments before the body); a namespace
+        that does not exist is refused with its name and the way to create it."""
+        try:
+            return self.client.create_json(fn, *(tuple(args) + (body,)), what=what, find=find)
+        except KubeHwError as err:
+            details = (err.body or {}).get("details") or {}
+            if err.status == 404 and (details.get("kind") == "namespaces" or 'namespaces "' in (err.msg or "")):
+                raise TaskFailed('Namespace "%s" does not exist: create it first%s, or set namespace to an existing '
+                                 'one. Nothing was written.' % (self.namespace, self.namespace_hint()))
+            raise
 
+    def write_daemonset(self, desired, live):
+        """Create or replace the DaemonSet (write_daemonset()); returns it as stored and notes the write's time."""
+        written, wrote = write_daemonset(
+            self.client, self.namespace, self.name, desired, live, read=self.read_daemonset,
+            create=lambda body: self.create(self.client.apps.create_namespaced_daemon_set, (self.namespace,), body,
+                                            'create DaemonSet "%s"' % self.key))
+        if wrote:
+            self.record_change("DaemonSet", self.name)
+            self.since = ds_rollout.latest_write_time(written)
+        return written
 
-def overlapping_nodes(pod_spec, daemonsets, nodes):
-    """{"namespace/name": [nodes]}: the nodes each DaemonSet runs on, or will once they have joined, that pod_spec
-    runs on too, or will."""
-    wanted = _eligible_nodes(pod_spec, nodes)
-    out = {}
-    for ds in daemonsets:
-        template_spec = ((ds.get("spec") or {}).get("template") or {}).get("spec")
-        shared = sorted(wanted & _eligible_nodes(template_spec, nodes))
-        if shared:
-            meta = ds.get("metadata") or {}
-            out["%s/%s" % (meta.get("namespace"), meta.get("name"))] = shared
-    return out
+    def delete(self, fn, args, what):
+        """Delete (background propagation: the pods go after the object); False when it was gone already."""
+        try:
+            self.client.call_json(fn, *args, propagation_policy="Background", what=what)
+        except KubeHwError as err:
+            if err.status == 404:
+                return False
+            raise
+        return True
 
+    def delete_daemonset(self):
+        return self.delete(self.client.apps.delete_namespaced_daemon_set, (self.name, self.namespace),
+                           'delete DaemonSet "%s"' % self.key)
 
-def nodes_serving(pod_spec, nodes, resources):
-    """{node: "resource=count"} for the nodes pod_spec runs on (or will) whose allocatable already holds one of these
-    extended resources above 0: a device plugin serves them there, whatever DaemonSet (or none we can see) runs it.
-    Allocatable, not capacity: the kubelet zeroes allocatable as soon as a plugin goes, capacity only minutes later."""
-    wanted = _eligible_nodes(pod_spec, nodes)
-    out = {}
-    for node in nodes:
-        name = node["metadata"]["name"]
-        if name not in wanted:
-            continue
-        allocatable = (node.get("status") or {}).get("allocatable") or {}
-        held = ["%s=%s" % (r, allocatable[r]) for r in sorted(allocatable)
-                if _domain(r) in set(_domain(x) for x in resources) and str(allocatable[r]) not in ("0", "")]
-        if held:
-            out[name] = ", ".join(held)
-    return out
+    # -- waits
+    def rollout_wait(self):
+        """The task's RolloutWait (made at first use, after the write: it reads events from the write's time)."""
+        if self.waiter is None:
+            self.waiter = ds_wait.RolloutWait(self.client, self.namespace, self.name, self.remaining, self.since,
+                                              self.node_watch)
+        return self.waiter
 
+    def wait_rollout(self, current, runs, fix_selection, done=ds_rollout.rollout_done, timeout_hint=None):
+        """The rollout wait both modules run (RolloutWait.rollout()): every selected node covered, joining ones
+        included, refusals and a spent budget named; fills result's daemonset, rollout and node_outcome."""
+        self.result["waited_for"] = self.params["wait"]
+        return self.rollout_wait().rollout(current, self.result, runs, fix_selection, self.params["wait_timeout"],
+                                           self.params["allow_empty_rollout"], self.warnings, done=done,
+                                           timeout_hint=timeout_hint)
 
-def overlap_message(driver, overlap, resources, option, serving=None):
-    """The refusal: the device-plugin DaemonSets and the nodes they share with the driver (joining ones included),
-    and nodes whose allocatable shows the resource served by a plugin no DaemonSet we could see explains."""
-    found = []
-    if overlap:
-        parts = ["%s (%s)" % (key, ds_rollout.few(nodes)) for key, nodes in sorted(overlap.items())]
-        found.append("the device plugin DaemonSet %s serves %s on node(s) the driver would run on (joining nodes "
-                     "included)" % ("; ".join(parts), " or ".join(resources)))
-    if serving:
-        found.append("node(s) %s already hand out %s through a device plugin" % (
-            ds_rollout.few("%s (%s)" % (node, held) for node, held in sorted(serving.items())), " or ".join(resources)))
-    return ("Refusing to deploy the DRA driver %s: %s, and both would hand out the same devices. Narrow the device "
-            "plugin and the driver to different nodes (node_selector on both; the migration in docs/dra.md), remove "
-            "the device plugin, or set %s: true if you mean it. Nothing was written."
-            % (driver, "; ".join(found), option))
-
-
-def same_driver_message(driver, overlap, option):
-    parts = ["%s (%s)" % (key, ds_rollout.few(nodes)) for key, nodes in sorted(overlap.items())]
-    return ("Refusing to deploy the DRA driver %s: DaemonSet %s already runs it on node(s) this one would run on, and "
-            "two kubelet plugins of one driver on a node publish and prepare the same devices twice. Remove the other "
-            "installation, narrow both to different nodes (node_selector), or set %s: true if you mean it. Nothing "
-            "was written." % (driver, "; ".join(parts), option))
+    def wait_deleted(self):
+        """Until the DaemonSet is gone (its finalizers done), within wait_timeout."""
+        self.result["waited_for"] = "deletion"
+        try:
+            self.client.watch(self.client.apps.list_namespaced_daemon_set, lambda objs: self.key not in objs,
+                              timeout=self.remaining(), what="see DaemonSet %s deleted" % self.key,
+                              namespace=self.namespace, field_selector="metadata.name=%s" % self.name)
+        except KubeHwError as err:
+            if err.reason != "Timeout":
+                raise
+            raise TaskFailed("Timed out after %ss waiting for DaemonSet %s to be deleted (finalizers?)"
+                             % (self.params["wait_timeout"], self.key))

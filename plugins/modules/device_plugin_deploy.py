@@ -497,7 +497,6 @@ diff:
   elements: dict
 """
 
-import gc
 import time
 
 from ansible.module_utils.basic import AnsibleModule
@@ -578,62 +577,38 @@ def argument_spec():
     return spec
 
 
-class DevicePluginDeploy(object):
-    """One task: build, compare, write if needed, wait; all writes through self.client."""
+class DevicePluginDeploy(ds_task.DaemonSetTask):
+    """One task: build, compare, write if needed, wait; all writes through self.client. The steps both deploy modules
+    share are _daemonset_task.DaemonSetTask's; the ConfigMap, OnDelete batches and the resource wait are this one's."""
 
     def __init__(self, module, client):
-        self.module = module
-        self.client = client
-        self.params = module.params
-        self.check_mode = module.check_mode
-        self.name = self.params.get("name") or manifest.default_name(self.params.get("preset"))
-        self.namespace = self.params["namespace"]
-        self.result = dict(changed=False, daemonset=None, configmap=None,
-                           generation=dict(before=None, after=None), waited_for="none")
-        self.diffs = []
-        self.warnings = []
-        self.deadline = None
+        params = module.params
+        super(DevicePluginDeploy, self).__init__(module, client, params["namespace"],
+                                                 params.get("name") or manifest.default_name(params.get("preset")))
+        self.result.update(configmap=None, generation=dict(before=None, after=None))
         self.old_pods = None
-        self.node_watch = ds_wait.node_list_watch(client)
-        self.waiter = None
-        self.since = None   # apiserver time of this run's DaemonSet write (its managedFields), for the events
         # a node serving any one of the resources is enough (the Intel GPU plugin: i915 or xe)
         self.any_of = self.params.get("state") == "present" and self.params.get("preset") in presets.PRESETS \
             and manifest.serves_any(self.params)
 
+    def namespace_hint(self):
+        if self.namespace != manifest.DEFAULT_NAMESPACE:
+            return ""
+        return (" (playbooks/rbac.yml with kubehw_rbac_plugin_namespace: %s creates it, with the RBAC the plugin "
+                "deployment needs)" % self.namespace)
+
     # -- reads ---------------------------------------------------------------------------------
-    def _read(self, fn, name, what):
-        try:
-            return self.client.call_json(fn, name, self.namespace, what=what)
-        except KubeHwError as err:
-            if err.status == 404:
-                return None
-            raise
-
-    def read_daemonset(self):
-        return self._read(self.client.apps.read_namespaced_daemon_set, self.name,
-                          'read DaemonSet "%s/%s"' % (self.namespace, self.name))
-
     def read_configmap(self):
         cm_name = manifest.configmap_name(self.name)
-        return self._read(self.client.core.read_namespaced_config_map, cm_name,
-                          'read ConfigMap "%s/%s"' % (self.namespace, cm_name))
+        return self.read(self.client.core.read_namespaced_config_map, cm_name, self.namespace,
+                         what='read ConfigMap "%s/%s"' % (self.namespace, cm_name))
 
     def list_pods(self, daemonset):
-        return self._waiter().pods(daemonset)
+        return self.rollout_wait().pods(daemonset)
 
     def list_nodes(self):
         """Every node by name: listed once per task, then followed by the wait's watch."""
-        return dict((n["metadata"]["name"], n) for n in ds_wait.node_list(self.node_watch))
-
-    def _waiter(self):
-        if self.waiter is None:
-            self.waiter = ds_wait.RolloutWait(self.client, self.namespace, self.name, self.remaining, self.since,
-                                              self.node_watch)
-        return self.waiter
-
-    def remaining(self):
-        return max(0.0, self.deadline - time.monotonic())
+        return dict((n["metadata"]["name"], n) for n in self.nodes())
 
     # -- present -------------------------------------------------------------------------------
     def present(self, desired, configmap, resources):
@@ -668,8 +643,7 @@ class DevicePluginDeploy(object):
     def _read_daemonset_to_replace(self, desired):
         """The live DaemonSet (None when there is none); refuses one whose selector differs or that someone else
         made (unless adopt_daemonset), and a RuntimeClass the pods name that does not exist."""
-        live = ds_task.daemonset_to_replace(self.read_daemonset(), desired, self.namespace, self.name,
-                                            self.params["adopt_daemonset"], self.warnings)
+        live = self.daemonset_to_replace(desired)
         self._check_runtime_class(desired)
         return live
 
@@ -714,8 +688,7 @@ class DevicePluginDeploy(object):
             cm_obj = self._write_configmap(configmap, live_cm, live)
         current = live
         if ds_diffs:
-            current = self._write_daemonset(desired, live)
-            self.since = ds_rollout.latest_write_time(current)
+            current = self.write_daemonset(desired, live)
         if configmap is not None and not self._owned_by_ds(cm_obj, current):
             cm_obj = self._write_configmap(configmap, cm_obj, current)
         self.result["configmap"] = cm_obj
@@ -817,34 +790,12 @@ class DevicePluginDeploy(object):
         body = self._configmap_body(configmap, live_cm, daemonset)
         name = configmap["metadata"]["name"]
         if live_cm is None:
-            written = self._create(self.client.core.create_namespaced_config_map, body,
-                                   'create ConfigMap "%s/%s"' % (self.namespace, name))
+            written = self.create(self.client.core.create_namespaced_config_map, (self.namespace,), body,
+                                  'create ConfigMap "%s/%s"' % (self.namespace, name))
         else:
             written = self.client.replace_json(self.client.core.replace_namespaced_config_map, name, self.namespace,
                                                body, what='replace ConfigMap "%s/%s"' % (self.namespace, name))
         self.result["changed"] = True
-        return written
-
-    def _create(self, fn, body, what):
-        try:
-            return self.client.create_json(fn, self.namespace, body, what=what)
-        except KubeHwError as err:
-            details = (err.body or {}).get("details") or {}
-            if err.status == 404 and (details.get("kind") == "namespaces" or 'namespaces "' in (err.msg or "")):
-                hint = (" (playbooks/rbac.yml with kubehw_rbac_plugin_namespace: %s creates it, with the RBAC the plugin "
-                        "deployment needs)" % self.namespace
-                        if self.namespace == manifest.DEFAULT_NAMESPACE else "")
-                raise TaskFailed('Namespace "%s" does not exist: create it first%s, or set namespace to an existing '
-                                 'one. Nothing was written.' % (self.namespace, hint))
-            raise
-
-    def _write_daemonset(self, desired, live):
-        written, wrote = ds_task.write_daemonset(
-            self.client, self.namespace, self.name, desired, live, read=self.read_daemonset,
-            create=lambda body: self._create(self.client.apps.create_namespaced_daemon_set, body,
-                                             'create DaemonSet "%s/%s"' % (self.namespace, self.name)))
-        if wrote:
-            self.result["changed"] = True
         return written
 
     def _wait_rollout(self, current, resources):
@@ -853,7 +804,7 @@ class DevicePluginDeploy(object):
         without, the rollout counts as finished when only old pods remain (a warning names them)."""
         on_delete = ds_rollout.rollout_status(current)["strategy"] == "OnDelete"
         generation = current["metadata"].get("generation")
-        waiter = self._waiter()
+        waiter = self.rollout_wait()
         if on_delete and self.params["delete_old_pods"]:
             try:
                 current = waiter.wait(
@@ -868,10 +819,8 @@ class DevicePluginDeploy(object):
                 self._report(current, resources)
                 raise TaskFailed(waiter.timeout_message(current, self.result, self.params["wait_timeout"]))
         try:
-            current = waiter.rollout(
-                current, self.result, "the plugin",
-                "Label the nodes (or deploy Node Feature Discovery), set node_selector or affinity",
-                self.params["wait_timeout"], self.params["allow_empty_rollout"], self.warnings,
+            current = self.wait_rollout(
+                current, "the plugin", "Label the nodes (or deploy Node Feature Discovery), set node_selector or affinity",
                 done=lambda ds: ds_rollout.rollout_done(ds) or (
                     on_delete and not self.params["delete_old_pods"]
                     and ds_rollout.rollout_status(ds)["old_pods_pending"]))
@@ -990,23 +939,7 @@ class DevicePluginDeploy(object):
         raise TaskFailed(msg)
 
     def _add_diff(self, kind, name, before, after):
-        header = "%s %s/%s" % (kind, self.namespace, name)
-        self.diffs.append(dict(before_header=header, after_header=header,
-                               before=objects.clean(before) or {}, after=objects.clean(after) or {}))
-
-    # -- absent --------------------------------------------------------------------------------
-    @staticmethod
-    def _managed_here(daemonset):
-        return ds_task.managed_here(daemonset)
-
-    def _refuse_foreign_daemonset(self, live, action):
-        """A DaemonSet of that name someone else made (Helm, an operator, by hand) is theirs: refused before any
-        write unless adopt_daemonset, as a foreign ConfigMap is unless adopt_configmap; the rule
-        dra_driver_deploy shares (_daemonset_task)."""
-        refusal = ds_task.foreign_daemonset_refusal(live, self.namespace, self.name, self.params["adopt_daemonset"],
-                                                    action)
-        if refusal:
-            raise TaskFailed(refusal)
+        self.add_diff(kind, "%s/%s" % (self.namespace, name), before, after)
 
     def _check_runtime_class(self, desired):
         """Every pod naming a RuntimeClass that does not exist is refused by the apiserver, so a rollout would only
@@ -1028,7 +961,7 @@ class DevicePluginDeploy(object):
 
     def absent(self):
         live = self.read_daemonset()
-        self._refuse_foreign_daemonset(live, "delete it")
+        self.refuse_foreign_daemonset(live, "delete it")
         live_cm = self.read_configmap()
         if live_cm is not None and not self._created_here(live_cm, live):
             live_cm = None
@@ -1040,40 +973,16 @@ class DevicePluginDeploy(object):
         if self.check_mode or (live is None and live_cm is None):
             self.result["changed"] = live is not None or live_cm is not None
             return
-        if live is not None:
-            self._delete(self.client.apps.delete_namespaced_daemon_set, self.name, "DaemonSet")
+        # Gone already (someone else deleted it): not an error, and not our change.
+        if live is not None and self.delete_daemonset():
+            self.record_change("DaemonSet", self.name)
         if live_cm is not None:
-            self._delete(self.client.core.delete_namespaced_config_map, live_cm["metadata"]["name"], "ConfigMap")
+            cm_name = live_cm["metadata"]["name"]
+            if self.delete(self.client.core.delete_namespaced_config_map, (cm_name, self.namespace),
+                           'delete ConfigMap "%s/%s"' % (self.namespace, cm_name)):
+                self.record_change("ConfigMap", cm_name)
         if live is not None and self.params["wait"] != "none":
-            self.result["waited_for"] = "deletion"
-            key = "%s/%s" % (self.namespace, self.name)
-            try:
-                self.client.watch(self.client.apps.list_namespaced_daemon_set, lambda objs: key not in objs,
-                                  timeout=self.remaining(), what="see DaemonSet %s deleted" % key,
-                                  namespace=self.namespace, field_selector="metadata.name=%s" % self.name)
-            except KubeHwError as err:
-                if err.reason != "Timeout":
-                    raise
-                raise TaskFailed("Timed out after %ss waiting for DaemonSet %s to be deleted (finalizers?)"
-                                 % (self.params["wait_timeout"], key))
-
-    def _delete(self, fn, name, kind):
-        try:
-            self.client.call_json(fn, name, self.namespace, propagation_policy="Background",
-                                  what='delete %s "%s/%s"' % (kind, self.namespace, name))
-            self.result["changed"] = True
-        except KubeHwError as err:
-            # Gone already (someone else deleted it): not an error, and not our change.
-            if err.status != 404:
-                raise
-
-
-def _freeze_heap():
-    # The kubernetes client leaves so many objects that the interpreter's final garbage collection
-    # took over a second (measured in benchmarks/daemonset_rollout); frozen objects are skipped, so the
-    # task returns that much sooner after the rollout is seen.
-    if hasattr(gc, "freeze"):
-        gc.freeze()
+            self.wait_deleted()
 
 
 def main():
@@ -1109,16 +1018,7 @@ def main():
             task.present(*built)
     except (KubeHwError, TaskFailed) as err:
         error = err
-    result = dict(task.result) if task is not None else {}
-    if task is not None and module._diff and task.diffs:
-        result["diff"] = task.diffs
-    for text in (task.warnings if task is not None else []):
-        module.warn(text)
-    _freeze_heap()
-    if error is not None:
-        module.fail_json(msg=error.msg, status=getattr(error, "status", None),
-                         reason=getattr(error, "reason", None), **result)
-    module.exit_json(**result)
+    objects.report_task(module, task, error)
 
 
 if __name__ == "__main__":

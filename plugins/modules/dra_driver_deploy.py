@@ -339,6 +339,7 @@ from ansible_collections.kubehw.devices.plugins.module_utils._connection import 
 from ansible_collections.kubehw.devices.plugins.module_utils._errors import KubeHwError
 from ansible_collections.kubehw.devices.plugins.module_utils import _daemonset_compare as compare
 from ansible_collections.kubehw.devices.plugins.module_utils import _daemonset_rollout as ds_rollout
+from ansible_collections.kubehw.devices.plugins.module_utils import _daemonset_guard as guard
 from ansible_collections.kubehw.devices.plugins.module_utils import _daemonset_task as ds_task
 from ansible_collections.kubehw.devices.plugins.module_utils import _daemonset_wait as ds_wait
 from ansible_collections.kubehw.devices.plugins.module_utils import _dra as dra
@@ -463,59 +464,44 @@ def managed_here(obj, name=None):
 
 # -- the task --------------------------------------------------------------------------------------
 
-class DraDriverDeploy(object):
-    """One task: read, compare, write what differs, wait; every request through self.client."""
+class DraDriverDeploy(ds_task.DaemonSetTask):
+    """One task: read, compare, write what differs, wait; every request through self.client. The steps both deploy
+    modules share are _daemonset_task.DaemonSetTask's; RBAC, DeviceClasses, the guard and the devices wait are this
+    one's."""
 
     def __init__(self, module, client, dra_api=None):
-        self.module = module
-        self.client = client
-        self.params = module.params
-        self.check_mode = module.check_mode
+        name, namespace = object_names(module.params)
+        super(DraDriverDeploy, self).__init__(module, client, namespace, name)
         self.preset = presets.PRESETS[self.params["preset"]]
         self.driver = self.preset["driver"]
-        self.name, self.namespace = object_names(self.params)
         self.api = dra_api or dra.DraApi(client)
-        self.node_watch = ds_wait.node_list_watch(client)
-        self.waiter = None
-        self.result = dict(changed=False, daemonset=None, driver=self.driver, device_classes=[],
-                           changed_objects=[], waited_for="none",
+        self.result.update(driver=self.driver, device_classes=[], changed_objects=[],
                            rbac={"mode": self.params["rbac"],
                                  "service_account": "%s/%s" % (self.namespace, self.name),
                                  "cluster_role": self.name, "cluster_role_binding": self.name})
-        self.diff = []  # one entry per object written, as objects.report_task shows them
-        self.warnings = []
-        self.deadline = None
 
-    def remaining(self):
-        return max(0.0, self.deadline - time.monotonic())
+    def namespace_hint(self):
+        return " (playbooks/rbac.yml creates %s)" % DEFAULT_NAMESPACE
+
+    def record_change(self, kind, name):
+        super(DraDriverDeploy, self).record_change(kind, name)
+        self.result["changed_objects"].append("%s/%s" % (kind, name))
 
     # -- reads -------------------------------------------------------------------------------------
-    def _read(self, fn, *args, **kwargs):
-        try:
-            return self.client.call_json(fn, *args, **kwargs)
-        except KubeHwError as err:
-            if err.status == 404:
-                return None
-            raise
-
-    def read_daemonset(self):
-        return self._read(self.client.apps.read_namespaced_daemon_set, self.name, self.namespace,
-                          what='read DaemonSet "%s/%s"' % (self.namespace, self.name))
-
     def read_rbac(self):
-        account = self._read(self.client.core.read_namespaced_service_account, self.name, self.namespace,
+        account = self.read(self.client.core.read_namespaced_service_account, self.name, self.namespace,
                              what='read ServiceAccount "%s/%s"' % (self.namespace, self.name))
         if self.params["rbac"] != "create":
             return account, None, None
-        role = self._read(self.client.rbac.read_cluster_role, self.name, what='read ClusterRole "%s"' % self.name)
-        binding = self._read(self.client.rbac.read_cluster_role_binding, self.name,
+        role = self.read(self.client.rbac.read_cluster_role, self.name, what='read ClusterRole "%s"' % self.name)
+        binding = self.read(self.client.rbac.read_cluster_role_binding, self.name,
                              what='read ClusterRoleBinding "%s"' % self.name)
         return account, role, binding
 
     def read_namespace_rbac(self):
-        role = self._read(self.client.rbac.read_namespaced_role, self.name, self.namespace,
+        role = self.read(self.client.rbac.read_namespaced_role, self.name, self.namespace,
                           what='read Role "%s/%s"' % (self.namespace, self.name))
-        binding = self._read(self.client.rbac.read_namespaced_role_binding, self.name, self.namespace,
+        binding = self.read(self.client.rbac.read_namespaced_role_binding, self.name, self.namespace,
                              what='read RoleBinding "%s/%s"' % (self.namespace, self.name))
         return role, binding
 
@@ -532,31 +518,22 @@ class DraDriverDeploy(object):
                                             "of %s)" % self.driver)
         daemonsets = listing.get("items") or []
         pod_spec = desired_ds["spec"]["template"]["spec"]
-        nodes = ds_wait.node_list(self.node_watch)
+        nodes = self.nodes()
         images = [image for image in (self.preset["image"], self.params.get("image")) if image]
-        twins = ds_task.same_driver_daemonsets(daemonsets, self.driver, [ds_task.image_repository(i) for i in images],
+        twins = guard.same_driver_daemonsets(daemonsets, self.driver, [guard.image_repository(i) for i in images],
                                                (self.namespace, self.name))
-        twin_overlap = ds_task.overlapping_nodes(pod_spec, twins, nodes)
+        twin_overlap = guard.overlapping_nodes(pod_spec, twins, nodes)
         if twin_overlap:
-            raise TaskFailed(ds_task.same_driver_message(self.driver, twin_overlap, OVERLAP_OPTION))
+            raise TaskFailed(guard.same_driver_message(self.driver, twin_overlap, OVERLAP_OPTION))
         if not plugin:
             return
-        overlap = ds_task.overlapping_nodes(pod_spec, ds_task.device_plugin_daemonsets(daemonsets, plugin), nodes)
+        overlap = guard.overlapping_nodes(pod_spec, guard.device_plugin_daemonsets(daemonsets, plugin), nodes)
         explained = set(node for shared in overlap.values() for node in shared)
-        serving = dict((node, held) for node, held in ds_task.nodes_serving(pod_spec, nodes, plugin["resources"]).items()
+        serving = dict((node, held) for node, held in guard.nodes_serving(pod_spec, nodes, plugin["resources"]).items()
                        if node not in explained)
         if overlap or serving:
-            raise TaskFailed(ds_task.overlap_message(self.driver, overlap, plugin["resources"], OVERLAP_OPTION,
+            raise TaskFailed(guard.overlap_message(self.driver, overlap, plugin["resources"], OVERLAP_OPTION,
                                                      serving))
-
-    def _add_diff(self, kind, name, before, after):
-        header = "%s %s" % (kind, name)
-        self.diff.append(dict(before_header=header, after_header=header,
-                              before=objects.clean(before) or {}, after=objects.clean(after) or {}))
-
-    def _changed(self, kind, name):
-        self.result["changed"] = True
-        self.result["changed_objects"].append("%s/%s" % (kind, name))
 
     # -- present -----------------------------------------------------------------------------------
     def present(self):
@@ -565,7 +542,7 @@ class DraDriverDeploy(object):
         classes = device_class_params(self.params)
         self.result["device_classes"] = [c["name"] for c in classes]
         # Every read and every refusal before the first write.
-        live_ds = self._read_daemonset_to_replace(desired_ds)
+        live_ds = self.daemonset_to_replace(desired_ds)
         self._check_device_plugin_overlap(desired_ds)
         rbac_plan = self._rbac_plan()
         ds_diffs = compare.differences(desired_ds, live_ds)
@@ -573,8 +550,8 @@ class DraDriverDeploy(object):
         if self.check_mode:
             self._predict(rbac_plan, classes, desired_ds, live_ds, ds_diffs)
             return
-        current, since = self._write_all(rbac_plan, classes, desired_ds, live_ds, ds_diffs)
-        self._wait(current, since, version)
+        current = self._write_all(rbac_plan, classes, desired_ds, live_ds, ds_diffs)
+        self._wait(current, version)
 
     def _served_version_the_preset_runs_on(self):
         """Checks that the cluster serves resource.k8s.io/v1 and is new enough for the preset's driver, before anything
@@ -585,11 +562,6 @@ class DraDriverDeploy(object):
         if problem:
             raise TaskFailed("Refusing to deploy: %s. Nothing was written." % problem)
         return version
-
-    def _read_daemonset_to_replace(self, desired_ds):
-        """The live DaemonSet (None when there is none), after the checks both deploy modules share."""
-        return ds_task.daemonset_to_replace(self.read_daemonset(), desired_ds, self.namespace, self.name,
-                                            self.params.get("adopt_daemonset"), self.warnings)
 
     def _rbac_plan(self):
         """[(kind, desired, live)] of the ServiceAccount and RBAC objects to create or replace. With rbac: existing
@@ -627,9 +599,9 @@ class DraDriverDeploy(object):
 
     def _add_planned_diffs(self, rbac_plan, desired_ds, live_ds, ds_diffs):
         for kind, desired, live in rbac_plan:
-            self._add_diff(kind, self._display(desired), live, desired if live is None else self._update(desired, live))
+            self.add_diff(kind, self._display(desired), live, desired if live is None else self._update(desired, live))
         if ds_diffs:
-            self._add_diff("DaemonSet", "%s/%s" % (self.namespace, self.name), live_ds,
+            self.add_diff("DaemonSet", "%s/%s" % (self.namespace, self.name), live_ds,
                            desired_ds if live_ds is None else objects.update_body(desired_ds, live_ds))
             if live_ds is not None:
                 self.result["changed_paths"] = ds_diffs
@@ -637,18 +609,18 @@ class DraDriverDeploy(object):
     def _predict(self, rbac_plan, classes, desired_ds, live_ds, ds_diffs):
         """Check mode: what a run would change, nothing written."""
         for kind, desired, _live in rbac_plan:
-            self._changed(kind, desired["metadata"]["name"])
+            self.record_change(kind, desired["metadata"]["name"])
         # dra_device_class's check mode: creates and updates as server-side dry runs, which store nothing
         self._device_classes(classes)
         if ds_diffs:
-            self._changed("DaemonSet", self.name)
+            self.record_change("DaemonSet", self.name)
         self.result["daemonset"] = live_ds if not ds_diffs else (
             desired_ds if live_ds is None else objects.update_body(desired_ds, live_ds))
         if live_ds is not None:
             self.result["rollout"] = ds_rollout.rollout_status(live_ds)
 
     def _write_all(self, rbac_plan, classes, desired_ds, live_ds, ds_diffs):
-        """Write what differs; returns (the DaemonSet, the apiserver time of its write or None)."""
+        """Write what differs; returns the DaemonSet as stored."""
         # DeviceClasses first: one whose extendedResourceName the apiserver would drop fails (after a dry run)
         # before anything else is written. Then RBAC: the DaemonSet's pods need their ServiceAccount, and the
         # plugin its rights, when they start.
@@ -656,21 +628,19 @@ class DraDriverDeploy(object):
         for kind, desired, live in rbac_plan:
             self._write_rbac(kind, desired, live)
         current = live_ds
-        since = None
         if ds_diffs:
-            current = self._write_daemonset(desired_ds, live_ds)
-            since = ds_rollout.latest_write_time(current)
+            current = self.write_daemonset(desired_ds, live_ds)
         self.result["daemonset"] = current
-        return current, since
+        return current
 
-    def _wait(self, current, since, version):
+    def _wait(self, current, version):
         """The wait asked for: none (report the rollout), the rollout, or the rollout and the devices published."""
         wait = self.params["wait"]
         if wait == "none":
             self.result["rollout"] = ds_rollout.rollout_status(current)
             return
-        self.result["waited_for"] = wait
-        current = self._wait_rollout(current, since)
+        current = self.wait_rollout(current, "the DRA driver", "Label the nodes, set node_selector",
+                                    timeout_hint=self._driver_root_hint)
         self.result["daemonset"] = current
         if wait == "devices":
             self._wait_devices(current, version)
@@ -686,16 +656,6 @@ class DraDriverDeploy(object):
             if field in desired:
                 body[field] = copy.deepcopy(desired[field])
         return body
-
-    def _create(self, fn, args, body, what, find):
-        try:
-            return self.client.create_json(fn, *(args + (body,)), what=what, find=find)
-        except KubeHwError as err:
-            details = (err.body or {}).get("details") or {}
-            if err.status == 404 and (details.get("kind") == "namespaces" or 'namespaces "' in (err.msg or "")):
-                raise TaskFailed('Namespace "%s" does not exist: create it first (playbooks/rbac.yml creates %s), or set '
-                                 "namespace to an existing one." % (self.namespace, DEFAULT_NAMESPACE))
-            raise
 
     def _write_rbac(self, kind, desired, live):
         name = desired["metadata"]["name"]
@@ -714,17 +674,17 @@ class DraDriverDeploy(object):
         create_fn, replace_fn, read_fn, scope = calls[kind]
         find = self.client.finder(read_fn, name, *scope, what="read %s %s again" % (kind, self._display(desired)))
         if live is None:
-            self._create(create_fn, scope, desired, "create %s %s" % (kind, self._display(desired)), find)
+            self.create(create_fn, scope, desired, "create %s %s" % (kind, self._display(desired)), find)
         elif kind in ("ClusterRoleBinding", "RoleBinding") and live.get("roleRef") != desired["roleRef"]:
             # roleRef is immutable: a binding of ours pointing elsewhere is replaced by delete and create.
             delete_fn = rbac.delete_cluster_role_binding if kind == "ClusterRoleBinding" else \
                 rbac.delete_namespaced_role_binding
             self.client.call_json(delete_fn, name, *scope, what="delete %s %s" % (kind, self._display(desired)))
-            self._create(create_fn, scope, desired, "create %s %s" % (kind, self._display(desired)), find)
+            self.create(create_fn, scope, desired, "create %s %s" % (kind, self._display(desired)), find)
         else:
             self.client.replace_json(replace_fn, name, *(scope + (self._update(desired, live),)),
                                      what="replace %s %s" % (kind, self._display(desired)), find=find)
-        self._changed(kind, name)
+        self.record_change(kind, name)
 
     def _device_classes(self, class_params):
         """Each DeviceClass through dra_device_class's own task (_dra_device_class.manage_device_class): read,
@@ -735,25 +695,9 @@ class DraDriverDeploy(object):
             if task.diff:
                 self.diff.append(task.diff)
             if task.result.get("changed"):
-                self._changed("DeviceClass", params["name"])
-
-    def _write_daemonset(self, desired, live):
-        written, wrote = ds_task.write_daemonset(
-            self.client, self.namespace, self.name, desired, live, read=self.read_daemonset,
-            create=lambda body: self._create(self.client.apps.create_namespaced_daemon_set, (self.namespace,), body,
-                                             'create DaemonSet "%s/%s"' % (self.namespace, self.name), None))
-        if wrote:
-            self._changed("DaemonSet", self.name)
-        return written
+                self.record_change("DeviceClass", params["name"])
 
     # -- waiting -----------------------------------------------------------------------------------
-    def _wait_rollout(self, current, since=None):
-        self.waiter = ds_wait.RolloutWait(self.client, self.namespace, self.name, self.remaining, since,
-                                          self.node_watch)
-        return self.waiter.rollout(
-            current, self.result, "the DRA driver", "Label the nodes, set node_selector", self.params["wait_timeout"],
-            self.params["allow_empty_rollout"], self.warnings, timeout_hint=self._driver_root_hint)
-
     def _driver_root_hint(self, daemonset, pods):
         """The nvidia preset's init container waits, without end, until it finds the driver under the driver root: a
         pod still initializing at the timeout most likely looks in the wrong place."""
@@ -773,7 +717,7 @@ class DraDriverDeploy(object):
 
     def _wait_devices(self, current, version):
         min_count = self.params["min_count"]
-        pods = [p for p in self.waiter.pods(current) if not p["metadata"].get("deletionTimestamp")]
+        pods = [p for p in self.rollout_wait().pods(current) if not p["metadata"].get("deletionTimestamp")]
         ready = sorted(set(ds_rollout.pod_node(p) for p in pods if ds_rollout.pod_node(p) and ds_rollout.pod_ready(p)))
         not_ready = sorted(set(ds_rollout.pod_node(p) for p in pods if ds_rollout.pod_node(p)) - set(ready))
 
@@ -827,10 +771,7 @@ class DraDriverDeploy(object):
             self.result["api_version"] = "%s/%s" % (dra.GROUP, served)
         plan = []
         live_ds = self.read_daemonset()
-        refusal = ds_task.foreign_daemonset_refusal(live_ds, self.namespace, self.name,
-                                                    self.params.get("adopt_daemonset"), "delete it")
-        if refusal:
-            raise TaskFailed(refusal + " Nothing was deleted.")
+        self.refuse_foreign_daemonset(live_ds, "delete it", " Nothing was deleted.")
         if live_ds is not None:
             plan.append(("DaemonSet", live_ds))
         if self.params["rbac"] == "create":
@@ -865,13 +806,13 @@ class DraDriverDeploy(object):
             self._remove(kind, live)
 
     def _remove(self, kind, live):
-        self._add_diff(kind, self._display(live), live, None)
+        self.add_diff(kind, self._display(live), live, None)
         if self.check_mode or self._delete(kind, live):
-            self._changed(kind, live["metadata"]["name"])
+            self.record_change(kind, live["metadata"]["name"])
 
     def _delete(self, kind, live):
+        """Delete one object of the plan; False when it was gone already."""
         name = live["metadata"]["name"]
-        what = "delete %s %s" % (kind, self._display(live))
         calls = {
             "DaemonSet": (self.client.apps.delete_namespaced_daemon_set, (name, self.namespace)),
             "ServiceAccount": (self.client.core.delete_namespaced_service_account, (name, self.namespace)),
@@ -881,13 +822,7 @@ class DraDriverDeploy(object):
             "RoleBinding": (self.client.rbac.delete_namespaced_role_binding, (name, self.namespace)),
         }
         fn, args = calls[kind]
-        try:
-            self.client.call_json(fn, *args, propagation_policy="Background", what=what)
-        except KubeHwError as err:
-            if err.status == 404:
-                return False
-            raise
-        return True
+        return self.delete(fn, args, "delete %s %s" % (kind, self._display(live)))
 
 
 def argument_spec():

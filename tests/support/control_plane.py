@@ -118,14 +118,19 @@ def stop_processes(state_dir):
             exe = os.readlink("/proc/%d/exe" % pid)
         except OSError:
             exe = ""
-        if pid and os.path.basename(exe.replace(" (deleted)", "")) == name:
-            os.kill(pid, signal.SIGTERM)
-            deadline = time.monotonic() + 10
-            while _alive(pid) and time.monotonic() < deadline:
-                time.sleep(0.1)
-            if _alive(pid):
-                os.kill(pid, signal.SIGKILL)
-        os.remove(path)
+        # two pytest workers may reap the same abandoned plane at once: a process or pid file the other one
+        # removed first is gone, as wanted
+        try:
+            if pid and os.path.basename(exe.replace(" (deleted)", "")) == name:
+                os.kill(pid, signal.SIGTERM)
+                deadline = time.monotonic() + 10
+                while _alive(pid) and time.monotonic() < deadline:
+                    time.sleep(0.1)
+                if _alive(pid):
+                    os.kill(pid, signal.SIGKILL)
+            os.remove(path)
+        except (ProcessLookupError, FileNotFoundError):
+            continue
 
 
 def reap_abandoned(base):

@@ -12,6 +12,7 @@ __metaclass__ = type
 import pytest
 
 from ansible_collections.kubehw.devices.plugins.module_utils import _daemonset_rollout as ds_rollout
+from ansible_collections.kubehw.devices.plugins.module_utils import _daemonset_guard as guard
 from ansible_collections.kubehw.devices.plugins.module_utils import _daemonset_task as ds_task
 from ansible_collections.kubehw.devices.plugins.module_utils import _dra_report
 from ansible_collections.kubehw.devices.plugins.module_utils._errors import KubeHwError
@@ -127,11 +128,11 @@ def test_the_device_plugin_overlap_counts_only_shared_nodes_the_controller_would
               "spec": {"template": {"spec": {"tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists"}]}}}}
     unrelated = {"metadata": {"namespace": "kube-system", "name": "kube-proxy", "labels": {"k8s-app": "kube-proxy"}},
                  "spec": {"template": {"spec": {}}}}
-    found = ds_task.device_plugin_daemonsets([plugin, unrelated], {"resources": ["nvidia.com/gpu"],
+    found = guard.device_plugin_daemonsets([plugin, unrelated], {"resources": ["nvidia.com/gpu"],
                                                                    "labels": [("app.kubernetes.io/name",
                                                                                "nvidia-device-plugin")]})
     assert found == [plugin]
     driver = {"nodeSelector": {"pool": "a"}, "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists"}]}
-    assert ds_task.overlapping_nodes(driver, found, [gpu, other]) == {"ops/nvdp": ["gpu-1"]}
+    assert guard.overlapping_nodes(driver, found, [gpu, other]) == {"ops/nvdp": ["gpu-1"]}
     # the driver without the toleration does not run on the tainted node: no overlap there
-    assert ds_task.overlapping_nodes({"nodeSelector": {"pool": "a"}}, found, [gpu, other]) == {}
+    assert guard.overlapping_nodes({"nodeSelector": {"pool": "a"}}, found, [gpu, other]) == {}

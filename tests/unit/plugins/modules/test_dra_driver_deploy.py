@@ -777,11 +777,11 @@ def test_a_joining_node_counts_for_the_overlap():
     joining["status"]["conditions"] = [{"type": "Ready", "status": "False"}]
     driver = {"tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists"}]}
     plugin = static_manifest_daemonset()
-    assert mod.ds_task.overlapping_nodes(driver, [plugin], [joining]) == {"kube-system/nvidia-device-plugin-daemonset":
+    assert mod.guard.overlapping_nodes(driver, [plugin], [joining]) == {"kube-system/nvidia-device-plugin-daemonset":
                                                                           ["gpu-new"]}
     # a node tainted for another reason (not joining) stays out
     joining["spec"]["taints"].append({"key": "dedicated", "value": "other", "effect": "NoSchedule"})
-    assert mod.ds_task.overlapping_nodes(driver, [plugin], [joining]) == {}
+    assert mod.guard.overlapping_nodes(driver, [plugin], [joining]) == {}
 
 
 def test_a_node_whose_allocatable_shows_the_resource_is_refused_without_a_daemonset_in_sight(fakes, capsys):

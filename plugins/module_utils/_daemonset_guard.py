@@ -1,0 +1,153 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) kubehw.devices contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The guard dra_driver_deploy runs before any write: nothing else may hand out the devices of the driver's preset on
+a node the driver runs on, or will run on once it has joined. A device plugin is recognised by what it is (the
+collection's by the resources it serves, anyone's by the vendor's upstream labels on the DaemonSet, its selector or
+its pod template, or by its image), a node by the resource in its allocatable, a second installation of the same
+driver by the driver annotation or the image. Pure functions over listed objects; the module lists them.
+
+Private to the collection."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible_collections.kubehw.devices.plugins.module_utils import _daemonset_rollout as ds_rollout
+from ansible_collections.kubehw.devices.plugins.module_utils._daemonset_manifest import RESOURCES_ANNOTATION
+from ansible_collections.kubehw.devices.plugins.module_utils._dra_driver_manifest import DRIVER_ANNOTATION
+from ansible_collections.kubehw.devices.plugins.module_utils._daemonset_task import managed_here
+from ansible_collections.kubehw.devices.plugins.module_utils._pod_spec import COMPONENT_LABEL
+
+
+def image_repository(image):
+    """registry/path/name of an image reference, without tag or digest."""
+    image = (image or "").split("@", 1)[0]
+    last = image.rsplit("/", 1)
+    if ":" in last[-1]:
+        last[-1] = last[-1].split(":", 1)[0]
+    return "/".join(last)
+
+
+def _runs_image(ds, repositories):
+    """Whether a container of the DaemonSet's pods runs an image of one of these repositories (a mirror's copy too:
+    the repository's last path components match)."""
+    spec = ((ds.get("spec") or {}).get("template") or {}).get("spec") or {}
+    for container in (spec.get("containers") or []) + (spec.get("initContainers") or []):
+        repository = image_repository(container.get("image"))
+        if any(repository == r or repository.endswith("/" + r) for r in repositories):
+            return True
+    return False
+
+
+def _all_labels(ds):
+    """The DaemonSet's own labels, its selector's and its pod template's: NVIDIA's static manifest labels only the
+    selector and the template (name: nvidia-device-plugin-ds)."""
+    spec = ds.get("spec") or {}
+    labels = dict(((spec.get("template") or {}).get("metadata") or {}).get("labels") or {})
+    labels.update((spec.get("selector") or {}).get("matchLabels") or {})
+    labels.update((ds.get("metadata") or {}).get("labels") or {})
+    return labels
+
+
+def _domain(resource):
+    return resource.split("/", 1)[0] if "/" in resource else None
+
+
+def device_plugin_daemonsets(daemonsets, plugin):
+    """The DaemonSets that serve the preset's device-plugin resources, recognised by what they are, not by our labels:
+    the collection's device plugin serving a resource of the vendor's domain (nvidia.com/gpu, or a MIG or time-sliced
+    name such as nvidia.com/mig-1g.10gb or nvidia.com/gpu.shared), or any DaemonSet that carries one of the vendor's
+    upstream labels (on itself, its selector or its pod template) or runs the vendor's device-plugin image."""
+    domains = set(_domain(r) for r in plugin["resources"])
+    found = []
+    for ds in daemonsets:
+        labels = _all_labels(ds)
+        template = (ds.get("spec") or {}).get("template") or {}
+        annotations = (template.get("metadata") or {}).get("annotations") or {}
+        served = [r for r in (annotations.get(RESOURCES_ANNOTATION) or "").split(",") if r]
+        ours = managed_here(ds) and labels.get(COMPONENT_LABEL) == "device-plugin" and \
+            any(_domain(r) in domains for r in served)
+        upstream = any(labels.get(k) == v for k, v in plugin["labels"])
+        if ours or upstream or _runs_image(ds, plugin.get("images") or ()):
+            found.append(ds)
+    return found
+
+
+def same_driver_daemonsets(daemonsets, driver, images, own):
+    """Other DaemonSets that run the same DRA driver (a second install, a Helm release in another namespace): the
+    collection's, by the driver annotation of their pod template, or any that runs the driver's image. own:
+    (namespace, name) of the DaemonSet being deployed, which is left out."""
+    found = []
+    for ds in daemonsets:
+        meta = ds.get("metadata") or {}
+        if (meta.get("namespace"), meta.get("name")) == tuple(own):
+            continue
+        template = (ds.get("spec") or {}).get("template") or {}
+        annotations = (template.get("metadata") or {}).get("annotations") or {}
+        if annotations.get(DRIVER_ANNOTATION) == driver or _runs_image(ds, images):
+            found.append(ds)
+    return found
+
+
+def _eligible_nodes(pod_spec, nodes):
+    """The nodes a DaemonSet of this template runs on now, and those it will run on once they finish joining
+    (held back only by the not-ready, unreachable or network-unavailable taints, or not Ready yet)."""
+    return set(ds_rollout.selected_nodes(pod_spec, nodes)) | set(ds_rollout.joining_nodes(pod_spec, nodes))
+
+
+def overlapping_nodes(pod_spec, daemonsets, nodes):
+    """{"namespace/name": [nodes]}: the nodes each DaemonSet runs on, or will once they have joined, that pod_spec
+    runs on too, or will."""
+    wanted = _eligible_nodes(pod_spec, nodes)
+    out = {}
+    for ds in daemonsets:
+        template_spec = ((ds.get("spec") or {}).get("template") or {}).get("spec")
+        shared = sorted(wanted & _eligible_nodes(template_spec, nodes))
+        if shared:
+            meta = ds.get("metadata") or {}
+            out["%s/%s" % (meta.get("namespace"), meta.get("name"))] = shared
+    return out
+
+
+def nodes_serving(pod_spec, nodes, resources):
+    """{node: "resource=count"} for the nodes pod_spec runs on (or will) whose allocatable already holds one of these
+    extended resources above 0: a device plugin serves them there, whatever DaemonSet (or none we can see) runs it.
+    Allocatable, not capacity: the kubelet zeroes allocatable as soon as a plugin goes, capacity only minutes later."""
+    wanted = _eligible_nodes(pod_spec, nodes)
+    out = {}
+    for node in nodes:
+        name = node["metadata"]["name"]
+        if name not in wanted:
+            continue
+        allocatable = (node.get("status") or {}).get("allocatable") or {}
+        held = ["%s=%s" % (r, allocatable[r]) for r in sorted(allocatable)
+                if _domain(r) in set(_domain(x) for x in resources) and str(allocatable[r]) not in ("0", "")]
+        if held:
+            out[name] = ", ".join(held)
+    return out
+
+
+def overlap_message(driver, overlap, resources, option, serving=None):
+    """The refusal: the device-plugin DaemonSets and the nodes they share with the driver (joining ones included),
+    and nodes whose allocatable shows the resource served by a plugin no DaemonSet we could see explains."""
+    found = []
+    if overlap:
+        parts = ["%s (%s)" % (key, ds_rollout.few(nodes)) for key, nodes in sorted(overlap.items())]
+        found.append("the device plugin DaemonSet %s serves %s on node(s) the driver would run on (joining nodes "
+                     "included)" % ("; ".join(parts), " or ".join(resources)))
+    if serving:
+        found.append("node(s) %s already hand out %s through a device plugin" % (
+            ds_rollout.few("%s (%s)" % (node, held) for node, held in sorted(serving.items())), " or ".join(resources)))
+    return ("Refusing to deploy the DRA driver %s: %s, and both would hand out the same devices. Narrow the device "
+            "plugin and the driver to different nodes (node_selector on both; the migration in docs/dra.md), remove "
+            "the device plugin, or set %s: true if you mean it. Nothing was written."
+            % (driver, "; ".join(found), option))
+
+
+def same_driver_message(driver, overlap, option):
+    parts = ["%s (%s)" % (key, ds_rollout.few(nodes)) for key, nodes in sorted(overlap.items())]
+    return ("Refusing to deploy the DRA driver %s: DaemonSet %s already runs it on node(s) this one would run on, and "
+            "two kubelet plugins of one driver on a node publish and prepare the same devices twice. Remove the other "
+            "installation, narrow both to different nodes (node_selector), or set %s: true if you mean it. Nothing "
+            "was written." % (driver, "; ".join(parts), option))
