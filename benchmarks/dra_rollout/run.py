@@ -17,14 +17,14 @@ the DRA example driver (the same objects, built by the module's own code, for bo
             stand-in's go around it)
 
 On a large cluster the GPU nodes are a pool among many others: --background-nodes adds that many Node objects the
-driver does not select (API-only, no kubelet: only their size in every Node list and watch counts), and --rejoining
-takes that many GPU nodes away (their kubelet stand-in stops its heartbeats until the node lifecycle controller
-taints them unreachable) and brings them back --rejoin-after seconds after the driver's DaemonSet appears, as a
-pool whose nodes reboot during the rollout. --collection runs the module of another checkout (a `git worktree` of an
+driver does not select (API-only, no kubelet: only their size in every Node list and watch counts), and --joining
+makes that many GPU nodes join during the rollout: their kubelet (stand-in) posts Ready False, as a node whose
+network plugin has not started, so the node lifecycle controller taints them not-ready, until --join-after seconds
+after the driver's DaemonSet appears. --collection runs the module of another checkout (a `git worktree` of an
 older commit: the "before" of a change).
 
 Usage: python benchmarks/dra_rollout/run.py [--nodes 20 100] [--rounds 3] [--ways kubehw k8s] [--output FILE]
-                                            [--background-nodes N] [--rejoining K --rejoin-after S] [--collection DIR]
+                                            [--background-nodes N] [--joining K --join-after S] [--collection DIR]
 """
 
 from __future__ import absolute_import, division, print_function
@@ -54,7 +54,11 @@ DRIVER = "gpu.example.com"
 POLL_DELAY = 5
 # the driver runs on the GPU nodes only: on a large cluster they are a pool among others
 GPU_LABEL = {"bench.kubehw.io/gpu": "true"}
-UNREACHABLE_TAINT = "node.kubernetes.io/unreachable"
+NOT_READY_TAINT = "node.kubernetes.io/not-ready"
+# With thousands of nodes the controller manager's default API rate (20 requests/s) leaves it minutes behind (lifting
+# the not-ready taint of each new node is one request), and nodes without a kubelet would turn Unknown after 40 s:
+# a large cluster's steady state is nodes that are Ready, and a controller manager sized for them.
+LARGE_CLUSTER_KCM_ARGS = ["--kube-api-qps=1000", "--kube-api-burst=2000", "--node-monitor-grace-period=1h"]
 
 
 def gpu_node_names(nodes):
@@ -155,23 +159,23 @@ def spans(lines, sim_requests):
     return out
 
 
-def wait_for_taint(core, names, present, timeout=180):
-    """Until every node of ``names`` has (present) or lacks the unreachable taint; read around the request log."""
+def wait_for_taint(core, names, present, selector="bench.kubehw.io/gpu=true", timeout=180):
+    """Until every node of ``names`` has (present) or lacks the not-ready taint; read around the request log."""
     deadline = time.monotonic() + timeout
     while True:
-        nodes = json.loads(core.list_node(label_selector="bench.kubehw.io/gpu=true", _preload_content=False).data)
+        nodes = json.loads(core.list_node(label_selector=selector, _preload_content=False).data)
         tainted = set(n["metadata"]["name"] for n in nodes["items"]
-                      if any(t.get("key") == UNREACHABLE_TAINT for t in (n.get("spec") or {}).get("taints") or []))
+                      if any(t.get("key") == NOT_READY_TAINT for t in (n.get("spec") or {}).get("taints") or []))
         if all((name in tainted) == present for name in names):
             return
         if time.monotonic() > deadline:
             sys.exit("nodes %s did not %s the %s taint within %d s" % (names, "get" if present else "lose",
-                                                                      UNREACHABLE_TAINT, timeout))
+                                                                      NOT_READY_TAINT, timeout))
         time.sleep(1)
 
 
-def rejoin_later(sim, names, after, stop):
-    """Once the driver's DaemonSet exists, wait ``after`` seconds and let the nodes' heartbeats resume (a thread)."""
+def join_later(sim, names, after, stop):
+    """Once the driver's DaemonSet exists, wait ``after`` seconds and let the nodes turn Ready (a thread)."""
     from kubernetes import client, config
 
     apps = client.AppsV1Api(config.new_client_from_config(config_file=sim.plane.kubeconfig))
@@ -185,18 +189,19 @@ def rejoin_later(sim, names, after, stop):
         if stop.wait(after):
             return
         for name in names:
-            sim.standin.set_node_unreachable(name, False)
-    thread = threading.Thread(target=run, name="rejoin", daemon=True)
+            sim.standin.set_node_starting(name, False)
+    thread = threading.Thread(target=run, name="join", daemon=True)
     thread.start()
     return thread
 
 
-def run_size(nodes, rounds, workdir, ways=("kubehw", "k8s"), background=0, rejoining=0, rejoin_after=10.0,
+def run_size(nodes, rounds, workdir, ways=("kubehw", "k8s"), background=0, joining=0, join_after=10.0,
              collections=None):
     from tests.support.local_cluster import LocalCluster
     from kubernetes import client, config
 
-    sim = LocalCluster("bench-dra", node_config=cluster(nodes), request_log=True)
+    sim = LocalCluster("bench-dra", node_config=cluster(nodes), request_log=True,
+                       controller_manager_args=LARGE_CLUSTER_KCM_ARGS if background else ())
     sim.start()
     stop = threading.Event()
     try:
@@ -204,16 +209,18 @@ def run_size(nodes, rounds, workdir, ways=("kubehw", "k8s"), background=0, rejoi
         core.create_namespace({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
         if background:
             started = time.monotonic()
-            sim.create_nodes(["cpu-%05d" % i for i in range(background)], labels={"bench.kubehw.io/pool": "cpu"})
-            print("%d background nodes created in %.0f s" % (background, time.monotonic() - started))
-        away = gpu_node_names(nodes)[:rejoining]
-        if away:
-            for name in away:
-                sim.standin.set_node_unreachable(name)
+            names = ["cpu-%05d" % i for i in range(background)]
+            sim.create_nodes(names, labels={"bench.kubehw.io/pool": "cpu"}, ready=True)
+            wait_for_taint(sim.core(), names, present=False, selector="bench.kubehw.io/pool=cpu", timeout=600)
+            print("%d background nodes created and Ready in %.0f s" % (background, time.monotonic() - started))
+        starting = gpu_node_names(nodes)[:joining]
+        if starting:
+            for name in starting:
+                sim.standin.set_node_starting(name)
             started = time.monotonic()
-            wait_for_taint(sim.core(), away, present=True)
-            print("%d GPU nodes unreachable (tainted) after %.0f s" % (len(away), time.monotonic() - started))
-            rejoin_later(sim, away, rejoin_after, stop)
+            wait_for_taint(sim.core(), starting, present=True)
+            print("%d GPU nodes not ready (tainted) after %.0f s" % (len(starting), time.monotonic() - started))
+            join_later(sim, starting, join_after, stop)
         sim.clear_requests()
         play = [{"name": "dra rollout benchmark", "hosts": "localhost", "connection": "local", "gather_facts": False,
                  "vars": {"ansible_python_interpreter": sys.executable}, "tasks": tasks_for(rounds, nodes, ways)}]
@@ -245,14 +252,14 @@ def main():
                         help="which ways to run (kubehw alone: the module's requests at a size the other way takes long at)")
     parser.add_argument("--background-nodes", type=int, default=0,
                         help="Node objects the driver does not select (API-only), beside the GPU nodes")
-    parser.add_argument("--rejoining", type=int, default=0,
-                        help="GPU nodes unreachable when the rollout starts, back --rejoin-after s after it started")
-    parser.add_argument("--rejoin-after", type=float, default=10.0)
+    parser.add_argument("--joining", type=int, default=0,
+                        help="GPU nodes still joining when the rollout starts, Ready --join-after s after it started")
+    parser.add_argument("--join-after", type=float, default=10.0)
     parser.add_argument("--collection", help="run the module of this checkout (another commit) instead")
     parser.add_argument("--output", default=os.path.join(ROOT, "benchmarks", "results", "dra_rollout.json"))
     opts = parser.parse_args()
-    if opts.rejoining and (opts.rounds != 1 or len(opts.ways) != 1):
-        parser.error("--rejoining takes nodes away once: use it with --rounds 1 and one way")
+    if opts.joining and (opts.rounds != 1 or len(opts.ways) != 1):
+        parser.error("--joining lets nodes join once: use it with --rounds 1 and one way")
     if not has_test_collection("kubernetes.core"):
         sys.exit("kubernetes.core is missing: run `make setup` (it unpacks it from the PyPI ansible wheel)")
     workdir = tempfile.mkdtemp(prefix="bench-dra-")
@@ -261,8 +268,8 @@ def main():
     rows, summary = [], {}
     for nodes in opts.nodes:
         started = time.time()
-        size_rows = run_size(nodes, opts.rounds, workdir, opts.ways, opts.background_nodes, opts.rejoining,
-                             opts.rejoin_after, collections)
+        size_rows = run_size(nodes, opts.rounds, workdir, opts.ways, opts.background_nodes, opts.joining,
+                             opts.join_after, collections)
         for row in size_rows:
             row["nodes"] = nodes
         rows += size_rows
@@ -282,7 +289,7 @@ def main():
                    "N kubelet stand-in nodes with %d example.com/gpu each, pod_start_delay %s s"
                    % (DEVICES_PER_NODE, POD_START_DELAY),
         "kubernetes.core": "from the PyPI ansible==12.3.0 wheel (.cache/collections)",
-        "background_nodes": opts.background_nodes, "rejoining": opts.rejoining, "rejoin_after_s": opts.rejoin_after,
+        "background_nodes": opts.background_nodes, "joining": opts.joining, "join_after_s": opts.join_after,
         "collection": os.path.abspath(opts.collection) if opts.collection else ROOT,
         "rounds": opts.rounds, "load_average_at_end": load, "summary": summary, "rows": rows,
         "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),

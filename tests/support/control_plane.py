@@ -160,9 +160,10 @@ def _kubeconfig(path, port, ca_pem, user, token):
 
 class ControlPlane:
     """bin_dir: a folder with the four executables (k8s_binaries.locate()); state_dir: where this control plane keeps
-    its certificates, etcd data, logs and pid files."""
+    its certificates, etcd data, logs and pid files; controller_manager_args: flags added after (so overriding) the
+    controller manager's own here (a benchmark of thousands of nodes raises its API rate and node grace period)."""
 
-    def __init__(self, bin_dir, state_dir):
+    def __init__(self, bin_dir, state_dir, controller_manager_args=()):
         self.bin_dir = os.path.abspath(bin_dir)
         self.state_dir = os.path.abspath(state_dir)
         self.pki = os.path.join(self.state_dir, "pki")
@@ -173,6 +174,7 @@ class ControlPlane:
         self.ca_cert = os.path.join(self.pki, "ca.crt")
         self.api_port = None
         self._procs = {}    # the components this object started: name -> Popen
+        self.controller_manager_args = list(controller_manager_args)
 
     def add_owner(self, pid=None):
         """Record a process this control plane belongs to (the one starting it is recorded by start())."""
@@ -223,7 +225,7 @@ class ControlPlane:
                 "--cluster-signing-key-file", os.path.join(self.pki, "ca.key"),
                 "--service-cluster-ip-range", "10.0.0.0/24",
                 # a test's new node joins within a second; a stopped kubelet's node turns Unknown after 40 s
-                "--node-monitor-period=1s", "--node-monitor-grace-period=40s"])
+                "--node-monitor-period=1s", "--node-monitor-grace-period=40s"] + self.controller_manager_args)
             self._spawn("kube-scheduler", self._component_args("scheduler", sched))
             for name, port in (("kube-controller-manager", kcm), ("kube-scheduler", sched)):
                 self._wait(name, "https://127.0.0.1:%d/healthz" % port, lambda body: body == b"ok", deadline)

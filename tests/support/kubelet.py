@@ -117,6 +117,11 @@ class KubeletStandIn:
             if not unreachable:
                 self._next_heartbeat[name] = 0
 
+    def set_node_starting(self, name, starting=True):
+        """The node's kubelet posts Ready False (up, its network not ready yet) until called with False; its pods wait."""
+        with self._lock:
+            self.kubelet.set_starting(name, starting)
+
     def fail_pod_start(self, node, reason="ImagePullBackOff"):
         self.kubelet.set_fail(node, reason)
 
@@ -173,14 +178,15 @@ class KubeletStandIn:
         """Ready condition and Lease renewed at the heartbeat cadence; allocatable kept equal to capacity."""
         now = time.monotonic()
         status = node.get("status") or {}
-        ready = (condition(node, "Ready") or {}).get("status") == "True"
+        wanted = self.kubelet.ready(name)
+        as_wanted = (condition(node, "Ready") or {}).get("status") == ("True" if wanted else "False")
         allocatable = self.kubelet.allocatable(name, status)
         changed = allocatable is not None and allocatable != (status.get("allocatable") or {})
         due = now >= self._next_heartbeat.get(name, 0)
-        if not due and ready and not changed:
+        if not due and as_wanted and not changed:
             return
         ops = []
-        conditions = heartbeat_conditions(status, now_rfc3339(), due)
+        conditions = heartbeat_conditions(status, now_rfc3339(), due, wanted)
         if conditions is not None:
             ops.append({"op": "replace", "path": "/status/conditions", "value": conditions})
         if changed and status.get("capacity"):
@@ -221,14 +227,17 @@ class KubeletStandIn:
             node = nodes.get(name)
             if node is None or not self.kubelet.reachable(name):
                 continue
-            for step in (lambda: self._heartbeat(name, node), lambda: self._pods(by_node.get(name, [])),
-                         lambda: self._plugins(name, node, by_node.get(name, []))):
+            steps = [lambda: self._heartbeat(name, node)]
+            if self.kubelet.ready(name):    # a starting kubelet runs no pod yet
+                steps += [lambda: self._pods(by_node.get(name, [])), lambda: self._plugins(name, node, by_node.get(name, []))]
+            for step in steps:
                 try:
                     step()
                 except ApiException as err:
                     if err.status not in (404, 409, 422):   # raced with another writer: the next pass retries
                         raise
-        self._slices([p for n, node_pods in by_node.items() if self.kubelet.reachable(n) for p in node_pods])
+        self._slices([p for n, node_pods in by_node.items()
+                      if self.kubelet.reachable(n) and self.kubelet.ready(n) for p in node_pods])
 
     # ------------------------------------------------------------ pods
 

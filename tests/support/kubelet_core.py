@@ -140,12 +140,22 @@ def node_conditions(heartbeat, transition, ready):
              "lastHeartbeatTime": heartbeat, "lastTransitionTime": transition} for t, s, r, m in rows]
 
 
-def heartbeat_conditions(status, stamp, beat):
-    """The conditions a kubelet writes at a status update: fresh Ready ones if the node is not Ready, else (on a
-    heartbeat) the same with a new lastHeartbeatTime; None when there is nothing to write."""
-    ready = condition({"status": status}, "Ready")
-    if ready is None or ready.get("status") != "True":
-        return node_conditions(stamp, stamp, ready=True)
+def starting_conditions(heartbeat, transition):
+    """What a kubelet that is up but not ready yet posts (a fresh node whose network plugin has not started)."""
+    rows = node_conditions(heartbeat, transition, ready=True)
+    rows[-1].update(status="False", reason="KubeletNotReady",
+                    message="container runtime network not ready: NetworkReady=false reason:NetworkPluginNotReady "
+                            "message:Network plugin returns error: cni plugin not initialized")
+    return rows
+
+
+def heartbeat_conditions(status, stamp, beat, ready=True):
+    """The conditions a kubelet writes at a status update: fresh ones if Ready is not what the kubelet posts (True, or
+    False while it is starting: ``ready`` False), else (on a heartbeat) the same with a new lastHeartbeatTime; None
+    when there is nothing to write."""
+    current = condition({"status": status}, "Ready")
+    if current is None or current.get("status") != ("True" if ready else "False"):
+        return node_conditions(stamp, stamp, ready=True) if ready else starting_conditions(stamp, stamp)
     if not beat:
         return None
     return [dict(c, lastHeartbeatTime=stamp) for c in status.get("conditions") or []]
@@ -210,6 +220,7 @@ class KubeletCore:
         self.pod_stop_delay = float(self.config.get("pod_stop_delay", self.pod_start_delay))
         self.plugin_stop_grace = float(self.config.get("device_plugin_stop_grace", DEFAULT_PLUGIN_STOP_GRACE))
         self.unreachable = set()
+        self.starting = set()           # nodes whose kubelet posts Ready False (up, network not ready): no pods run
         self.fail = {}                  # node -> waiting reason of its pods
         self._seen = {}                 # pod uid -> monotonic time the kubelet first saw it bound (Pending)
         self._running = {}              # pod uid -> monotonic time it first saw it running and ready
@@ -226,6 +237,14 @@ class KubeletCore:
         else:
             self.unreachable.discard(name)
 
+    def set_starting(self, name, starting=True):
+        """The node's kubelet posts Ready False, as one that has just registered and waits for its network plugin; the
+        node lifecycle controller taints it not-ready, and its pods wait. False: it turns Ready."""
+        if starting:
+            self.starting.add(name)
+        else:
+            self.starting.discard(name)
+
     def set_fail(self, node, reason):
         """Pods on node (existing and future) never become ready, their containers waiting with reason (None: undo)."""
         if reason:
@@ -239,6 +258,9 @@ class KubeletCore:
 
     def reachable(self, name):
         return name not in self.unreachable
+
+    def ready(self, name):
+        return name not in self.starting
 
     def forget(self, uid):
         """A pod is gone: drop what the core remembered of it."""

@@ -7,6 +7,7 @@ for its request log.
 
     with LocalCluster("bench", node_config=None, request_log=True) as cluster:
         cluster.create_nodes(names, labels)   # thousands of Node objects, no kubelet (API-side only)
+        LocalCluster(..., controller_manager_args=[...])   # flags for the control plane's controller manager
         cluster.kubeconfig                     # the proxy's (request_log=True) or the admin's
         cluster.url, cluster.ca_cert_path, cluster.token
         cluster.requests, cluster.clear_requests()   # the proxy's log (request_log=True)
@@ -38,8 +39,9 @@ class LocalClusterError(RuntimeError):
 
 
 class LocalCluster:
-    def __init__(self, name, node_config=None, request_log=False):
+    def __init__(self, name, node_config=None, request_log=False, controller_manager_args=()):
         self.name = name
+        self.controller_manager_args = list(controller_manager_args)
         self.node_config = node_config
         self.request_log = request_log
         self.plane = None
@@ -66,7 +68,7 @@ class LocalCluster:
             raise LocalClusterError("no Kubernetes control-plane binaries: set KUBEHW_K8S_ASSETS to a folder of them, "
                                     "or run make setup, which downloads them (docs/development.md)")
         base = os.path.join(REPO_ROOT, ".cache", "%s-control-plane" % self.name)
-        self.plane = ControlPlane(bin_dir, os.path.join(base, "run-%d" % os.getpid()))
+        self.plane = ControlPlane(bin_dir, os.path.join(base, "run-%d" % os.getpid()), self.controller_manager_args)
         try:
             self.plane.start()
         except ControlPlaneError as exc:
@@ -115,12 +117,21 @@ class LocalCluster:
 
         return client.CoreV1Api(config.new_client_from_config(config_file=self.plane.kubeconfig))
 
-    def create_nodes(self, names, labels=None, capacity=None, threads=16):
+    def create_nodes(self, names, labels=None, capacity=None, threads=16, ready=False):
         """Node objects with that capacity (allocatable the same) and no kubelet: what an API-only benchmark needs.
-        Created straight at the apiserver, in `threads` parallel requests."""
+        Created straight at the apiserver, in `threads` parallel requests. ready: with a Ready condition, so the node
+        lifecycle controller lifts the not-ready taint the apiserver gives every new node (and, without heartbeats,
+        turns them Unknown after its grace period)."""
+        from tests.support.k8s_objects import now_rfc3339
+        from tests.support.kubelet_core import node_conditions
+
         core = self.core()
         status_ops = [{"op": "add", "path": "/status/capacity", "value": dict(capacity or NODE_CAPACITY)},
                       {"op": "add", "path": "/status/allocatable", "value": dict(capacity or NODE_CAPACITY)}]
+        if ready:
+            stamp = now_rfc3339()
+            status_ops.append({"op": "add", "path": "/status/conditions",
+                               "value": node_conditions(stamp, stamp, ready=True)})
 
         def create(name):
             core.create_node({"apiVersion": "v1", "kind": "Node",

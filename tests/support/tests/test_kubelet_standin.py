@@ -145,3 +145,38 @@ def test_without_the_standin_pods_never_run_and_the_lease_is_not_renewed(kubecon
     finally:
         cleanup = KubeletStandIn(kubeconfigs[1], node_config(tag))
         cleanup.stop()      # removes the node, its lease and its pods
+
+
+def test_a_starting_node_posts_not_ready_is_tainted_runs_no_pod_and_joins_when_let(kubeconfigs, api, namespace):
+    """set_node_starting: the kubelet is up (heartbeats, Lease) but posts Ready False, as a node whose network plugin
+    has not started; the real node lifecycle controller taints it not-ready, the DaemonSet controller leaves it out.
+    Let go, it turns Ready, the taint goes and the DaemonSet's pod runs there."""
+    tag = uuid.uuid4().hex[:8]
+    node = "standin-%s" % tag
+    standin = KubeletStandIn(kubeconfigs[1], node_config(tag)).start()
+    try:
+        def not_ready_taint():
+            return [t for t in read(api["core"].read_node, node)["spec"].get("taints") or []
+                    if t["key"] == "node.kubernetes.io/not-ready"]
+
+        def ready_condition():
+            return [c for c in read(api["core"].read_node, node)["status"]["conditions"] if c["type"] == "Ready"][0]
+
+        wait_for(lambda: not not_ready_taint(), what="the registration's not-ready taint to go")
+        standin.set_node_starting(node)
+        ready = wait_for(lambda: ready_condition()["status"] == "False" and ready_condition(),
+                         what="Ready False from the starting kubelet")
+        assert ready["reason"] == "KubeletNotReady", ready
+        wait_for(not_ready_taint, what="the node lifecycle controller's not-ready taint on the starting node")
+        api["apps"].create_namespaced_daemon_set(namespace, daemonset("plugin", tag, PLUGIN_IMAGE))
+        time.sleep(3)
+        status = read(api["apps"].read_namespaced_daemon_set, "plugin", namespace).get("status") or {}
+        assert status.get("desiredNumberScheduled", 0) == 0, status
+
+        standin.set_node_starting(node, False)
+        wait_for(lambda: not not_ready_taint(), what="the not-ready taint to go once the node is Ready")
+        wait_for(lambda: (read(api["apps"].read_namespaced_daemon_set, "plugin", namespace).get("status") or {})
+                 .get("numberReady") == 1, what="the DaemonSet's pod ready on the node that joined")
+        assert standin.errors == []
+    finally:
+        standin.stop()
