@@ -24,6 +24,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import calendar
+import json
 import time
 
 from ansible_collections.kubehw.devices.plugins.module_utils import _daemonset_rollout as ds_rollout
@@ -207,6 +208,20 @@ def _ready_condition(node):
     return None
 
 
+def joining_state(nodes_by_name, names):
+    """{node: (its Ready status, its taints)} of these nodes (None for one that is gone): what keeps a node joining.
+    A heartbeat changes none of it."""
+    out = {}
+    for name in names:
+        node = nodes_by_name.get(name)
+        if node is None:
+            out[name] = None
+            continue
+        taints = sorted((t.get("key") or "", t.get("effect") or "") for t in (node.get("spec") or {}).get("taints") or [])
+        out[name] = ((_ready_condition(node) or {}).get("status"), taints)
+    return out
+
+
 def _kubelet_silent(node):
     return (_ready_condition(node) or {}).get("status") == "Unknown"
 
@@ -271,6 +286,7 @@ class RolloutWait(object):
         self.refusal = None     # the refusal that failed the wait
         self._status = None     # the DaemonSet's status at the last look, and since when it has not changed
         self._stalled_since = None
+        self._pods_seen = None  # (the DaemonSet's status, its pods) of the last pod list in the wait
 
     # -- what the wait reads
     def nodes(self, wait_for_change=0.0):
@@ -295,6 +311,26 @@ class RolloutWait(object):
         except KubeHwError as err:
             if err.reason != "Timeout":
                 raise
+
+    def _next_joining_change(self, seconds):
+        """Wait up to ``seconds`` for a joining node to change what keeps it joining (Ready, taints) or to go. The
+        other nodes' changes (thousands of heartbeats on a large cluster) do not wake the wait."""
+        names = sorted(self.joining)
+        before = joining_state(self.node_watch.objects, names)
+        try:
+            self.node_watch.until(lambda objs: joining_state(objs, names) != before, seconds)
+        except KubeHwError as err:
+            if err.reason != "Timeout":
+                raise
+
+    def _pods_while_waiting(self, daemonset):
+        """The DaemonSet's pods, listed again only when its status changed since the last list: the controller writes
+        the status whenever it creates, deletes or counts a pod, so a look that saw no such change needs no list."""
+        key = json.dumps((daemonset.get("status") or {}, (daemonset.get("metadata") or {}).get("generation")),
+                         sort_keys=True)
+        if self._pods_seen is None or self._pods_seen[0] != key:
+            self._pods_seen = (key, self.pods(daemonset))
+        return self._pods_seen[1]
 
     def pods(self, daemonset):
         listing = self.client.list_all(self.client.core.list_namespaced_pod, self.namespace,
@@ -366,7 +402,8 @@ class RolloutWait(object):
         """Some pod of the current template is not ready yet (and not going away)."""
         generation = (daemonset.get("metadata") or {}).get("generation")
         return any(not ds_rollout.pod_ready(p) and not ds_rollout.is_old_pod(p, generation)
-                   and not (p.get("metadata") or {}).get("deletionTimestamp") for p in self.pods(daemonset))
+                   and not (p.get("metadata") or {}).get("deletionTimestamp")
+                   for p in self._pods_while_waiting(daemonset))
 
     # -- the wait
     def _look(self, done, step, last):
@@ -394,7 +431,7 @@ class RolloutWait(object):
             if done(last) and not cover_nodes:
                 return last
             if done(last):
-                self.joining, self.uncovered = uncovered_nodes(last, self.nodes(), self.pods)
+                self.joining, self.uncovered = uncovered_nodes(last, self.nodes(), self._pods_while_waiting)
                 if not self.joining and not self.uncovered:
                     return last
                 if not self.joining:
@@ -406,7 +443,7 @@ class RolloutWait(object):
                     self._next_change(self.daemonsets, min(self.remaining(), slice_))
                 else:
                     uncovered_since = None
-                    self.nodes(wait_for_change=min(self.remaining(), slice_))
+                    self._next_joining_change(min(self.remaining(), slice_))
             else:
                 problem = self.failure(last) or self.budget_spent(last)
                 if problem:
