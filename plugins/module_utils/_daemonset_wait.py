@@ -208,18 +208,14 @@ def _ready_condition(node):
     return None
 
 
-def joining_state(nodes_by_name, names):
-    """{node: (its Ready status, its taints)} of these nodes (None for one that is gone): what keeps a node joining.
-    A heartbeat changes none of it."""
-    out = {}
-    for name in names:
-        node = nodes_by_name.get(name)
-        if node is None:
-            out[name] = None
-            continue
-        taints = sorted((t.get("key") or "", t.get("effect") or "") for t in (node.get("spec") or {}).get("taints") or [])
-        out[name] = ((_ready_condition(node) or {}).get("status"), taints)
-    return out
+def all_joined(pod_spec, names):
+    """A predicate over the nodes by name: every node of ``names`` has joined (Ready, no joining taint the pods do
+    not tolerate) or is gone. Heartbeats, other nodes' changes and the first of several nodes to join do not make it
+    true."""
+    def joined(nodes_by_name):
+        left = [nodes_by_name[name] for name in names if name in nodes_by_name]
+        return not ds_rollout.joining_nodes(pod_spec, left)
+    return joined
 
 
 def _kubelet_silent(node):
@@ -312,13 +308,13 @@ class RolloutWait(object):
             if err.reason != "Timeout":
                 raise
 
-    def _next_joining_change(self, seconds):
-        """Wait up to ``seconds`` for a joining node to change what keeps it joining (Ready, taints) or to go. The
-        other nodes' changes (thousands of heartbeats on a large cluster) do not wake the wait."""
-        names = sorted(self.joining)
-        before = joining_state(self.node_watch.objects, names)
+    def _until_joined(self, daemonset, seconds):
+        """Wait up to ``seconds`` until every node still joining has joined (or is gone): one watch request per look,
+        however many nodes join meanwhile and however often the others (thousands of heartbeats on a large cluster)
+        change."""
+        pod_spec = daemonset["spec"]["template"].get("spec")
         try:
-            self.node_watch.until(lambda objs: joining_state(objs, names) != before, seconds)
+            self.node_watch.until(all_joined(pod_spec, sorted(self.joining)), seconds)
         except KubeHwError as err:
             if err.reason != "Timeout":
                 raise
@@ -443,7 +439,7 @@ class RolloutWait(object):
                     self._next_change(self.daemonsets, min(self.remaining(), slice_))
                 else:
                     uncovered_since = None
-                    self._next_joining_change(min(self.remaining(), slice_))
+                    self._until_joined(last, min(self.remaining(), slice_))
             else:
                 problem = self.failure(last) or self.budget_spent(last)
                 if problem:
