@@ -36,3 +36,21 @@ def test_the_overrides_reach_the_module_as_booleans(value, expected):
 def test_env_reaches_the_module():
     # MPS: the NVIDIA driver's kubelet plugin reads its sharing settings from the environment
     assert deploy_args(dra_driver_env={'MPS_ROOT': '/run/nvidia/mps'})['env'] == {'MPS_ROOT': '/run/nvidia/mps'}
+
+
+def test_the_role_offers_every_preset_of_the_module():
+    """The role's preset choices are the module's: a preset added to the module (kubernetes_test was) is usable
+    from the role too."""
+    import os
+
+    import yaml
+
+    from ansible_collections.kubehw.devices.plugins.module_utils import _dra_driver_presets as presets
+
+    spec_file = os.path.join(os.path.dirname(__file__), '..', '..', '..', 'roles', 'dra_driver', 'meta',
+                             'argument_specs.yml')
+    with open(spec_file) as f:
+        options = yaml.safe_load(f)['argument_specs']['main']['options']
+    assert sorted(options['dra_driver_preset']['choices']) == sorted(presets.PRESET_NAMES)
+    assert deploy_args(dra_driver_preset='kubernetes_test', dra_driver_image='registry.example/test-driver:v1')[
+        'image'] == 'registry.example/test-driver:v1'
