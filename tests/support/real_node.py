@@ -110,6 +110,18 @@ WATCHED_SYSCTLS = ("vm/overcommit_memory", "vm/panic_on_oom", "kernel/panic", "k
                    "net/ipv4/ip_forward")
 
 
+def cgroups_named(match):
+    """The host's cgroup directories (every hierarchy under /sys/fs/cgroup) whose name ``match(name)`` accepts, not
+    those below one found."""
+    found = []
+    for hierarchy in os.listdir("/sys/fs/cgroup"):
+        for directory, subdirectories, _files in os.walk(os.path.join("/sys/fs/cgroup", hierarchy)):
+            hits = [name for name in subdirectories if match(name)]
+            found.extend(os.path.join(directory, name) for name in hits)
+            subdirectories[:] = [name for name in subdirectories if name not in hits]
+    return sorted(found)
+
+
 def host_footprint(state_dir):
     """What a real node must leave as it found it on the host: mounts under its state_dir, /proc/sys and
     /sys/fs/cgroup (other mounts come and go with the other stages running beside it), cgroups of real nodes, network
@@ -118,9 +130,7 @@ def host_footprint(state_dir):
     with open("/proc/self/mountinfo") as handle:
         mounts = sorted(point for point in (line.split()[4] for line in handle)
                         if (point + "/").startswith(watched))
-    cgroups = sorted(os.path.join(directory, name) for hierarchy in os.listdir("/sys/fs/cgroup")
-                     for directory, names, _files in os.walk(os.path.join("/sys/fs/cgroup", hierarchy))
-                     for name in names if name.startswith("kubehw-real-node-"))
+    cgroups = cgroups_named(lambda name: name.startswith("kubehw-real-node-"))
     sysctls = {}
     for tunable in WATCHED_SYSCTLS:
         with open(os.path.join("/proc/sys", tunable)) as handle:
@@ -407,13 +417,9 @@ class RealNode:
         """The cgroup directories of the host that belong to this node (the kubelet's cgroup root, wherever the
         node's cgroup placed it), deepest first."""
         found = []
-        for hierarchy in os.listdir("/sys/fs/cgroup"):
-            top = os.path.join("/sys/fs/cgroup", hierarchy)
-            for directory, subdirectories, _files in os.walk(top):
-                if os.path.basename(directory) == self.cgroup_root:
-                    found.extend(os.path.join(d, s) for d, subs, _f in os.walk(directory) for s in subs)
-                    found.append(directory)
-                    subdirectories[:] = []
+        for top in cgroups_named(lambda name: name == self.cgroup_root):
+            found.append(top)
+            found.extend(os.path.join(d, s) for d, subs, _f in os.walk(top) for s in subs)
         return sorted(found, key=lambda path: -path.count("/"))
 
     def remove_cgroups(self, timeout=30):
