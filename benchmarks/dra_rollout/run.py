@@ -170,7 +170,7 @@ def wait_for_taint(core, names, present, selector="bench.kubehw.io/gpu=true", ti
             return
         if time.monotonic() > deadline:
             sys.exit("nodes %s did not %s the %s taint within %d s" % (names, "get" if present else "lose",
-                                                                      NOT_READY_TAINT, timeout))
+                                                                       NOT_READY_TAINT, timeout))
         time.sleep(1)
 
 

@@ -490,19 +490,19 @@ class DraDriverDeploy(ds_task.DaemonSetTask):
     # -- reads -------------------------------------------------------------------------------------
     def read_rbac(self):
         account = self.read(self.client.core.read_namespaced_service_account, self.name, self.namespace,
-                             what='read ServiceAccount "%s/%s"' % (self.namespace, self.name))
+                            what='read ServiceAccount "%s/%s"' % (self.namespace, self.name))
         if self.params["rbac"] != "create":
             return account, None, None
         role = self.read(self.client.rbac.read_cluster_role, self.name, what='read ClusterRole "%s"' % self.name)
         binding = self.read(self.client.rbac.read_cluster_role_binding, self.name,
-                             what='read ClusterRoleBinding "%s"' % self.name)
+                            what='read ClusterRoleBinding "%s"' % self.name)
         return account, role, binding
 
     def read_namespace_rbac(self):
         role = self.read(self.client.rbac.read_namespaced_role, self.name, self.namespace,
-                          what='read Role "%s/%s"' % (self.namespace, self.name))
+                         what='read Role "%s/%s"' % (self.namespace, self.name))
         binding = self.read(self.client.rbac.read_namespaced_role_binding, self.name, self.namespace,
-                             what='read RoleBinding "%s/%s"' % (self.namespace, self.name))
+                            what='read RoleBinding "%s/%s"' % (self.namespace, self.name))
         return role, binding
 
     def _check_device_plugin_overlap(self, desired_ds):
@@ -521,7 +521,7 @@ class DraDriverDeploy(ds_task.DaemonSetTask):
         nodes = self.nodes()
         images = [image for image in (self.preset["image"], self.params.get("image")) if image]
         twins = guard.same_driver_daemonsets(daemonsets, self.driver, [guard.image_repository(i) for i in images],
-                                               (self.namespace, self.name))
+                                             (self.namespace, self.name))
         twin_overlap = guard.overlapping_nodes(pod_spec, twins, nodes)
         if twin_overlap:
             raise TaskFailed(guard.same_driver_message(self.driver, twin_overlap, OVERLAP_OPTION))
@@ -533,7 +533,7 @@ class DraDriverDeploy(ds_task.DaemonSetTask):
                        if node not in explained)
         if overlap or serving:
             raise TaskFailed(guard.overlap_message(self.driver, overlap, plugin["resources"], OVERLAP_OPTION,
-                                                     serving))
+                                                   serving))
 
     # -- present -----------------------------------------------------------------------------------
     def present(self):
@@ -602,7 +602,7 @@ class DraDriverDeploy(ds_task.DaemonSetTask):
             self.add_diff(kind, self._display(desired), live, desired if live is None else self._update(desired, live))
         if ds_diffs:
             self.add_diff("DaemonSet", "%s/%s" % (self.namespace, self.name), live_ds,
-                           desired_ds if live_ds is None else objects.update_body(desired_ds, live_ds))
+                          desired_ds if live_ds is None else objects.update_body(desired_ds, live_ds))
             if live_ds is not None:
                 self.result["changed_paths"] = ds_diffs
 

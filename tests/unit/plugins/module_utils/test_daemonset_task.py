@@ -129,8 +129,8 @@ def test_the_device_plugin_overlap_counts_only_shared_nodes_the_controller_would
     unrelated = {"metadata": {"namespace": "kube-system", "name": "kube-proxy", "labels": {"k8s-app": "kube-proxy"}},
                  "spec": {"template": {"spec": {}}}}
     found = guard.device_plugin_daemonsets([plugin, unrelated], {"resources": ["nvidia.com/gpu"],
-                                                                   "labels": [("app.kubernetes.io/name",
-                                                                               "nvidia-device-plugin")]})
+                                                                 "labels": [("app.kubernetes.io/name",
+                                                                             "nvidia-device-plugin")]})
     assert found == [plugin]
     driver = {"nodeSelector": {"pool": "a"}, "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists"}]}
     assert guard.overlapping_nodes(driver, found, [gpu, other]) == {"ops/nvdp": ["gpu-1"]}

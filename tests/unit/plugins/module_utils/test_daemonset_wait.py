@@ -206,7 +206,7 @@ def test_the_wait_wakes_once_every_joining_node_has_joined_not_at_each_change():
     spec = {"nodeSelector": {"gpu": "yes"}}
     joining = node("b", ready=False, taints=[NOT_READY_TAINT])
     beat = dict(joining, status={"conditions": [dict(joining["status"]["conditions"][0],
-                                                      lastHeartbeatTime="2026-01-01T00:00:04Z")]})
+                                                     lastHeartbeatTime="2026-01-01T00:00:04Z")]})
     joined = ds_wait.all_joined(spec, ["b", "c"])
     assert not joined({"b": joining, "c": joining})
     assert not joined({"b": beat, "c": joining, "other": node("other")})      # a heartbeat

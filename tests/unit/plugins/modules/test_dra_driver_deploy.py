@@ -778,7 +778,7 @@ def test_a_joining_node_counts_for_the_overlap():
     driver = {"tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists"}]}
     plugin = static_manifest_daemonset()
     assert mod.guard.overlapping_nodes(driver, [plugin], [joining]) == {"kube-system/nvidia-device-plugin-daemonset":
-                                                                          ["gpu-new"]}
+                                                                        ["gpu-new"]}
     # a node tainted for another reason (not joining) stays out
     joining["spec"]["taints"].append({"key": "dedicated", "value": "other", "effect": "NoSchedule"})
     assert mod.guard.overlapping_nodes(driver, [plugin], [joining]) == {}
