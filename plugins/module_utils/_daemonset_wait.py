@@ -282,7 +282,7 @@ class RolloutWait(object):
         self.refusal = None     # the refusal that failed the wait
         self._status = None     # the DaemonSet's status at the last look, and since when it has not changed
         self._stalled_since = None
-        self._pods_seen = None  # (the DaemonSet's status, its pods) of the last pod list in the wait
+        self._pods_seen = None  # (the DaemonSet as it was, its pods) of the last pod list
 
     # -- what the wait reads
     def nodes(self, wait_for_change=0.0):
@@ -319,20 +319,19 @@ class RolloutWait(object):
             if err.reason != "Timeout":
                 raise
 
-    def _pods_while_waiting(self, daemonset):
-        """The DaemonSet's pods, listed again only when its status changed since the last list: the controller writes
-        the status whenever it creates, deletes or counts a pod, so a look that saw no such change needs no list."""
-        key = json.dumps((daemonset.get("status") or {}, (daemonset.get("metadata") or {}).get("generation")),
-                         sort_keys=True)
-        if self._pods_seen is None or self._pods_seen[0] != key:
-            self._pods_seen = (key, self.pods(daemonset))
-        return self._pods_seen[1]
-
     def pods(self, daemonset):
-        listing = self.client.list_all(self.client.core.list_namespaced_pod, self.namespace,
-                                       label_selector=pod_selector(daemonset),
-                                       what='list pods of DaemonSet "%s"' % self.key)
-        return [p for p in listing.get("items") or [] if ds_rollout.owned_by(p, daemonset)]
+        """The DaemonSet's pods, listed again only when the DaemonSet changed since the last list (another
+        resourceVersion, generation or status): its controller writes the status whenever it creates, deletes or counts
+        a pod, so a wait that looks many times while nodes join, and the report after it, list them once per change."""
+        meta = daemonset.get("metadata") or {}
+        key = json.dumps([meta.get("uid"), meta.get("resourceVersion"), meta.get("generation"),
+                          daemonset.get("status") or {}], sort_keys=True)
+        if self._pods_seen is None or self._pods_seen[0] != key:
+            listing = self.client.list_all(self.client.core.list_namespaced_pod, self.namespace,
+                                           label_selector=pod_selector(daemonset),
+                                           what='list pods of DaemonSet "%s"' % self.key)
+            self._pods_seen = (key, [p for p in listing.get("items") or [] if ds_rollout.owned_by(p, daemonset)])
+        return self._pods_seen[1]
 
     def _events(self):
         list_events = getattr(self.client.core, "list_namespaced_event", None)
@@ -399,7 +398,7 @@ class RolloutWait(object):
         generation = (daemonset.get("metadata") or {}).get("generation")
         return any(not ds_rollout.pod_ready(p) and not ds_rollout.is_old_pod(p, generation)
                    and not (p.get("metadata") or {}).get("deletionTimestamp")
-                   for p in self._pods_while_waiting(daemonset))
+                   for p in self.pods(daemonset))
 
     # -- the wait
     def _look(self, done, step, last):
@@ -427,7 +426,7 @@ class RolloutWait(object):
             if done(last) and not cover_nodes:
                 return last
             if done(last):
-                self.joining, self.uncovered = uncovered_nodes(last, self.nodes(), self._pods_while_waiting)
+                self.joining, self.uncovered = uncovered_nodes(last, self.nodes(), self.pods)
                 if not self.joining and not self.uncovered:
                     return last
                 if not self.joining:

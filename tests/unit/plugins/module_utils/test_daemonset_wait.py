@@ -227,9 +227,13 @@ def test_a_long_join_lists_the_pods_only_when_the_daemonset_changed(clock):
     reads = []
     list_pods = client.list_namespaced_pod
     client.list_namespaced_pod = lambda namespace, **kw: reads.append(1) or list_pods(namespace, **kw)
-    done = waiter(client, clock).wait("finish the rollout")
+    wait = waiter(client, clock)
+    done = wait.wait("finish the rollout")
     assert done["status"]["desiredNumberScheduled"] == 2
     assert len(reads) == 1, "pods listed %d times while the DaemonSet did not change" % len(reads)
+    # the report after the wait reads the pods of the DaemonSet as it ended, once
+    assert wait.outcome(done) == wait.outcome(done) == {"a": "ready", "b": "ready"}
+    assert len(reads) == 2
 
 
 def test_a_node_that_never_joins_fails_the_rollout_naming_it_and_a_silent_kubelet_is_not_waited_for(clock):
