@@ -16,9 +16,9 @@ export PATH := $(BIN):$(PATH)
 # --dist loadgroup: tests marked xdist_group('<name>') all go to one worker, so a module-scoped fixture
 # that runs ansible-playbook for tens of CPU seconds (tests/unit/roles) runs once, not once per worker.
 PYTEST_OPTS := -p no:cacheprovider --durations=10 --dist loadgroup
-# pytest-xdist workers of every pytest stage. Each integration test starts its own simulated cluster
-# on a free port and its own ansible-playbook runs in its own temporary directory, so tests share
-# nothing; much of their time is waiting (rollouts, watches), which a second worker fills.
+# pytest-xdist workers of every pytest stage. Each integration test brings its own Node objects, namespaces and
+# identities on the session's real control plane, and its ansible-playbook runs in its own temporary directory, so
+# tests share nothing; much of their time is waiting (rollouts, watches), which a second worker fills.
 # PYTEST_JOBS=0 runs in one process (easier to debug).
 PYTEST_JOBS ?= 2
 
@@ -34,9 +34,9 @@ PLAIN := if [ ! -t 1 ]; then export NO_COLOR=1 PY_COLORS=0 ANSIBLE_NOCOLOR=1 ANS
 # least-privilege identity: LEAST_PRIVILEGE_SUITES in tests/integration/conftest.py).
 MODULE_SUITES := tests/integration/test_k8s_node_extended_resource.py tests/integration/test_device_plugin_deploy.py \
 	tests/integration/test_info_and_smoke_test.py tests/integration/test_dra.py tests/integration/test_dra_driver_deploy.py
-# Tests of those suites that fail before any API request (each asserts on the simulated cluster that
-# no request was made): neither the identity the modules run as nor the client library's version can
-# change their outcome, so min-versions leaves them to `make integration`.
+# Tests of those suites that fail before any API request (each asserts that the real control plane saw no
+# request): neither the identity the modules run as nor the client library's version can change their
+# outcome, so min-versions leaves them to `make integration`.
 BEFORE_ANY_REQUEST := \
 	tests/integration/test_k8s_node_extended_resource.py::test_invalid_inputs_fail_without_any_request \
 	tests/integration/test_k8s_node_extended_resource.py::test_empty_targets_never_widen_to_every_node \

@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Time from rollout-complete to task-return: kubehw.devices.device_plugin_deploy vs kubernetes.core.k8s.
 
-One simulated cluster, one DaemonSet, one ansible-playbook run whose tasks alternate between the two
+One real control plane, one DaemonSet, one ansible-playbook run whose tasks alternate between the two
 modules; every task changes an env var of the same DaemonSet, so each starts a rollout and waits for it.
 
   rollout complete  the moment an observer watching the DaemonSet first sees the facts-file condition

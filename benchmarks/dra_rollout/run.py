@@ -44,7 +44,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path[:0] = [ROOT, os.path.join(ROOT, ".cache", "collections")]
 
-from tests.support.playbook_runner import TEST_COLLECTIONS, has_test_collection, run_playbook  # noqa: E402  (test equipment, found from the checkout)
+from tests.support.playbook_runner import collections_path, has_test_collection, run_playbook  # noqa: E402  (test equipment, found from the checkout)
 
 NAMESPACE = "bench"
 DEVICES_PER_NODE = 2
@@ -235,15 +235,6 @@ def run_size(nodes, rounds, workdir, ways=("kubehw", "k8s"), background=0, joini
         sim.stop()
 
 
-def other_collection(checkout, workdir):
-    """ANSIBLE_COLLECTIONS_PATH in which kubehw.devices is ``checkout`` (another commit's tree), then the test
-    collections."""
-    root = os.path.join(workdir, "collections-other")
-    os.makedirs(os.path.join(root, "ansible_collections", "kubehw"), exist_ok=True)
-    os.symlink(os.path.abspath(checkout), os.path.join(root, "ansible_collections", "kubehw", "devices"))
-    return os.pathsep.join([root, TEST_COLLECTIONS])
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, nargs="+", default=[20, 100])
@@ -263,7 +254,8 @@ def main():
     if not has_test_collection("kubernetes.core"):
         sys.exit("kubernetes.core is missing: run `make setup` (it unpacks it from the PyPI ansible wheel)")
     workdir = tempfile.mkdtemp(prefix="bench-dra-")
-    collections = other_collection(opts.collection, workdir) if opts.collection else None
+    collections = collections_path(os.path.join(workdir, "collections-other"), checkout=opts.collection) \
+        if opts.collection else None
 
     rows, summary = [], {}
     for nodes in opts.nodes:

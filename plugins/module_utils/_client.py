@@ -31,7 +31,8 @@ from ansible_collections.kubehw.devices.plugins.module_utils._connection import 
     resolve_auth_params,
 )
 from ansible_collections.kubehw.devices.plugins.module_utils._errors import KubeHwError, error_from_api_exception
-from ansible_collections.kubehw.devices.plugins.module_utils._kubernetes_library import _without_gc, import_kubernetes
+from ansible_collections.kubehw.devices.plugins.module_utils._kubernetes_library import import_kubernetes
+from ansible_collections.kubehw.devices.plugins.module_utils._rest_api import RestApi, Requests
 
 RETRY_STATUSES = frozenset([429, 500, 502, 503, 504])
 # Bounded retries: enough to ride out an apiserver restart or a burst of 429s,
@@ -39,20 +40,8 @@ RETRY_STATUSES = frozenset([429, 500, 502, 503, 504])
 RETRY_DEADLINE = 45.0
 RETRY_BASE_DELAY = 0.2
 RETRY_MAX_DELAY = 5.0
-JSON_PATCH = "application/json-patch+json"
 # Page size of every list, as kubectl and client-go's pager use.
 PAGE_SIZE = 500
-
-
-def _drop_content_type_older_clients_lack(kwargs, what):
-    """Before kubernetes 36.0.0 a generated call takes no ``_content_type`` and sends JSON patch: leave it out when it
-    is JSON patch, refuse any other type."""
-    if "_content_type" in kwargs and not _kubernetes_library.ACCEPTS_CONTENT_TYPE:
-        content_type = kwargs.pop("_content_type")
-        if content_type != JSON_PATCH:
-            raise KubeHwError("Failed to %s: sending %s needs the kubernetes Python library 36.0.0 or later, "
-                              "found %s" % (what, content_type, _kubernetes_library.kubernetes.__version__),
-                              reason="MissingLibrary")
 
 
 def _backoff(attempt):
@@ -99,39 +88,14 @@ class KubeClient(object):
         self.api_client.user_agent = "kubehw.devices/ansible"
         if self.auth.get("impersonate_user"):
             self.api_client.set_default_header("Impersonate-User", self.auth["impersonate_user"])
-        if self.auth.get("impersonate_groups"):
-            self._send_impersonate_groups(self.auth["impersonate_groups"])
+        # The requests go through the library's pool and credentials, without its generated API classes
+        # (_rest_api.py says why): client.core.read_node and the like are called as the generated methods are.
+        self.requests = Requests(self.api_client, self.auth.get("impersonate_groups"))
+        for api in ("core", "apps", "node_api", "rbac", "custom", "apis", "version"):
+            setattr(self, api, RestApi(self.requests, api))
         # The kubernetes package builds a large object graph; without this the module spends
         # about a second collecting it at exit, after its work is done (measured in benchmarks/).
         gc.freeze()
-
-    # Made on first use: importing an API class imports all its models (pydantic classes in kubernetes
-    # 35+), which costs about a second each on 2 cores; k8s_node_extended_resource only needs core, and
-    # k8s_runtime_class and the DRA modules not even that.
-    _LAZY_APIS = {"core": "CoreV1Api", "apps": "AppsV1Api", "node_api": "NodeV1Api", "rbac": "RbacAuthorizationV1Api"}
-
-    def __getattr__(self, name):
-        api = KubeClient._LAZY_APIS.get(name)
-        if api is None or "api_client" not in self.__dict__:
-            raise AttributeError(name)
-        value = _without_gc(getattr(_kubernetes_library.kubernetes.client, api), self.api_client)
-        setattr(self, name, value)
-        return value
-
-    def _send_impersonate_groups(self, groups):
-        # The apiserver takes one group per Impersonate-Group header line, and the
-        # generated client only sends a dict of single headers: add the lines here.
-        pool = self.api_client.rest_client.pool_manager
-        plain_request = pool.request
-
-        def request(method, url, *args, **kwargs):
-            headers = _kubernetes_library.HTTPHeaderDict(kwargs.get("headers") or {})
-            for group in groups:
-                headers.add("Impersonate-Group", group)
-            kwargs["headers"] = headers
-            return plain_request(method, url, *args, **kwargs)
-
-        pool.request = request
 
     # -- calls ---------------------------------------------------------------
     def call(self, fn, *args, **kwargs):
@@ -149,7 +113,6 @@ class KubeClient(object):
         what = kwargs.pop("what", None) or getattr(fn, "__name__", "call the Kubernetes API").replace("_", " ")
         create = kwargs.pop("create", False)
         kwargs.setdefault("_request_timeout", self.request_timeout)
-        _drop_content_type_older_clients_lack(kwargs, what)
         started = time.monotonic()
         attempt = 0
         # whether an earlier attempt may have been applied although its answer was lost
@@ -251,7 +214,7 @@ class KubeClient(object):
 
     def _find_by_name(self, body, namespace=None):
         meta = (body.get("metadata") or {}) if isinstance(body, dict) else {}
-        # (API, method): only the API of this kind is made (each costs a second of imports, see _LAZY_APIS)
+        # (API, method) that reads an object of this kind again
         readers = {
             "Pod": ("core", "read_namespaced_pod"),
             "ConfigMap": ("core", "read_namespaced_config_map"),

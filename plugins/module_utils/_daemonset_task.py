@@ -121,10 +121,6 @@ class DaemonSetTask(object):
     building their manifest. Subclasses fill ``result`` and call these steps; options read here: adopt_daemonset,
     wait_timeout, allow_empty_rollout. Nodes are listed once per task (``node_watch``), then followed by watching."""
 
-    # how a refusal for a missing namespace names the way to create it ("" for none); a subclass says its own
-    def namespace_hint(self):
-        return ""
-
     def __init__(self, module, client, namespace, name):
         self.module = module
         self.client = client
@@ -198,6 +194,10 @@ class DaemonSetTask(object):
                 raise TaskFailed('Namespace "%s" does not exist: create it first%s, or set namespace to an existing '
                                  'one. Nothing was written.' % (self.namespace, self.namespace_hint()))
             raise
+
+    def namespace_hint(self):
+        """How a refusal for a missing namespace names the way to create it ("" for none); a subclass says its own."""
+        return ""
 
     def write_daemonset(self, desired, live):
         """Create or replace the DaemonSet (write_daemonset()); returns it as stored and notes the write's time."""

@@ -31,22 +31,15 @@ VERSION_SINCE = "1.34"
 # -- requests -------------------------------------------------------------------------------------
 
 class DraApi(object):
-    """Requests on resource.k8s.io kinds through the generic custom-objects API of the generated client.
-
-    Older clients have no typed API for DRA kinds; the custom-objects calls take any group, version and
-    plural and carry dicts both ways, in every client version the collection supports (24 to 37).
-    """
+    """Requests on resource.k8s.io kinds through the client's custom-objects API, which takes any group, version
+    and plural and carries dicts both ways."""
 
     def __init__(self, client, version=None):
-        import kubernetes  # the caller made a KubeClient, so the library is there
-
         self.client = client
         self.version = version
-        self.custom = kubernetes.client.CustomObjectsApi(client.api_client)
-        self.apis = kubernetes.client.ApisApi(client.api_client)
-        self.version_api = kubernetes.client.VersionApi(client.api_client)
-        self.delete_options = kubernetes.client.V1DeleteOptions
-        self.preconditions = kubernetes.client.V1Preconditions
+        self.custom = client.custom
+        self.apis = client.apis
+        self.version_api = client.version
 
     def server_version(self):
         """gitVersion of the apiserver, or None when /version cannot be read."""
@@ -148,7 +141,7 @@ class DraApi(object):
 
     def delete(self, plural, name, uid, what):
         """Delete with the uid that was read as precondition; False when it was already gone."""
-        body = self.delete_options(preconditions=self.preconditions(uid=uid)) if uid else None
+        body = {"preconditions": {"uid": uid}} if uid else None
         try:
             self.client.call_json(self.custom.delete_cluster_custom_object, GROUP, self.version, plural, name,
                                   body=body, what=what)

@@ -24,15 +24,14 @@ import traceback
 kubernetes = urllib3 = ApiException = ConfigException = HTTPHeaderDict = None
 # What a request fails with when the connection fails (urllib3's classes are added on import).
 CONNECTION_ERRORS = (ConnectionError,)
-ACCEPTS_CONTENT_TYPE = False
 HAS_KUBERNETES = None
 KUBERNETES_IMPORT_ERROR = None
 
 
 def _without_gc(fn, *args):
-    """fn(*args) with the cyclic garbage collector paused: importing the kubernetes library and making an API
-    class creates thousands of classes (pydantic models in kubernetes 35+), and the collector would scan the
-    growing heap again and again meanwhile (about an eighth of that CPU time, measured with kubernetes 37)."""
+    """fn(*args) with the cyclic garbage collector paused: importing the kubernetes library creates thousands of
+    objects (every model class in kubernetes before 35), and the collector would scan the growing heap again and
+    again meanwhile (about an eighth of that CPU time, measured with kubernetes 37)."""
     enabled = gc.isenabled()
     gc.disable()
     try:
@@ -50,7 +49,7 @@ def import_kubernetes():
 
 
 def _import_kubernetes():
-    global kubernetes, urllib3, ApiException, ConfigException, HTTPHeaderDict, ACCEPTS_CONTENT_TYPE, CONNECTION_ERRORS
+    global kubernetes, urllib3, ApiException, ConfigException, HTTPHeaderDict, CONNECTION_ERRORS
     global HAS_KUBERNETES, KUBERNETES_IMPORT_ERROR
     try:
         import kubernetes
@@ -62,11 +61,6 @@ def _import_kubernetes():
             from urllib3 import HTTPHeaderDict  # urllib3 2.x exports it here
         except ImportError:
             from urllib3._collections import HTTPHeaderDict  # urllib3 1.26 only has it here
-
-        # The generated functions take _content_type from kubernetes 36.0.0 on. Before that, every patch
-        # function sends the first type it lists, application/json-patch+json (api_client.py
-        # select_header_content_type, release 24.2.0), so that one needs no keyword there.
-        ACCEPTS_CONTENT_TYPE = int(kubernetes.__version__.split(".")[0]) >= 36
 
         CONNECTION_ERRORS = (urllib3.exceptions.ProtocolError, urllib3.exceptions.NewConnectionError,
                              urllib3.exceptions.MaxRetryError, urllib3.exceptions.TimeoutError, ConnectionError)

@@ -457,9 +457,9 @@ def bound_elsewhere(binding, name, namespace):
 
 
 def managed_here(obj, name=None):
+    """True when the collection made ``obj`` (_daemonset_task.managed_here) and, given ``name``, for this driver."""
     labels = ((obj or {}).get("metadata") or {}).get("labels") or {}
-    return labels.get(objects.MANAGED_BY_LABEL) == objects.MANAGED_BY and (
-        name is None or labels.get(NAME_LABEL) == name)
+    return ds_task.managed_here(obj) and (name is None or labels.get(NAME_LABEL) == name)
 
 
 # -- the task --------------------------------------------------------------------------------------

@@ -291,8 +291,8 @@ from ansible_collections.kubehw.devices.plugins.module_utils._extended_resources
     validate_scope,
 )
 from ansible_collections.kubehw.devices.plugins.module_utils._k8s_names import node_target_problem, selector_kwargs
+from ansible_collections.kubehw.devices.plugins.module_utils._rest_api import JSON_PATCH
 
-JSON_PATCH = "application/json-patch+json"
 MAX_PARALLEL = 100
 # A test op that no longer holds means someone else changed the node: re-read and recompute, a few times.
 MAX_ATTEMPTS = 5

@@ -50,15 +50,16 @@ def has_test_collection(name):
     return os.path.isdir(os.path.join(TEST_COLLECTIONS, "ansible_collections", *name.split(".")))
 
 
-def collections_path(root, test_collections=True):
-    """A collections path in which kubehw.devices is this checkout: root/ansible_collections/kubehw/devices (a link),
-    then the test collections `make setup` unpacked (kubernetes.core, ansible.posix...) unless test_collections is
-    False. Returns it as ANSIBLE_COLLECTIONS_PATH wants it."""
+def collections_path(root, test_collections=True, checkout=REPO_ROOT):
+    """A collections path in which kubehw.devices is this checkout (or ``checkout``, another commit's tree, for a
+    benchmark's before and after): root/ansible_collections/kubehw/devices (a link), then the test collections
+    `make setup` unpacked (kubernetes.core, ansible.posix...) unless test_collections is False. Returns it as
+    ANSIBLE_COLLECTIONS_PATH wants it."""
     namespace = os.path.join(root, "ansible_collections", "kubehw")
     os.makedirs(namespace, exist_ok=True)
     link = os.path.join(namespace, "devices")
     if not os.path.islink(link):
-        os.symlink(REPO_ROOT, link)
+        os.symlink(os.path.abspath(checkout), link)
     paths = [str(root)]
     if test_collections and os.path.isdir(TEST_COLLECTIONS):
         paths.append(TEST_COLLECTIONS)

@@ -104,7 +104,7 @@ def test_every_preset_shares_ownership_labels_annotations_and_priority():
         ds, _cm, resources = build(preset=preset)
         assert ds["kind"] == "DaemonSet" and ds["apiVersion"] == "apps/v1"
         assert ds["metadata"]["namespace"] == "kubehw-device-plugins"
-        # on the DaemonSet and on its pods: the kubelet simulation and other modules read either
+        # on the DaemonSet and on its pods: the kubelet stand-in and other modules read either
         assert ds["metadata"]["annotations"][manifest.RESOURCES_ANNOTATION] == ",".join(resources)
         assert ds["spec"]["template"]["metadata"]["annotations"][manifest.RESOURCES_ANNOTATION] == ",".join(resources)
         assert ds["metadata"]["labels"][objects.MANAGED_BY_LABEL] == "kubehw.devices"

@@ -24,6 +24,7 @@ from ansible_collections.kubehw.devices.plugins.module_utils import _dra_device_
 from ansible_collections.kubehw.devices.plugins.module_utils import _dra_report
 from ansible_collections.kubehw.devices.plugins.module_utils import _dra_validation
 from ansible_collections.kubehw.devices.plugins.module_utils._errors import KubeHwError
+from ansible_collections.kubehw.devices.plugins.module_utils._rest_api import RestApi
 from ansible_collections.kubehw.devices.plugins.modules import dra_device_class as mod
 
 from tests.unit.plugins.modules.module_harness import run_module
@@ -115,6 +116,8 @@ class RecordingClient(object):
         self.answers = answers
         self.calls = []
         self.api_client = None
+        # the client's APIs, never sent through: call_json answers by the method's name
+        self.custom, self.apis, self.version = (RestApi(None, api) for api in ("custom", "apis", "version"))
 
     def call_json(self, fn, *args, **kwargs):
         self.calls.append((fn.__name__, args, kwargs))
@@ -179,7 +182,7 @@ def test_requests_use_the_discovered_version_dry_run_and_uid_precondition():
     (_n, create_args, create_kw), (_d, delete_args, delete_kw) = client.calls[1:]
     assert create_args == ("resource.k8s.io", "v1", "deviceclasses", {"a": 1}) and create_kw["dry_run"] == "All"
     assert delete_args == ("resource.k8s.io", "v1", "deviceclasses", "x")
-    assert delete_kw["body"].preconditions.uid == "uid-1"
+    assert delete_kw["body"] == {"preconditions": {"uid": "uid-1"}}
 
 
 # -- the module against a fake API ---------------------------------------------------------------------
