@@ -23,7 +23,7 @@ import random
 import time
 
 from ansible.module_utils.basic import missing_required_lib
-from ansible.module_utils.common.text.converters import to_native
+from ansible.module_utils.common.text.converters import to_native, to_text
 from ansible_collections.kubehw.devices.plugins.module_utils import _kubernetes_library
 from ansible_collections.kubehw.devices.plugins.module_utils._connection import (
     build_configuration,
@@ -174,6 +174,11 @@ class KubeClient(object):
         except ValueError:
             raise KubeHwError("Failed to %s: the server sent a body that is not JSON" % (what or "call the API"),
                               status=getattr(response, "status", None), reason="BadResponse")
+
+    def call_text(self, fn, *args, **kwargs):
+        """Like call() but returns the body the server sent as text (a pod's log), undecodable bytes replaced."""
+        response = self.call(fn, *args, **kwargs)
+        return to_text(response.data or b"", errors="replace")
 
     # -- creating exactly once -------------------------------------------------
     def create_json(self, create_fn, *args, **kwargs):

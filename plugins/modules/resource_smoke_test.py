@@ -635,9 +635,8 @@ def run(module, client):
                 result["phase"] = finished_pod["status"]["phase"]
                 result["exit_code"] = exit_code(finished_pod)
                 try:
-                    log = client.call(client.core.read_namespaced_pod_log, name, namespace,
-                                      what="read the log of pod %s/%s" % (namespace, name))
-                    result["log"] = log if isinstance(log, str) else ""
+                    result["log"] = client.call_text(client.core.read_namespaced_pod_log, name, namespace,
+                                                     what="read the log of pod %s/%s" % (namespace, name))
                 except KubeHwError as err:
                     # The outcome is known from the phase; a log we cannot read is worth a warning only.
                     module.warn(err.msg)
