@@ -417,7 +417,7 @@ class RolloutWait(object):
         refusal that persists, and KubeHwError(reason Timeout, .objects) when wait_timeout passes first."""
         started = time.monotonic()
         last = current
-        uncovered_since = None
+        uncovered_since = unready_since = None
         while True:
             slice_ = SLICE if time.monotonic() - started < SLOWDOWN_AFTER else SLICE_LATER
             last = self._look(done, min(self.remaining(), slice_), last)
@@ -428,7 +428,16 @@ class RolloutWait(object):
             if done(last):
                 self.joining, self.uncovered = uncovered_nodes(last, self.nodes(), self.pods)
                 if not self.joining and not self.uncovered:
-                    return last
+                    # The controller counted every pod available, yet one of the template's is not ready now (the
+                    # node lifecycle controller marked it while its copy of the node was older, a probe failed): its
+                    # next status says so, and the kubelet reports the pod again. The pods are the ones the report
+                    # reads anyway (listed once per DaemonSet state).
+                    unready_since = unready_since or time.monotonic()
+                    if not self._starting(last) or time.monotonic() - unready_since >= UNCOVERED_GRACE:
+                        return last
+                    self._next_change(self.daemonsets, min(self.remaining(), slice_))
+                    continue
+                unready_since = None
                 if not self.joining:
                     # schedulable now: the controller counts it at its next sync, which the DaemonSet watch shows;
                     # a pod of the template that is not ready yet means the controller has counted it already

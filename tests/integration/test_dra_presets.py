@@ -375,8 +375,8 @@ def test_wait_devices_finishes_on_a_mixed_cluster_where_only_the_intel_node_runs
 
 class PodReporter(object):
     """A kubelet's duties for nodes of the test's own, through the API: a Ready heartbeat every second (once
-    started), the pods bound there reported Running and Ready, and their deletions confirmed, so a DaemonSet rollout
-    can finish."""
+    started), the pods bound there reported Running and Ready (again, when something else marked them not ready),
+    and their deletions confirmed, so a DaemonSet rollout can finish."""
 
     def __init__(self, cluster, namespace, nodes, delay=0.0):
         self.cluster, self.namespace, self.nodes, self.delay = cluster, namespace, set(nodes), delay
@@ -416,7 +416,10 @@ class PodReporter(object):
                 cluster.core.delete_namespaced_pod(pod["metadata"]["name"], self.namespace, grace_period_seconds=0,
                                                    _preload_content=False)
                 continue
-            if status.get("phase") == "Running":
+            ready = [c for c in status.get("conditions") or [] if c.get("type") == "Ready" and c.get("status") == "True"]
+            if status.get("phase") == "Running" and ready:
+                # as a kubelet's status manager: a pod the node lifecycle controller marked not ready (its copy of the
+                # node still showed the registration's Ready False) is reported ready again
                 continue
             cluster.core.patch_namespaced_pod_status(pod["metadata"]["name"], self.namespace, {"status": {
                 "phase": "Running", "startTime": now,

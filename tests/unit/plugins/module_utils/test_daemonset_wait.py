@@ -230,10 +230,35 @@ def test_a_long_join_lists_the_pods_only_when_the_daemonset_changed(clock):
     wait = waiter(client, clock)
     done = wait.wait("finish the rollout")
     assert done["status"]["desiredNumberScheduled"] == 2
-    assert len(reads) == 1, "pods listed %d times while the DaemonSet did not change" % len(reads)
-    # the report after the wait reads the pods of the DaemonSet as it ended, once
+    # once while b joined, once for the DaemonSet as it ended (are all its pods ready?)
+    assert len(reads) == 2, "pods listed %d times while the DaemonSet did not change" % len(reads)
+    # the report after the wait reads the same pods
     assert wait.outcome(done) == wait.outcome(done) == {"a": "ready", "b": "ready"}
     assert len(reads) == 2
+
+
+def test_a_rollout_the_controller_counts_done_while_a_pod_was_marked_not_ready_waits_for_the_pod(clock):
+    """The controller reported 2 of 2 available; meanwhile the node lifecycle controller, whose copy of a node that had
+    just joined still showed it NotReady, marked the node's new pod not ready. The task returned "done" with that node
+    not-ready (seen once on the real control plane under load). Now the wait goes on until the pods agree (the
+    controller's next status, the kubelet reporting the pod ready again), for at most UNCOVERED_GRACE seconds."""
+    unready_b = pod("b", ready=False)
+    states = [daemonset(desired=2), daemonset(desired=2, available=1), daemonset(desired=2)]
+    for version, state in enumerate(states):
+        state["metadata"]["resourceVersion"] = str(100 + version)
+    # one read per DaemonSet state the wait judges done: the first, and the last
+    client = Client(clock, states, [[node("a"), node("b")]], pod_states=[[pod("a"), unready_b], [pod("a"), pod("b")]])
+    wait = waiter(client, clock)
+    done = wait.wait("finish the rollout")
+    assert wait.outcome(done) == {"a": "ready", "b": "ready"}
+    assert client.ds_watch.calls >= 3
+    # a pod that stays not ready while the controller keeps saying done: the truth after the grace, not a timeout
+    client = Client(clock, [daemonset(desired=2)], [[node("a"), node("b")]], pods=[pod("a"), unready_b])
+    clock["now"] = 0.0
+    wait = waiter(client, clock)
+    done = wait.wait("finish the rollout")
+    assert wait.outcome(done) == {"a": "ready", "b": "not-ready"}
+    assert ds_wait.UNCOVERED_GRACE <= clock["now"] < 60
 
 
 def test_a_node_that_never_joins_fails_the_rollout_naming_it_and_a_silent_kubelet_is_not_waited_for(clock):
