@@ -431,14 +431,15 @@ class RolloutWait(object):
                     # The controller counted every pod available, yet one of the template's is not ready now (the
                     # node lifecycle controller marked it while its copy of the node was older, a probe failed): its
                     # next status says so, and the kubelet reports the pod again. The pods are the ones the report
-                    # reads anyway (listed once per DaemonSet state).
+                    # reads anyway (listed once per DaemonSet state). Bounded by the grace and by wait_timeout.
                     unready_since = unready_since or time.monotonic()
                     if not self._starting(last) or time.monotonic() - unready_since >= UNCOVERED_GRACE:
                         return last
                     self._next_change(self.daemonsets, min(self.remaining(), slice_))
-                    continue
-                unready_since = None
-                if not self.joining:
+                    if self.remaining() <= 0:
+                        return last
+                elif not self.joining:
+                    unready_since = None
                     # schedulable now: the controller counts it at its next sync, which the DaemonSet watch shows;
                     # a pod of the template that is not ready yet means the controller has counted it already
                     uncovered_since = uncovered_since or time.monotonic()
@@ -446,7 +447,7 @@ class RolloutWait(object):
                         return last
                     self._next_change(self.daemonsets, min(self.remaining(), slice_))
                 else:
-                    uncovered_since = None
+                    uncovered_since = unready_since = None
                     self._until_joined(last, min(self.remaining(), slice_))
             else:
                 problem = self.failure(last) or self.budget_spent(last)

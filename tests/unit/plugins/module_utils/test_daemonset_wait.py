@@ -259,6 +259,13 @@ def test_a_rollout_the_controller_counts_done_while_a_pod_was_marked_not_ready_w
     done = wait.wait("finish the rollout")
     assert wait.outcome(done) == {"a": "ready", "b": "not-ready"}
     assert ds_wait.UNCOVERED_GRACE <= clock["now"] < 60
+    # nor beyond wait_timeout when that ends first: the wait did not look again without end once the budget was spent
+    client = Client(clock, [daemonset(desired=2)], [[node("a"), node("b")]], pods=[pod("a"), unready_b])
+    clock["now"] = 0.0
+    wait = waiter(client, clock, budget=5)
+    done = wait.wait("finish the rollout")
+    assert wait.outcome(done) == {"a": "ready", "b": "not-ready"}
+    assert clock["now"] <= 5 and client.ds_watch.calls < 10
 
 
 def test_a_node_that_never_joins_fails_the_rollout_naming_it_and_a_silent_kubelet_is_not_waited_for(clock):
