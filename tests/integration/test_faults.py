@@ -46,9 +46,10 @@ def advertise(cluster, node, resources):
 
 def when_watching(cluster, resource, *steps):
     """In a thread: before each step, wait until a module holds a watch on `resource` that the
-    previous step did not end, then run the step. Returns the started thread."""
+    previous step did not end (a watch opened since: after a relist, one may start at the resourceVersion the ended
+    one started at), then run the step. Returns the started thread."""
     def open_watches():
-        return [(w["path"], w["since"]) for w in cluster.controls.open_watches if w["resource"] == resource]
+        return [w["id"] for w in cluster.controls.open_watches if w["resource"] == resource]
 
     def run():
         seen = set()

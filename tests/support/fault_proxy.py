@@ -14,7 +14,7 @@ This proxy gives tests those powers on a real one, with kube-apiserver's own Sta
     proxy.inject_fault(method, path_regex, status=500, count=1, retry_after=None)
     proxy.clear_faults()
     proxy.faults                         # the faults not yet used up: [{method, path_regex, status, count}]
-    proxy.open_watches                   # the watches being relayed now: [{path, resource, query, since}]
+    proxy.open_watches                   # the watches being relayed now: [{id, path, resource, query, since}]
     proxy.compact(expire_watches=False)
     proxy.stop()                         # also a context manager: with FaultProxy(path) as proxy: ...
 

@@ -13,6 +13,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import base64
+import itertools
 import json
 import select
 import socket
@@ -20,6 +21,10 @@ import threading
 import time
 
 from tests.support.faults import CONTINUE_EXPIRED_MESSAGE, ApiError
+
+# numbers the watches of a process, so a test tells a new watch from an old one even when both start at the same
+# resourceVersion (nothing was written between them)
+_WATCH_IDS = itertools.count(1)
 
 __all__ = ["Watch", "WatchTable", "numeric_rv"]
 
@@ -45,6 +50,7 @@ class Watch:
 
     def __init__(self, path, resource, query, since, client_sock):
         # what open_watches shows; since follows the events relayed
+        self.id = next(_WATCH_IDS)
         self.path, self.resource, self.query, self.since = path, resource, query, since
         self.client_sock = client_sock
         self.upstream_sock = None   # set by the handler once the watch is forwarded
@@ -78,7 +84,7 @@ class WatchTable:
 
     def open_watches(self):
         with self._lock:
-            return [{"path": w.path, "resource": w.resource, "query": dict(w.query), "since": w.since}
+            return [{"id": w.id, "path": w.path, "resource": w.resource, "query": dict(w.query), "since": w.since}
                     for w in self._watches if w.expired_at is None and not w.gone]
 
     def end_all(self):

@@ -24,8 +24,12 @@ stand-in does those duties for the nodes it registers, as a client of any apiser
 
 It serves the control planes of the integration suite and of `make demo`, writing past the fault proxy, so its
 requests stay out of the request log and the faults. What to write and when is the kubelet core's
-(tests/support/kubelet_core.py); this module is the transport. It polls (every ``interval`` seconds): the nodes are
-few and the test suite's objects small, and a poll never misses a change the way a watch interrupted by a 410 could.
+(tests/support/kubelet_core.py); this module is the transport. It reads as a kubelet does, by watching: its nodes,
+the pods and its ResourceSlices are kept in memory by list and watch (tests/support/watch_mirror.py), and a pass over
+them runs at each change and at least every ``interval`` seconds (for the steps that are due by time: a pod's start
+delay, a plugin's stop grace, the heartbeat), so an idle stand-in sends the apiserver nothing but its heartbeats. The
+heartbeat is a kubelet's: the node's Lease renewed every ``heartbeat_interval`` seconds, the Ready condition written
+when it changes and otherwise every ``status_report_interval`` seconds (the kubelet's nodeStatusReportFrequency).
 """
 
 from __future__ import absolute_import, division, print_function
@@ -33,23 +37,29 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import copy
+import functools
 import json
 import threading
 import time
 
 from tests.support.k8s_objects import condition, metadata, now_rfc3339
 from tests.support.kubelet_core import DELETE, KUBELET_VERSION, STATUS_STEPS, KubeletCore, heartbeat_conditions
+from tests.support.watch_mirror import WatchMirror
 
 # a label on every node the stand-in registers, so a test (or a person) can tell them from real nodes
 STANDIN_LABEL = "kubehw-it.example.com/kubelet-stand-in"
 LEASE_DURATION = 40
+SYNC_TIMEOUT = 30       # seconds for the first list of each watched collection
+AWAIT_SECONDS = 2.0     # how long a pass leaves alone an object it changed, waiting for the watch to bring the change
 
 
 class KubeletStandIn:
     """The kubelets of the configured nodes, as one thread talking to an apiserver (see the module docstring)."""
 
-    # every 4 s: a tenth of the node-monitor grace period of the suite's control plane (tests/support/control_plane.py)
-    def __init__(self, kubeconfig, config=None, interval=0.25, heartbeat_interval=4.0):
+    # heartbeat_interval 4 s: a tenth of the node-monitor grace period of the suite's control plane
+    # (tests/support/control_plane.py); status_report_interval 60 s: the Ready condition's heartbeat, which the node
+    # lifecycle controller needs only when there is no Lease (a kubelet's default is 5 minutes)
+    def __init__(self, kubeconfig, config=None, interval=0.25, heartbeat_interval=4.0, status_report_interval=60.0):
         from kubernetes import client, config as kube_config
 
         self.kubelet = KubeletCore(config)
@@ -57,16 +67,29 @@ class KubeletStandIn:
         self.node_configs = self.kubelet.node_configs
         self.interval = interval
         self.heartbeat_interval = heartbeat_interval
+        self.status_report_interval = status_report_interval
         self.api_client = kube_config.new_client_from_config(config_file=kubeconfig)
         self.core = client.CoreV1Api(self.api_client)
         self.coordination = client.CoordinationV1Api(self.api_client)
         self.custom = client.CustomObjectsApi(self.api_client)
         self._lock = threading.Lock()
         self._stop = threading.Event()
+        self._changed = threading.Event()
         self._thread = None
         self._deleted = set()           # pod uids whose deletion was confirmed
-        self._next_heartbeat = {}
+        self._next_heartbeat = {}       # node -> when its Lease is renewed next
+        self._next_status_report = {}   # node -> when its Ready condition's heartbeat is written next
+        # what was written and not yet seen back by the watch: (kind, name) -> the resourceVersion written against, so
+        # a pass woken before the watch delivers the write does not write the same again
+        self._awaiting = {}
         self.errors = []                # what went wrong in the loop (a test may assert it stays empty)
+        self.mirrors = [
+            WatchMirror("nodes", self.core.list_node, self._changed.set, STANDIN_LABEL, self.errors),
+            WatchMirror("pods", self.core.list_pod_for_all_namespaces, self._changed.set, errors=self.errors),
+            WatchMirror("resourceslices", functools.partial(
+                self.custom.list_cluster_custom_object, "resource.k8s.io", "v1", "resourceslices"),
+                self._changed.set, STANDIN_LABEL, self.errors)]
+        self._node_mirror, self._pod_mirror, self._slice_mirror = self.mirrors
 
     # ------------------------------------------------------------ lifecycle
 
@@ -74,13 +97,24 @@ class KubeletStandIn:
         for name in self.node_configs:
             self._register(name)
         self._stop.clear()
+        for mirror in self.mirrors:
+            mirror.start()
+        for mirror in self.mirrors:
+            if not mirror.wait_synced(SYNC_TIMEOUT):
+                self.stop(delete_nodes=False)
+                raise RuntimeError("kubelet stand-in: no list of %s within %ss: %s" % (
+                    mirror.name, SYNC_TIMEOUT, mirror.errors[-1:]))
         self._thread = threading.Thread(target=self._run, name="kubelet-stand-in", daemon=True)
         self._thread.start()
         return self
 
     def stop(self, delete_nodes=True):
-        """Stop the loop; with delete_nodes, remove the nodes, their leases, pods and slices (test cleanup)."""
+        """Stop the loop and the watches; with delete_nodes, remove the nodes, their leases, pods and slices (test
+        cleanup)."""
         self._stop.set()
+        self._changed.set()
+        for mirror in self.mirrors:
+            mirror.stop()
         if self._thread is not None:
             self._thread.join(10)
             self._thread = None
@@ -116,21 +150,27 @@ class KubeletStandIn:
             self.kubelet.set_unreachable(name, unreachable)
             if not unreachable:
                 self._next_heartbeat[name] = 0
+                self._next_status_report[name] = 0
+        self._changed.set()
 
     def set_node_starting(self, name, starting=True):
         """The node's kubelet posts Ready False (up, its network not ready yet) until called with False; its pods wait."""
         with self._lock:
             self.kubelet.set_starting(name, starting)
+        self._changed.set()
 
     def fail_pod_start(self, node, reason="ImagePullBackOff"):
         self.kubelet.set_fail(node, reason)
+        self._changed.set()
 
     def allow_pod_start(self, node):
         self.kubelet.set_fail(node, None)
+        self._changed.set()
 
     def set_inventory(self, node, key, count):
         """Change what a node has (a GPU added or lost); plugins and DRA drivers publish it at the next pass."""
         self.kubelet.set_inventory(node, key, count)
+        self._changed.set()
 
     # ------------------------------------------------------------ nodes
 
@@ -154,6 +194,7 @@ class KubeletStandIn:
         self.core.patch_node_status(name, ops, _preload_content=False)
         self._renew_lease(name)
         self._next_heartbeat[name] = time.monotonic() + self.heartbeat_interval
+        self._next_status_report[name] = time.monotonic() + self.status_report_interval
 
     def _renew_lease(self, name):
         from kubernetes.client.rest import ApiException
@@ -175,14 +216,20 @@ class KubeletStandIn:
                                                      _preload_content=False)
 
     def _heartbeat(self, name, node):
-        """Ready condition and Lease renewed at the heartbeat cadence; allocatable kept equal to capacity."""
+        """The Lease renewed at the heartbeat cadence; the Ready condition written when it is not what the kubelet
+        posts, else at the status report cadence; allocatable kept equal to capacity."""
         now = time.monotonic()
+        if now >= self._next_heartbeat.get(name, 0):
+            self._renew_lease(name)
+            self._next_heartbeat[name] = now + self.heartbeat_interval
+        if self._unseen("node", name, node):
+            return
         status = node.get("status") or {}
         wanted = self.kubelet.ready(name)
         as_wanted = (condition(node, "Ready") or {}).get("status") == ("True" if wanted else "False")
         allocatable = self.kubelet.allocatable(name, status)
         changed = allocatable is not None and allocatable != (status.get("allocatable") or {})
-        due = now >= self._next_heartbeat.get(name, 0)
+        due = now >= self._next_status_report.get(name, 0)
         if not due and as_wanted and not changed:
             return
         ops = []
@@ -191,17 +238,35 @@ class KubeletStandIn:
             ops.append({"op": "replace", "path": "/status/conditions", "value": conditions})
         if changed and status.get("capacity"):
             ops.append({"op": "add", "path": "/status/allocatable", "value": allocatable})
+        if not ops:
+            return
         # a test of the collection's own writes compares resourceVersions: only write what changed
         ops.insert(0, {"op": "test", "path": "/metadata/resourceVersion", "value": metadata(node)["resourceVersion"]})
-        self.core.patch_node_status(name, ops, _preload_content=False)
+        self._wrote("node", name, node, self.core.patch_node_status(name, ops, _preload_content=False))
         if due:
-            self._renew_lease(name)
-            self._next_heartbeat[name] = now + self.heartbeat_interval
+            self._next_status_report[name] = now + self.status_report_interval
+
+    def _unseen(self, kind, name, obj):
+        """Whether the stand-in changed obj (as the mirror holds it) and the watch has not brought the change yet (for
+        at most AWAIT_SECONDS: a watch that restarts delivers it by its list)."""
+        version, until = self._awaiting.get((kind, name), (None, 0))
+        return version == metadata(obj).get("resourceVersion") and time.monotonic() < until
+
+    def _wrote(self, kind, name, obj, answer):
+        """Note a write's answer: if it changed obj, the next passes skip obj until the watch brings the change."""
+        before = metadata(obj).get("resourceVersion")
+        after = metadata(json.loads(answer.data)).get("resourceVersion")
+        if after != before:
+            self._awaiting[(kind, name)] = (before, time.monotonic() + AWAIT_SECONDS)
 
     # ------------------------------------------------------------ the loop
 
     def _run(self):
-        while not self._stop.wait(self.interval):
+        while not self._stop.is_set():
+            self._changed.wait(self.interval)
+            self._changed.clear()
+            if self._stop.is_set():
+                return
             try:
                 self.sync()
             except Exception as err:  # pylint: disable=broad-except
@@ -210,19 +275,21 @@ class KubeletStandIn:
                 del self.errors[:-20]
 
     def sync(self):
-        """One pass over the nodes and their pods."""
+        """One pass over the nodes and their pods, as the watches hold them."""
         from kubernetes.client.rest import ApiException
 
-        nodes = dict((n["metadata"]["name"], n) for n in json.loads(self.core.list_node(
-            label_selector=STANDIN_LABEL, _preload_content=False).data)["items"])
-        pods = json.loads(self.core.list_pod_for_all_namespaces(_preload_content=False).data)["items"]
+        nodes = dict((n["metadata"]["name"], n) for n in self._node_mirror.objects())
+        pods = self._pod_mirror.objects()
+        for key in [k for k, (_version, until) in self._awaiting.items() if time.monotonic() >= until]:
+            del self._awaiting[key]
         by_node = {}
         for pod in pods:
             node = (pod.get("spec") or {}).get("nodeName")
             if node in self.node_configs:
                 by_node.setdefault(node, []).append(pod)
-        self.kubelet.forget_all_but(set(metadata(p).get("uid") for p in pods))
-        self._deleted &= set(metadata(p).get("uid") for p in pods)
+        uids = set(metadata(p).get("uid") for p in pods)
+        self.kubelet.forget_all_but(uids)
+        self._deleted &= uids
         for name in self.node_configs:
             node = nodes.get(name)
             if node is None or not self.kubelet.reachable(name):
@@ -244,6 +311,8 @@ class KubeletStandIn:
     def _pods(self, pods):
         now = time.monotonic()
         for pod in pods:
+            if self._unseen("pod", metadata(pod).get("uid"), pod):
+                continue
             step, _wake = self.kubelet.pod_step(pod, now)
             if step == DELETE:
                 self._confirm_deletion(pod)
@@ -279,13 +348,16 @@ class KubeletStandIn:
             return
         body = dict(pod, status=status)
         meta = metadata(pod)
-        self.core.replace_namespaced_pod_status(meta["name"], meta["namespace"], body, _preload_content=False)
+        self._wrote("pod", meta.get("uid"), pod, self.core.replace_namespaced_pod_status(
+            meta["name"], meta["namespace"], body, _preload_content=False))
 
     # ------------------------------------------------------------ device plugins
 
     def _plugins(self, name, node, pods):
         """Running plugins register their resources (the core's plugin_step and plugin_status), key by key."""
         plan, _wake = self.kubelet.plugin_step(name, pods, time.monotonic())
+        if self._unseen("node", name, node):
+            return
         status = node.get("status") or {}
         changed = self.kubelet.plugin_status(name, status, plan)
         if changed is None:
@@ -301,7 +373,7 @@ class KubeletStandIn:
                 if (current or {}).get(resource) != wanted[resource]:
                     key = resource.replace("~", "~0").replace("/", "~1")
                     patch.append({"op": "add", "path": "/status/%s/%s" % (field, key), "value": wanted[resource]})
-        self.core.patch_node_status(name, patch, _preload_content=False)
+        self._wrote("node", name, node, self.core.patch_node_status(name, patch, _preload_content=False))
 
     # ------------------------------------------------------------ DRA kubelet plugins
 
@@ -311,12 +383,12 @@ class KubeletStandIn:
         wanted = self.kubelet.wanted_slices(pods)
         for obj in wanted.values():
             obj["metadata"]["labels"] = {STANDIN_LABEL: obj["spec"]["nodeName"]}
-        existing = json.loads(self.custom.list_cluster_custom_object(
-            "resource.k8s.io", "v1", "resourceslices", label_selector=STANDIN_LABEL, _preload_content=False).data)
-        live = dict((s["metadata"]["name"], s) for s in existing["items"]
+        live = dict((s["metadata"]["name"], s) for s in self._slice_mirror.objects()
                     if s["metadata"]["labels"].get(STANDIN_LABEL) in self.node_configs)
         try:
             for name, obj in wanted.items():
+                if name in live and self._unseen("slice", name, live[name]):
+                    continue
                 if name not in live:
                     self.custom.create_cluster_custom_object("resource.k8s.io", "v1", "resourceslices", obj,
                                                              _preload_content=False)
@@ -324,8 +396,8 @@ class KubeletStandIn:
                     body = copy.deepcopy(live[name])
                     body["spec"]["devices"] = obj["spec"]["devices"]
                     body["spec"]["pool"]["generation"] = body["spec"]["pool"].get("generation", 0) + 1
-                    self.custom.replace_cluster_custom_object("resource.k8s.io", "v1", "resourceslices", name, body,
-                                                              _preload_content=False)
+                    self._wrote("slice", name, live[name], self.custom.replace_cluster_custom_object(
+                        "resource.k8s.io", "v1", "resourceslices", name, body, _preload_content=False))
             for name in live:
                 if name not in wanted:
                     self.custom.delete_cluster_custom_object("resource.k8s.io", "v1", "resourceslices", name,

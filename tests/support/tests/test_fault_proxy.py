@@ -260,7 +260,8 @@ def test_a_watch_is_relayed_event_by_event(proxy, core, direct, namespace):
     since = direct.list_namespaced_config_map(namespace).metadata.resource_version
     events, thread, _resp = _watch_lines(core, namespace, since, timeout_seconds=5)
     assert _wait_for(lambda: proxy.open_watches)
-    assert proxy.open_watches == [{"path": "/api/v1/namespaces/%s/configmaps" % namespace, "resource": "configmaps",
+    watch_id = proxy.open_watches[0]["id"]
+    assert proxy.open_watches == [{"id": watch_id, "path": "/api/v1/namespaces/%s/configmaps" % namespace, "resource": "configmaps",
                                    "query": {"watch": "true", "resourceVersion": since, "labelSelector": OWN_LABEL,
                                              "timeoutSeconds": "5"}, "since": since}]
     names = [_name() for _i in range(3)]
