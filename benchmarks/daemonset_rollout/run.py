@@ -37,7 +37,6 @@ from tests.support.playbook_runner import has_test_collection, run_playbook  # n
 NAMESPACE = "bench"
 NAME = "nvidia-device-plugin"
 CLUSTER = {
-    "sync_interval": 1.0,
     "pod_start_delay": 0.3,
     "nodes": [
         {"name": "gpu-1", "labels": {"feature.node.kubernetes.io/pci-10de.present": "true"},

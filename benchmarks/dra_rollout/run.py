@@ -48,7 +48,6 @@ from tests.support.playbook_runner import collections_path, has_test_collection,
 
 NAMESPACE = "bench"
 DEVICES_PER_NODE = 2
-SYNC_INTERVAL = 0.5
 POD_START_DELAY = 0.3
 DRIVER = "gpu.example.com"
 POLL_DELAY = 5
@@ -66,7 +65,7 @@ def gpu_node_names(nodes):
 
 
 def cluster(nodes):
-    return {"sync_interval": SYNC_INTERVAL, "pod_start_delay": POD_START_DELAY,
+    return {"pod_start_delay": POD_START_DELAY,
             "nodes": [{"name": name, "labels": dict(GPU_LABEL), "inventory": {"example.com/gpu": DEVICES_PER_NODE}}
                       for name in gpu_node_names(nodes)]}
 

@@ -157,7 +157,7 @@ def test_wait_resource_only_on_gpu_nodes_and_min_count_timeout(cluster, ansible,
         assert "gpu-2" not in msg.split("in capacity:")[1]
 
 
-@pytest.mark.node_config({"sync_interval": 0.5, "pod_start_delay": 0.2, "nodes": [
+@pytest.mark.node_config({"pod_start_delay": 0.2, "nodes": [
     {"name": "gpu-1", "labels": {"feature.node.kubernetes.io/pci-10de.present": "true"},
      "inventory": {"nvidia.com/gpu": 4}},
     {"name": "gpu-2", "labels": {"feature.node.kubernetes.io/pci-10de.present": "true"},
@@ -421,7 +421,7 @@ def test_foreign_daemonset_is_refused_unless_adopted(cluster, ansible, namespace
     assert read_ds(cluster, namespace)["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "kubehw.devices"
 
 
-@pytest.mark.node_config({"sync_interval": 0.5, "pod_start_delay": 0.2, "nodes": [
+@pytest.mark.node_config({"pod_start_delay": 0.2, "nodes": [
     {"name": "gpu-1", "labels": {"feature.node.kubernetes.io/pci-10de.present": "true"},
      "inventory": {"nvidia.com/gpu": 4}},
     {"name": "cpu-1", "labels": {"example.com/pool": "cpu"}},
@@ -469,7 +469,7 @@ def test_dropped_labels_and_annotations_are_removed_and_others_kept(cluster, ans
     assert run.result("Again")["changed"] is False
 
 
-@pytest.mark.node_config({"sync_interval": 0.5, "pod_start_delay": 0.2, "nodes": [
+@pytest.mark.node_config({"pod_start_delay": 0.2, "nodes": [
     {"name": "gpu-1", "labels": {"feature.node.kubernetes.io/pci-10de.present": "true"},
      "inventory": {"nvidia.com/gpu": 4}},
     {"name": "gpu-2", "labels": {"feature.node.kubernetes.io/pci-10de.present": "true"},
@@ -527,7 +527,7 @@ def test_missing_namespace_is_named(cluster, ansible):
         assert [w["method"] for w in cluster.writes(mark)] == ["POST"]
 
 
-@pytest.mark.node_config({"sync_interval": 0.5, "pod_start_delay": 0.2, "nodes": [
+@pytest.mark.node_config({"pod_start_delay": 0.2, "nodes": [
     {"name": "arc-1", "labels": {"kubernetes.io/arch": "amd64", "intel.feature.node.kubernetes.io/gpu": "true"},
      "inventory": {"gpu.intel.com/xe": 1}},
     {"name": "flex-1", "labels": {"kubernetes.io/arch": "amd64", "feature.node.kubernetes.io/pci-0380_8086.present": "true"},

@@ -37,7 +37,7 @@ OWN_NAME = "team-a-dra-driver"
 # how long the helper thread waits for the module to start watching (the play starts a Python per task)
 PLAYBOOK_WAIT = 240
 GPU_LABEL = {"kubehw.devices/it-dra-gpu": "true"}
-NODES = {"sync_interval": 0.2, "pod_start_delay": 0.1, "nodes": [
+NODES = {"pod_start_delay": 0.1, "nodes": [
     {"name": "gpu-1", "labels": GPU_LABEL, "inventory": {"example.com/gpu": 2}},
     {"name": "gpu-2", "labels": GPU_LABEL, "inventory": {"example.com/gpu": 4}},
 ]}
@@ -160,7 +160,7 @@ def test_rollout_waits_for_devices_rerun_and_check_mode_write_nothing_absent_twi
     assert not device_class_exists(cluster, "gpu.example.com")
 
 
-@pytest.mark.node_config({"sync_interval": 0.2, "pod_start_delay": 0.1, "nodes": [
+@pytest.mark.node_config({"pod_start_delay": 0.1, "nodes": [
     {"name": "gpu-1", "labels": GPU_LABEL, "inventory": {"example.com/gpu": 2}},
     {"name": "cpu-1"},
 ]})

@@ -324,7 +324,7 @@ def test_the_example_drivers_service_account_may_do_what_the_driver_does(cluster
 # -- wait: devices on a mixed cluster -------------------------------------------------------------------------------
 
 INTEL_LABEL = {"intel.feature.node.kubernetes.io/gpu": "true"}
-MIXED = {"sync_interval": 0.2, "pod_start_delay": 0.1, "nodes": [
+MIXED = {"pod_start_delay": 0.1, "nodes": [
     {"name": "arc-1", "labels": INTEL_LABEL, "inventory": {"gpu.intel.com/i915": 2}},
     {"name": "cpu-1"}, {"name": "cpu-2"}, {"name": "cpu-3"},
 ]}

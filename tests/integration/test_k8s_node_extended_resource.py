@@ -26,7 +26,6 @@ POOL = ["pool-%02d" % i for i in range(3)]
 MANY = 40
 
 SIM_CONFIG = {
-    "sync_interval": 0.3,
     "pod_start_delay": 0.1,
     "nodes": [
         {"name": "er-1", "labels": {"kubehw-it/role": "er"}},

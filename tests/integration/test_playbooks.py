@@ -24,6 +24,7 @@ import time
 import pytest
 import yaml
 
+from tests.support.kubelet import PASS_INTERVAL
 from tests.support.node_configs import DEMO_CONFIG_PATH
 from tests.support.playbook_runner import run_playbook
 
@@ -213,7 +214,7 @@ def test_site_check_run_rerun_verify_teardown(cluster, collections_path, tmp_pat
     # grace period and a status sync, the nodes are as before site.yml (no nvidia.com/gpu, not even "0")
     removals = [w for w in cluster.writes(mark) if w["path"].startswith("/api/v1/nodes/gpu-node")]
     assert removals and all(w["method"] == "PATCH" and '"remove"' in w["body"] for w in removals), removals
-    time.sleep(CONFIG["device_plugin_stop_grace"] + 2.5 * CONFIG["sync_interval"])
+    time.sleep(CONFIG["device_plugin_stop_grace"] + 10 * PASS_INTERVAL)
     assert node_statuses(cluster) == before
 
 

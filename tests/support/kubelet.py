@@ -50,6 +50,7 @@ from tests.support.watch_mirror import WatchMirror
 STANDIN_LABEL = "kubehw-it.example.com/kubelet-stand-in"
 LEASE_DURATION = 40
 SYNC_TIMEOUT = 30       # seconds for the first list of each watched collection
+PASS_INTERVAL = 0.25    # seconds between passes when nothing changes (the steps that are due by time)
 AWAIT_SECONDS = 2.0     # how long a pass leaves alone an object it changed, waiting for the watch to bring the change
 
 
@@ -59,7 +60,8 @@ class KubeletStandIn:
     # heartbeat_interval 4 s: a tenth of the node-monitor grace period of the suite's control plane
     # (tests/support/control_plane.py); status_report_interval 60 s: the Ready condition's heartbeat, which the node
     # lifecycle controller needs only when there is no Lease (a kubelet's default is 5 minutes)
-    def __init__(self, kubeconfig, config=None, interval=0.25, heartbeat_interval=4.0, status_report_interval=60.0):
+    def __init__(self, kubeconfig, config=None, interval=PASS_INTERVAL, heartbeat_interval=4.0,
+                 status_report_interval=60.0):
         from kubernetes import client, config as kube_config
 
         self.kubelet = KubeletCore(config)

@@ -2,7 +2,7 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The test nodes a kubelet stand-in registers (tests/support/kubelet.py): a YAML file or dict, defaults filled in.
 
-    sync_interval, pod_start_delay, pod_stop_delay, device_plugin_stop_grace: seconds (see kubelet_core.py)
+    pod_start_delay, pod_stop_delay, device_plugin_stop_grace: seconds (see kubelet_core.py)
     device_plugins: {image substring: [resource names]}; dra_drivers: as dra_devices.py's DEFAULT_DRA_DRIVERS
     nodes: [{name, labels, annotations, taints, capacity, inventory: {resource: count}, without_capacity,
              unreachable}]
@@ -29,7 +29,6 @@ DEFAULT_DEVICE_PLUGINS = {
 DEFAULT_NODE_CAPACITY = {"cpu": "8", "memory": "32Gi", "pods": "110"}
 
 DEFAULTS = {
-    "sync_interval": 1.0,
     "pod_start_delay": 0.3,
     "device_plugins": DEFAULT_DEVICE_PLUGINS,
     "nodes": [],
@@ -65,7 +64,7 @@ def load_config(config=None):
 
     result = copy.deepcopy(DEFAULTS)
     result.update(raw)
-    for key in ("sync_interval", "pod_start_delay"):
+    for key in ("pod_start_delay",):
         try:
             result[key] = float(result[key])
         except (TypeError, ValueError):
