@@ -26,6 +26,8 @@ import json
 import socket
 import threading
 
+from kubernetes.watch.watch import iter_resp_lines
+
 WATCH_SECONDS = 60      # the apiserver ends each watch after this long; the mirror opens the next one
 RETRY_SECONDS = 0.5     # after a failed list or watch
 
@@ -33,19 +35,6 @@ RETRY_SECONDS = 0.5     # after a failed list or watch
 def _key(obj):
     meta = obj.get("metadata") or {}
     return meta.get("namespace"), meta.get("name")
-
-
-def _lines(response):
-    """The newline-separated JSON events of a watch response, as they arrive."""
-    pending = b""
-    for chunk in response.stream(amt=None, decode_content=False):
-        pending += chunk
-        while b"\n" in pending:
-            line, pending = pending.split(b"\n", 1)
-            if line.strip():
-                yield line
-    if pending.strip():
-        yield pending
 
 
 def _shut(response):
@@ -133,7 +122,8 @@ class WatchMirror:
         try:
             if self._stop.is_set():
                 return None
-            for line in _lines(response):
+            # the client library's reader of a watch's lines, as they arrive
+            for line in iter_resp_lines(response):
                 event = json.loads(line)
                 kind, obj = event.get("type"), event.get("object") or {}
                 if kind == "ERROR":
