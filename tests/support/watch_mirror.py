@@ -37,8 +37,13 @@ def _key(obj):
     return meta.get("namespace"), meta.get("name")
 
 
-def _shut(response):
-    """Shut the socket under an open streaming response (urllib3 1.x and 2.x keep the connection as _connection)."""
+def shut_stream(response):
+    """Shut the socket under an open streamed answer at once, so a read blocked on it (in another thread) ends and the
+    server sees the client go: urllib3 2.3 and later have HTTPResponse.shutdown(); older ones (the floor's 1.24) keep
+    the connection as _connection."""
+    if hasattr(response, "shutdown"):
+        response.shutdown()
+        return
     sock = getattr(getattr(response, "_connection", None), "sock", None)
     if sock is not None:
         try:
@@ -74,7 +79,7 @@ class WatchMirror:
         self._stop.set()
         response = self._response
         if response is not None:
-            _shut(response)
+            shut_stream(response)
 
     def wait_synced(self, timeout):
         return self._synced.wait(timeout)

@@ -31,6 +31,7 @@ from tests.support.fault_proxy import FaultProxy, request_info
 from tests.support.faults import COMMIT_TIMEOUT_MESSAGE, CONTINUE_EXPIRED_MESSAGE
 from tests.support.kubeconfig import write_kubeconfig
 from tests.support.tls import make_client_cert, make_tls
+from tests.support.watch_mirror import shut_stream
 
 kubernetes = pytest.importorskip("kubernetes")
 urllib3 = pytest.importorskip("urllib3")
@@ -134,8 +135,7 @@ def _watch_lines(core, namespace, since, timeout_seconds=20):
 
 def _hang_up(resp):
     """Close the client's side of a streamed answer at once, as a client process that goes away does."""
-    if hasattr(resp, "shutdown"):    # urllib3 2.3 and later
-        resp.shutdown()
+    shut_stream(resp)
     resp.close()
 
 
