@@ -4,8 +4,7 @@
 
     pod_start_delay, pod_stop_delay, device_plugin_stop_grace: seconds (see kubelet_core.py)
     device_plugins: {image substring: [resource names]}; dra_drivers: as dra_devices.py's DEFAULT_DRA_DRIVERS
-    nodes: [{name, labels, annotations, taints, capacity, inventory: {resource: count}, without_capacity,
-             unreachable}]
+    nodes: [{name, labels, annotations, taints, capacity, inventory: {resource: count}, without_capacity}]
 
 node_configs/default.yaml is the integration suite's default set of nodes, node_configs/demo.yaml `make demo`'s.
 """
@@ -34,7 +33,7 @@ DEFAULTS = {
     "nodes": [],
 }
 
-NODE_KEYS = {"name", "labels", "taints", "capacity", "inventory", "without_capacity", "annotations", "unreachable"}
+NODE_KEYS = {"name", "labels", "taints", "capacity", "inventory", "without_capacity", "annotations"}
 
 CONFIGS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "node_configs")
 DEFAULT_CONFIG_PATH = os.path.join(CONFIGS_DIR, "default.yaml")
@@ -95,7 +94,6 @@ def load_config(config=None):
             "capacity": dict(DEFAULT_NODE_CAPACITY, **(node.get("capacity") or {})),
             "inventory": dict(node.get("inventory") or {}),
             "without_capacity": bool(node.get("without_capacity", False)),
-            "unreachable": bool(node.get("unreachable", False)),
         }
         for key, value in filled["capacity"].items():
             filled["capacity"][key] = str(value)
