@@ -16,7 +16,8 @@ Fixtures:
             .node_names(), .server()
             (URL, CA file), .create_nodes(specs), .service_account(name, ...), .bind(...)
             Mark a test with @pytest.mark.node_config({...}) (or a YAML path) to have the kubelet stand-in
-            register those nodes instead of tests/support/node_configs/default.yaml's.
+            register those nodes instead of tests/support/node_configs/default.yaml's
+            (node_configs.NO_NODES: none, for a test that needs no node).
   kubelet_node  a Ready, schedulable node with a kubelet (pods run there), or a skip naming why
   ansible   ansible(tasks, check=False, diff=False, extra_vars=None, env=None, module_defaults=None)
             -> PlaybookRun with .rc, .results, .result(name), .stdout, .stderr; .run(plays, inventory) for plays of

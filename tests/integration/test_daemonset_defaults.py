@@ -31,6 +31,10 @@ from ansible_collections.kubehw.devices.plugins.module_utils import _dra_driver_
 from ansible_collections.kubehw.devices.plugins.module_utils import _dra_driver_presets as dra_presets
 from ansible_collections.kubehw.devices.plugins.modules import device_plugin_deploy
 from ansible_collections.kubehw.devices.plugins.modules import dra_driver_deploy
+from tests.support.node_configs import NO_NODES
+
+# server dry runs only: no node of the stand-in is needed
+pytestmark = pytest.mark.node_config(NO_NODES)
 
 GENERIC_DEVICES = [{"name": "serial", "groups": [{"paths": [{"path": "/dev/ttyUSB*"}]}]}]
 

@@ -20,11 +20,14 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from tests.integration.conftest import create_objects, least_privilege, rbac_objects, wait_for
+from tests.support.node_configs import NO_NODES
 
 # The modules run as the shipped least-privilege identity (playbooks/templates/rbac.yaml.j2). What the tests name
 # of their own (DeviceClasses, a smoke-test namespace) is granted to it as an inventory naming them would grant it,
 # by grant_identity, as the administrator.
 pytestmark = pytest.mark.least_privilege_identity
+# the DeviceClass tests need no node of the stand-in (DeviceClasses are cluster-scoped)
+CLASSES_ONLY = pytest.mark.node_config(NO_NODES)
 
 MODULE = "kubehw.devices.dra_device_class"
 GROUP = "resource.k8s.io"
@@ -82,6 +85,7 @@ def writes(cluster, since):
     return [(w["method"], w["path"], w["query"].get("dryRun")) for w in cluster.writes(since)]
 
 
+@CLASSES_ONLY
 def test_create_rerun_update_remove_twice(cluster, ansible, dc_name):
     selectors = ['device.driver == "gpu.example.com"']
     config = [{"driver": "gpu.example.com", "parameters": {"apiVersion": "gpu.example.com/v1", "kind": "GpuConfig",
@@ -129,6 +133,7 @@ def test_create_rerun_update_remove_twice(cluster, ansible, dc_name):
     assert read_class(cluster, dc_name) is None
 
 
+@CLASSES_ONLY
 def test_writes_whose_answer_is_lost_neither_fail_nor_repeat(cluster, ansible, dc_name):
     fault = "commit-504"  # the connection-dropped variant goes through the same client path (test_faults.py)
     cluster.require_controlled("injects a lost answer after the apiserver stored the write")
@@ -151,6 +156,7 @@ def test_writes_whose_answer_is_lost_neither_fail_nor_repeat(cluster, ansible, d
         'device.driver == "other.example.com"'
 
 
+@CLASSES_ONLY
 def test_check_mode_validates_by_dry_run_and_stores_nothing(cluster, ansible, dc_name):
     mark = cluster.mark()
     run = ansible([
@@ -179,6 +185,7 @@ def test_check_mode_validates_by_dry_run_and_stores_nothing(cluster, ansible, dc
         assert len(sent) in (2, 3) and all(m == "POST" and dry == "All" for m, _p, dry in sent), sent
 
 
+@CLASSES_ONLY
 def test_bad_input_fails_before_any_request(cluster, ansible, dc_name):
     mark = cluster.mark()
     run = ansible([
@@ -197,6 +204,7 @@ def test_bad_input_fails_before_any_request(cluster, ansible, dc_name):
     assert read_class(cluster, dc_name) is None
 
 
+@CLASSES_ONLY
 def test_extended_resource_name_is_stored_once(cluster, ansible, dc_name):
     # not example.com/gpu: test_extended_resource_served_through_dra maps that one, maybe at the same time
     run = ansible([task(dc_name, selectors=['device.driver == "gpu.example.com"'],
@@ -211,6 +219,7 @@ def test_extended_resource_name_is_stored_once(cluster, ansible, dc_name):
         assert writes(cluster, mark) == []
 
 
+@CLASSES_ONLY
 def test_foreign_class_left_alone_without_adopt(cluster, ansible, dc_name):
     body = {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": dc_name},
             "spec": {"selectors": [{"cel": {"expression": 'device.driver == "other.example.com"'}}]}}
@@ -237,6 +246,7 @@ def discovery_of_an_older_cluster(cluster, versions):
     return groups
 
 
+@CLASSES_ONLY
 @pytest.mark.parametrize("release, versions", [("v1.33.5", ["v1beta2", "v1beta1"]), ("v1.33.5", [])],
                          ids=["betas-only", "no-group"])
 def test_a_cluster_without_resource_k8s_io_v1_is_refused_in_one_line_before_any_write(

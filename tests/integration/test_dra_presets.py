@@ -33,11 +33,14 @@ from kubernetes.client.rest import ApiException
 
 from ansible_collections.kubehw.devices.plugins.module_utils._daemonset_rollout import pod_node
 from tests.integration.conftest import wait_for
+from tests.support.node_configs import NO_NODES
 
 MODULE = "kubehw.devices.dra_driver_deploy"
 NODE_CAPACITY = {"cpu": "8", "memory": "32Gi", "pods": "110"}
 GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
 NOT_READY = "node.kubernetes.io/not-ready"
+# the tests make nodes of their own (but the mixed-cluster one, which names the stand-in's)
+pytestmark = pytest.mark.node_config(NO_NODES)
 
 
 @contextlib.contextmanager

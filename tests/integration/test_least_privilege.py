@@ -15,7 +15,13 @@ __metaclass__ = type
 
 import json
 
+import pytest
+
 from tests.integration.conftest import own_rbac_names, rbac_identity_kubeconfig
+from tests.support.node_configs import NO_NODES
+
+# namespaced objects of the identity's own and of others: no node of the stand-in is needed
+pytestmark = pytest.mark.node_config(NO_NODES)
 
 # a JSON patch, which every client sends with the same content type
 TOUCH = [{"op": "add", "path": "/metadata/annotations", "value": {"kubehw.example.com/touched": "yes"}}]

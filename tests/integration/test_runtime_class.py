@@ -19,8 +19,12 @@ import pytest
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
+from tests.support.node_configs import NO_NODES
+
 MODULE = "kubehw.devices.k8s_runtime_class"
 MANAGED_BY = "app.kubernetes.io/managed-by"
+# RuntimeClasses are cluster-scoped: no node of the stand-in is needed
+pytestmark = pytest.mark.node_config(NO_NODES)
 
 
 def node_api(cluster):

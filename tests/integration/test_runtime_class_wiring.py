@@ -17,10 +17,15 @@ __metaclass__ = type
 import os
 import tomllib
 
+import pytest
+
 from ansible_collections.kubehw.devices.plugins.filter import runtime_dropins
+from tests.support.node_configs import NO_NODES
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FIXTURES = os.path.join(REPO_ROOT, "tests", "unit", "roles", "fixtures")
+# check mode, with a node name of its own: no node of the stand-in is needed
+pytestmark = pytest.mark.node_config(NO_NODES)
 
 
 def _read(*parts):

@@ -37,6 +37,9 @@ NODE_KEYS = {"name", "labels", "taints", "capacity", "inventory", "without_capac
 
 CONFIGS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "node_configs")
 DEFAULT_CONFIG_PATH = os.path.join(CONFIGS_DIR, "default.yaml")
+# for tests that need no node of the stand-in's (cluster-scoped objects, server dry runs, nodes of the test's own):
+# it registers none, so the test's control plane neither registers nor deletes five nodes for it
+NO_NODES = {"nodes": []}
 DEMO_CONFIG_PATH = os.path.join(CONFIGS_DIR, "demo.yaml")
 
 
