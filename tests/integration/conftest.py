@@ -14,7 +14,7 @@ Fixtures:
   cluster   .controlled, .controls (the fault proxy's and the kubelet stand-in's controls, or None), .kubeconfig,
             .core, .apps, .rbac, .mark(), .writes(since=None), .require_controlled(reason),
             .node_names(), .server()
-            (URL, CA file), .create_nodes(specs), .service_account(name, ...), .bind(...)
+            (URL, CA file), .create_nodes(specs), .kubelets(nodes, **settings), .service_account(name, ...), .bind(...)
             Mark a test with @pytest.mark.node_config({...}) (or a YAML path) to have the kubelet stand-in
             register those nodes instead of tests/support/node_configs/default.yaml's
             (node_configs.NO_NODES: none, for a test that needs no node).

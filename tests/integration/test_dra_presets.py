@@ -6,12 +6,14 @@ What only a real control plane shows of the presets, proved here with the real D
 and authorizer when KUBECONFIG names one (../shared/k8s, no kubelet needed), and on the suite's own control plane:
 
 - each preset's DaemonSet gets pods exactly on the nodes labelled (and tainted) as upstream expects, and on no
-  other node: the DaemonSet controller decides, from Node objects the test makes Ready and keeps Ready;
+  other node: the DaemonSet controller decides, from nodes of the test's own that a kubelet stand-in of the test's
+  own keeps Ready (cluster.kubelets);
 - a DRA driver next to a device plugin serving the same GPUs on the same node is refused with nothing written;
 - the example driver's own service account may do what the driver does (SubjectAccessReview for each right, the
   Kubernetes 1.36 per-node claim-status verbs included, and real requests with its TokenRequest token);
-- ``wait: devices`` finishes on a mixed cluster, where only the Intel node runs the driver (needs running pods:
-  the suite's own control plane, or a control plane with the kubelet stand-in of make real).
+- ``wait: devices`` finishes on a mixed cluster, where only the Intel node runs the driver;
+- the shared rollout wait: nodes still joining (their kubelet registered them Ready False), pods the DaemonSet
+  controller cannot create, a rolling update stuck behind a node that is down.
 
 Each test uses names of its own (nodes, namespace, driver name) and removes the driver's cluster-scoped objects,
 so it runs beside other tests and on a shared cluster.
@@ -21,7 +23,6 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import contextlib
 import json
 import threading
 import time
@@ -36,47 +37,31 @@ from tests.integration.conftest import wait_for
 from tests.support.node_configs import NO_NODES
 
 MODULE = "kubehw.devices.dra_driver_deploy"
-NODE_CAPACITY = {"cpu": "8", "memory": "32Gi", "pods": "110"}
 GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
 NOT_READY = "node.kubernetes.io/not-ready"
-# the tests make nodes of their own (but the mixed-cluster one, which names the stand-in's)
+# the tests make nodes of their own, with a kubelet stand-in of their own where the nodes need kubelets
 pytestmark = pytest.mark.node_config(NO_NODES)
 
 
-@contextlib.contextmanager
-def ready_nodes(cluster, specs):
-    """Node objects of the test's own, Ready and schedulable, kept Ready (a heartbeat every 3 s, as a kubelet
-    would send, so the node lifecycle controller neither keeps nor adds the not-ready or unreachable taints).
-    Each spec: {"what", "labels", "taints"}; yields the names in order."""
-    names = cluster.create_nodes([dict(spec, capacity=NODE_CAPACITY) for spec in specs])
-    stop = threading.Event()
+def kubelet_nodes(cluster, specs):
+    """Nodes of the test's own with a kubelet stand-in of the test's own (cluster.kubelets), which keeps them Ready and
+    runs their pods. Each spec: {"what", "labels", "taints", "starting"}; a starting node registers Ready False, as a
+    kubelet still joining does, until standin.set_node_starting(name, False); the others are waited for until
+    schedulable (the node lifecycle controller has lifted the not-ready taint a new node gets). Returns
+    (stand-in, names in order)."""
+    standin, names = cluster.kubelets([{"name": spec["what"], "labels": spec.get("labels") or {},
+                                        "taints": spec.get("taints") or [], "starting": spec.get("starting", False)}
+                                       for spec in specs], pod_start_delay=0.2)
+    standin.wait_schedulable(timeout=60, names=[n for n, spec in zip(names, specs) if not spec.get("starting")])
+    return standin, names
 
-    def heartbeat():
-        while not stop.wait(3):
-            for name in names:
-                try:
-                    cluster.report_ready(name)
-                except ApiException:
-                    pass
 
-    for name in names:
-        cluster.report_ready(name)
-    # the node lifecycle controller lifts node.kubernetes.io/not-ready once it sees Ready
-    wait_for(lambda: all(not [t for t in (read_node(cluster, n).get("spec") or {}).get("taints") or []
-                              if t.get("key") == NOT_READY] for n in names),
-             timeout=60, what="the not-ready taint lifted from %s" % ", ".join(names))
-    for name, spec in zip(names, specs):
-        if spec.get("taints"):
-            node = read_node(cluster, name)
-            taints = [t for t in (node.get("spec") or {}).get("taints") or [] if t.get("key") != NOT_READY]
-            cluster.core.patch_node(name, {"spec": {"taints": taints + spec["taints"]}}, _preload_content=False)
-    thread = threading.Thread(target=heartbeat, daemon=True)
-    thread.start()
-    try:
-        yield names
-    finally:
-        stop.set()
-        thread.join(5)
+def ready_later(standin, node, seconds):
+    """The node's kubelet finishes joining after seconds: it posts Ready and runs its pods from then on."""
+    timer = threading.Timer(seconds, standin.set_node_starting, (node, False))
+    timer.daemon = True
+    timer.start()
+    return timer
 
 
 def read_node(cluster, name):
@@ -132,27 +117,27 @@ def test_each_presets_daemonset_runs_on_the_nodes_upstream_labels_and_not_others
     options, layout = SELECTION[preset]
     specs = [{"what": what, "labels": labels, "taints": taints} for what, labels, taints, _runs in layout]
     namespace, name = cluster.namespace(), cluster.unique_name("dra-" + preset)
-    with ready_nodes(cluster, specs) as nodes:
-        wanted = sorted(n for n, (_w, _l, _t, runs) in zip(nodes, layout) if runs)
-        # a device plugin of a real cluster may serve GPU-labelled nodes: not this test's point
-        run, res = deploy(ansible, namespace, name, preset=preset, allow_device_plugin_overlap=True, **options)
-        try:
-            assert not res["failed"], run.output()
-            # the DaemonSet controller makes one pod per selected node; give it time to reach every node
-            mine = set(nodes)
+    _standin, nodes = kubelet_nodes(cluster, specs)
+    wanted = sorted(n for n, (_w, _l, _t, runs) in zip(nodes, layout) if runs)
+    # a device plugin of a real cluster may serve GPU-labelled nodes: not this test's point
+    run, res = deploy(ansible, namespace, name, preset=preset, allow_device_plugin_overlap=True, **options)
+    try:
+        assert not res["failed"], run.output()
+        # the DaemonSet controller makes one pod per selected node; give it time to reach every node
+        mine = set(nodes)
 
-            def placed():
-                on = sorted(pod_node(p) for p in daemonset_pods(cluster, namespace, name) if pod_node(p) in mine)
-                return on if on == wanted else None
+        def placed():
+            on = sorted(pod_node(p) for p in daemonset_pods(cluster, namespace, name) if pod_node(p) in mine)
+            return on if on == wanted else None
 
-            wait_for(placed, timeout=60, what="pods of %s on exactly %s" % (name, ", ".join(wanted)))
-            time.sleep(2)   # and no more come: the nodes left out stay without a pod
-            assert sorted(pod_node(p) for p in daemonset_pods(cluster, namespace, name)
-                          if pod_node(p) in mine) == wanted
-            ds = json.loads(cluster.apps.read_namespaced_daemon_set(name, namespace, _preload_content=False).data)
-            assert ds["spec"]["template"]["spec"]["serviceAccountName"] == name
-        finally:
-            remove(ansible, namespace, name, preset)
+        wait_for(placed, timeout=60, what="pods of %s on exactly %s" % (name, ", ".join(wanted)))
+        time.sleep(2)   # and no more come: the nodes left out stay without a pod
+        assert sorted(pod_node(p) for p in daemonset_pods(cluster, namespace, name)
+                      if pod_node(p) in mine) == wanted
+        ds = json.loads(cluster.apps.read_namespaced_daemon_set(name, namespace, _preload_content=False).data)
+        assert ds["spec"]["template"]["spec"]["serviceAccountName"] == name
+    finally:
+        remove(ansible, namespace, name, preset)
 
 
 # -- a DRA driver next to a serving device plugin --------------------------------------------------------------
@@ -162,28 +147,28 @@ def test_a_dra_driver_next_to_a_serving_nvidia_device_plugin_is_refused_with_not
     plugin, driver = cluster.unique_name("nvdp"), cluster.unique_name("nvdra")
     label = {"kubehw-it.example.com/gpu-pool": plugin}
     specs = [{"what": "gpu", "labels": dict(label, **{"nvidia.com/gpu.present": "true"}), "taints": [GPU_TAINT]}]
-    with ready_nodes(cluster, specs) as (node,):
-        run = ansible([{"name": "Plugin", "kubehw.devices.device_plugin_deploy": dict(
-            preset="nvidia", namespace=namespace, name=plugin, node_selector=label, runtime_class_name="",
-            wait="none"), "register": "out"}])
-        assert not run.result("Plugin")["failed"], run.output()
-        try:
-            wait_for(lambda: [p for p in daemonset_pods(cluster, namespace, plugin) if pod_node(p) == node],
-                     timeout=60, what="the device plugin's pod on %s" % node)
-            # by watch: the heartbeat of the test's own node writes its status meanwhile, which the request log would count
-            observer = cluster.observe_writes(namespaces=[namespace], names=[driver], by_watch=True)
-            run, res = deploy(ansible, namespace, driver, preset="nvidia", node_selector=label, wait="devices")
-            assert res["failed"] and not res["changed"], run.output()
-            assert ("Refusing to deploy the DRA driver gpu.nvidia.com: the device plugin DaemonSet %s/%s (%s) serves "
-                    "nvidia.com/gpu" % (namespace, plugin, node)) in res["msg"], res["msg"]
-            assert "allow_device_plugin_overlap: true" in res["msg"] and "Nothing was written" in res["msg"]
-            assert observer.writes() == []
-            with pytest.raises(ApiException) as err:
-                cluster.apps.read_namespaced_daemon_set(driver, namespace, _preload_content=False)
-            assert err.value.status == 404
-        finally:
-            ansible([{"name": "Plugin gone", "kubehw.devices.device_plugin_deploy": dict(
-                preset="nvidia", namespace=namespace, name=plugin, state="absent", wait="none")}])
+    _standin, (node,) = kubelet_nodes(cluster, specs)
+    run = ansible([{"name": "Plugin", "kubehw.devices.device_plugin_deploy": dict(
+        preset="nvidia", namespace=namespace, name=plugin, node_selector=label, runtime_class_name="",
+        wait="none"), "register": "out"}])
+    assert not run.result("Plugin")["failed"], run.output()
+    try:
+        # running and ready: its kubelet writes it no more (which a watching observer, on another cluster, would count)
+        wait_for(lambda: pods_ready_on(cluster, namespace, node), timeout=60,
+                 what="the device plugin's pod running and ready on %s" % node)
+        observer = cluster.observe_writes(namespaces=[namespace], names=[driver])
+        run, res = deploy(ansible, namespace, driver, preset="nvidia", node_selector=label, wait="devices")
+        assert res["failed"] and not res["changed"], run.output()
+        assert ("Refusing to deploy the DRA driver gpu.nvidia.com: the device plugin DaemonSet %s/%s (%s) serves "
+                "nvidia.com/gpu" % (namespace, plugin, node)) in res["msg"], res["msg"]
+        assert "allow_device_plugin_overlap: true" in res["msg"] and "Nothing was written" in res["msg"]
+        assert observer.writes() == []
+        with pytest.raises(ApiException) as err:
+            cluster.apps.read_namespaced_daemon_set(driver, namespace, _preload_content=False)
+        assert err.value.status == 404
+    finally:
+        ansible([{"name": "Plugin gone", "kubehw.devices.device_plugin_deploy": dict(
+            preset="nvidia", namespace=namespace, name=plugin, state="absent", wait="none")}])
 
 
 def static_manifest(namespace, name, pool):
@@ -296,28 +281,28 @@ def test_the_example_drivers_service_account_may_do_what_the_driver_does(cluster
         as_driver = kube_config.new_client_from_config(config_file=cluster.token_kubeconfig(token))
         try:
             custom = client.CustomObjectsApi(as_driver)
-            with ready_nodes(cluster, [{"what": "example-node", "labels": {}}]) as (node,):
-                client.CoreV1Api(as_driver).read_node(node, _preload_content=False)
-                body = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
-                        "metadata": {"name": "%s-%s" % (node, "gpu.example.com")[:63]},
-                        "spec": {"driver": "gpu.example.com", "nodeName": node,
-                                 "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
-                                 "devices": [{"name": "gpu-0"}]}}
-                created = json.loads(custom.create_cluster_custom_object(
-                    "resource.k8s.io", "v1", "resourceslices", body, _preload_content=False).data)
-                try:
-                    listed = json.loads(custom.list_cluster_custom_object(
-                        "resource.k8s.io", "v1", "resourceslices", field_selector="spec.driver=gpu.example.com",
-                        _preload_content=False).data)["items"]
-                    assert created["metadata"]["name"] in [s["metadata"]["name"] for s in listed]
-                    custom.list_namespaced_custom_object("resource.k8s.io", "v1", namespace, "resourceclaims",
-                                                         _preload_content=False)
-                finally:
-                    custom.delete_cluster_custom_object("resource.k8s.io", "v1", "resourceslices",
-                                                        created["metadata"]["name"], _preload_content=False)
-                with pytest.raises(ApiException) as err:
-                    client.CoreV1Api(as_driver).delete_node(node, _preload_content=False)
-                assert err.value.status == 403
+            _standin, (node,) = kubelet_nodes(cluster, [{"what": "example-node"}])
+            client.CoreV1Api(as_driver).read_node(node, _preload_content=False)
+            body = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+                    "metadata": {"name": "%s-%s" % (node, "gpu.example.com")[:63]},
+                    "spec": {"driver": "gpu.example.com", "nodeName": node,
+                             "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+                             "devices": [{"name": "gpu-0"}]}}
+            created = json.loads(custom.create_cluster_custom_object(
+                "resource.k8s.io", "v1", "resourceslices", body, _preload_content=False).data)
+            try:
+                listed = json.loads(custom.list_cluster_custom_object(
+                    "resource.k8s.io", "v1", "resourceslices", field_selector="spec.driver=gpu.example.com",
+                    _preload_content=False).data)["items"]
+                assert created["metadata"]["name"] in [s["metadata"]["name"] for s in listed]
+                custom.list_namespaced_custom_object("resource.k8s.io", "v1", namespace, "resourceclaims",
+                                                     _preload_content=False)
+            finally:
+                custom.delete_cluster_custom_object("resource.k8s.io", "v1", "resourceslices",
+                                                    created["metadata"]["name"], _preload_content=False)
+            with pytest.raises(ApiException) as err:
+                client.CoreV1Api(as_driver).delete_node(node, _preload_content=False)
+            assert err.value.status == 403
         finally:
             as_driver.close()
     finally:
@@ -327,123 +312,31 @@ def test_the_example_drivers_service_account_may_do_what_the_driver_does(cluster
 # -- wait: devices on a mixed cluster -------------------------------------------------------------------------------
 
 INTEL_LABEL = {"intel.feature.node.kubernetes.io/gpu": "true"}
-MIXED = {"pod_start_delay": 0.1, "nodes": [
+MIXED_NODES = [
     {"name": "arc-1", "labels": INTEL_LABEL, "inventory": {"gpu.intel.com/i915": 2}},
     {"name": "cpu-1"}, {"name": "cpu-2"}, {"name": "cpu-3"},
-]}
+]
 
 
-@contextlib.contextmanager
-def mixed_nodes(cluster):
-    """The MIXED nodes, each with a kubelet: the kubelet stand-in serves them as configured;
-    on any other real cluster the test runs a kubelet stand-in of its own (tests/support/kubelet.py) for nodes of
-    run-unique names, and removes them afterwards. Yields {configured name: node name}."""
-    if cluster.controlled:
-        yield dict((n["name"], n["name"]) for n in MIXED["nodes"])
-        return
-    from tests.support.kubelet import KubeletStandIn
-
-    names = dict((n["name"], cluster.unique_name(n["name"])) for n in MIXED["nodes"])
-    config = dict(MIXED, nodes=[dict(n, name=names[n["name"]]) for n in MIXED["nodes"]])
-    standin = KubeletStandIn(cluster.kubeconfig.split(":")[0], config)
-    standin.start()
-    try:
-        wait_for(lambda: all(not [t for t in (read_node(cluster, n).get("spec") or {}).get("taints") or []
-                                  if t.get("key") == NOT_READY] for n in names.values()),
-                 timeout=60, what="the stand-in's nodes schedulable")
-        yield names
-    finally:
-        standin.stop()
-
-
-@pytest.mark.node_config(MIXED)
 def test_wait_devices_finishes_on_a_mixed_cluster_where_only_the_intel_node_runs_the_driver(cluster, ansible):
     """With no node selection the Intel plugin ran on every node and the wait timed out on the nodes
     without an Intel GPU; the preset's NFD node selector leaves them out."""
     namespace, name = cluster.namespace(), cluster.unique_name("dra-intel")
-    with mixed_nodes(cluster) as names:
-        run, res = deploy(ansible, namespace, name, preset="intel", wait="devices", min_count=2)
-        try:
-            assert not res["failed"], run.output()
-            mine = set(names.values())
-            assert [(n["name"], n["device_count"]) for n in res["nodes"] if n["name"] in mine] == \
-                [(names["arc-1"], 2)]
-            assert sorted(pod_node(p) for p in daemonset_pods(cluster, namespace, name)
-                          if pod_node(p) in mine) == [names["arc-1"]]
-        finally:
-            remove(ansible, namespace, name, "intel")
+    standin, nodes = cluster.kubelets(MIXED_NODES, pod_start_delay=0.1)
+    standin.wait_schedulable(timeout=60)
+    names = dict(zip((n["name"] for n in MIXED_NODES), nodes))
+    run, res = deploy(ansible, namespace, name, preset="intel", wait="devices", min_count=2)
+    try:
+        assert not res["failed"], run.output()
+        mine = set(nodes)
+        assert [(n["name"], n["device_count"]) for n in res["nodes"] if n["name"] in mine] == [(names["arc-1"], 2)]
+        assert sorted(pod_node(p) for p in daemonset_pods(cluster, namespace, name)
+                      if pod_node(p) in mine) == [names["arc-1"]]
+    finally:
+        remove(ansible, namespace, name, "intel")
 
 
 # -- the shared rollout wait: pods that cannot be created, nodes still joining ------------------------------------
-
-class PodReporter(object):
-    """A kubelet's duties for nodes of the test's own, through the API: a Ready heartbeat every second (once
-    started), the pods bound there reported Running and Ready (again, when something else marked them not ready),
-    and their deletions confirmed, so a DaemonSet rollout can finish."""
-
-    def __init__(self, cluster, namespace, nodes, delay=0.0):
-        self.cluster, self.namespace, self.nodes, self.delay = cluster, namespace, set(nodes), delay
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True)
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.stop.set()
-        self.thread.join(5)
-
-    def _run(self):
-        if self.stop.wait(self.delay):
-            return
-        while not self.stop.is_set():
-            try:
-                self._tick()
-            except ApiException:
-                pass
-            self.stop.wait(1)
-
-    def _tick(self):
-        cluster = self.cluster
-        for name in self.nodes:
-            cluster.report_ready(name)
-        pods = json.loads(cluster.core.list_namespaced_pod(self.namespace, _preload_content=False).data)["items"]
-        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        for pod in pods:
-            spec, status = pod.get("spec") or {}, pod.get("status") or {}
-            if spec.get("nodeName") not in self.nodes:
-                continue
-            if pod["metadata"].get("deletionTimestamp"):
-                # the kubelet stops the containers and confirms the deletion
-                cluster.core.delete_namespaced_pod(pod["metadata"]["name"], self.namespace, grace_period_seconds=0,
-                                                   _preload_content=False)
-                continue
-            ready = [c for c in status.get("conditions") or [] if c.get("type") == "Ready" and c.get("status") == "True"]
-            if status.get("phase") == "Running" and ready:
-                # as a kubelet's status manager: a pod the node lifecycle controller marked not ready (its copy of the
-                # node still showed the registration's Ready False) is reported ready again
-                continue
-            cluster.core.patch_namespaced_pod_status(pod["metadata"]["name"], self.namespace, {"status": {
-                "phase": "Running", "startTime": now,
-                "conditions": [{"type": t, "status": "True", "lastTransitionTime": now}
-                               for t in ("PodScheduled", "Initialized", "ContainersReady", "Ready")],
-                "containerStatuses": [{"name": c["name"], "image": c["image"], "imageID": "", "ready": True,
-                                       "restartCount": 0, "started": True, "state": {"running": {"startedAt": now}}}
-                                      for c in spec.get("containers") or []]}}, _preload_content=False)
-
-
-def register_not_ready(cluster, node):
-    """Report Ready=False, as a kubelet does when it registers: the node keeps node.kubernetes.io/not-ready:NoSchedule
-    until it reports Ready (a node with no Ready condition at all loses the taint at the node lifecycle controller's
-    first pass, measured on v1.36.2)."""
-    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    cluster.core.patch_node_status(node, [{"op": "add", "path": "/status/conditions", "value": [{
-        "type": "Ready", "status": "False", "reason": "KubeletNotReady", "message": "container runtime starting",
-        "lastHeartbeatTime": now, "lastTransitionTime": now}]}], _preload_content=False)
-    wait_for(lambda: [t for t in (read_node(cluster, node).get("spec") or {}).get("taints") or []
-                      if t.get("key") == NOT_READY], timeout=30, what="the registration taint on %s" % node)
-
 
 def test_a_rollout_started_while_its_node_is_still_joining_waits_for_it(cluster, ansible):
     """A rollout right after a matching node registered failed at once with "selects no node
@@ -452,25 +345,23 @@ def test_a_rollout_started_while_its_node_is_still_joining_waits_for_it(cluster,
     namespace, name = cluster.namespace(), cluster.unique_name("dra-join")
     label = {"kubehw-it.example.com/joining": name}
     # registered NotReady, as a kubelet does: the apiserver adds the not-ready taint; Ready comes 4 s later
-    (node,) = cluster.create_nodes([{"what": "joining", "labels": label, "capacity": NODE_CAPACITY}])
-    register_not_ready(cluster, node)
-    with PodReporter(cluster, namespace, [node], delay=4):
-        start = time.monotonic()
-        run, res = deploy(ansible, namespace, name, preset="example", node_selector=label, wait="rollout",
-                          wait_timeout=90)
-        try:
-            assert not res["failed"], run.output()
-            assert res["rollout"]["desired"] == 1 and res["rollout"]["done"], res["rollout"]
-            assert time.monotonic() - start < 90
-        finally:
-            remove(ansible, namespace, name, "example")
+    standin, (node,) = kubelet_nodes(cluster, [{"what": "joining", "labels": label, "starting": True}])
+    ready_later(standin, node, 4)
+    start = time.monotonic()
+    run, res = deploy(ansible, namespace, name, preset="example", node_selector=label, wait="rollout",
+                      wait_timeout=90)
+    try:
+        assert not res["failed"], run.output()
+        assert res["rollout"]["desired"] == 1 and res["rollout"]["done"], res["rollout"]
+        assert time.monotonic() - start < 90
+    finally:
+        remove(ansible, namespace, name, "example")
 
 
 def test_a_node_that_never_becomes_ready_is_named_at_the_timeout(cluster, ansible):
     namespace, name = cluster.namespace(), cluster.unique_name("dra-stuck")
     label = {"kubehw-it.example.com/stuck": name}
-    (node,) = cluster.create_nodes([{"what": "stuck", "labels": label, "capacity": NODE_CAPACITY}])
-    register_not_ready(cluster, node)
+    _standin, (node,) = kubelet_nodes(cluster, [{"what": "stuck", "labels": label, "starting": True}])
     run, res = deploy(ansible, namespace, name, preset="example", node_selector=label, wait="rollout", wait_timeout=8)
     try:
         assert res["failed"], run.output()
@@ -486,21 +377,20 @@ def test_a_rollout_with_one_ready_node_and_one_joining_covers_both(cluster, ansi
     until the joining node runs its pod, and the result says so per node."""
     namespace, name = cluster.namespace(), cluster.unique_name("dra-half")
     label = {"kubehw-it.example.com/half": name}
-    with ready_nodes(cluster, [{"what": "half-ready", "labels": label}]) as (ready,):
-        (joining,) = cluster.create_nodes([{"what": "half-joining", "labels": label, "capacity": NODE_CAPACITY}])
-        register_not_ready(cluster, joining)
-        with PodReporter(cluster, namespace, [ready]), PodReporter(cluster, namespace, [joining], delay=8):
-            start = time.monotonic()
-            run, res = deploy(ansible, namespace, name, preset="example", node_selector=label, wait="rollout",
-                              wait_timeout=90)
-            took = time.monotonic() - start
-            try:
-                assert not res["failed"], run.output()
-                assert res["rollout"]["desired"] == 2 and res["rollout"]["done"], res["rollout"]
-                assert res["node_outcome"] == {ready: "ready", joining: "ready"}, res["node_outcome"]
-                assert took >= 8, "returned after %.1f s, before the joining node could be Ready" % took
-            finally:
-                remove(ansible, namespace, name, "example")
+    standin, (ready, joining) = kubelet_nodes(cluster, [{"what": "half-ready", "labels": label},
+                                                        {"what": "half-joining", "labels": label, "starting": True}])
+    start = time.monotonic()
+    ready_later(standin, joining, 8)
+    run, res = deploy(ansible, namespace, name, preset="example", node_selector=label, wait="rollout",
+                      wait_timeout=90)
+    took = time.monotonic() - start
+    try:
+        assert not res["failed"], run.output()
+        assert res["rollout"]["desired"] == 2 and res["rollout"]["done"], res["rollout"]
+        assert res["node_outcome"] == {ready: "ready", joining: "ready"}, res["node_outcome"]
+        assert took >= 8, "returned after %.1f s, before the joining node could be Ready" % took
+    finally:
+        remove(ansible, namespace, name, "example")
 
 
 def failed_creates(cluster, namespace, name):
@@ -525,28 +415,28 @@ def test_pods_the_controller_cannot_create_fail_the_rollout_within_seconds_and_s
     namespace, name = cluster.namespace(), cluster.unique_name("dra-quota")
     no_pods_quota(cluster, namespace)
     label = {"kubehw-it.example.com/quota": name}
-    with ready_nodes(cluster, [{"what": "quota", "labels": label}]) as (node,):
-        try:
-            timings = []
-            for attempt in ("first run", "re-run"):
-                if attempt == "re-run":
-                    # right after the controller's next attempt: its backoff has doubled, so a wait that needs a new
-                    # event to notice the refusal (as the one before did) waits 20 s or more
-                    refused = sum(e.get("count") or 1 for e in failed_creates(cluster, namespace, name))
-                    wait_for(lambda: sum(e.get("count") or 1 for e in failed_creates(cluster, namespace, name))
-                             > refused, timeout=60, what="the controller's next attempt")
-                start = time.monotonic()
-                run, res = deploy(ansible, namespace, name, preset="example", node_selector=label, wait="rollout",
-                                  wait_timeout=120)
-                timings.append(time.monotonic() - start)
-                assert res["failed"], run.output()
-                assert "DaemonSet %s/%s cannot create its pods: the DaemonSet controller reports FailedCreate: " % (
-                    namespace, name) in res["msg"] and "exceeded quota" in res["msg"], res["msg"]
-            assert timings[0] < 40, "the first run took %.0f s of its 120" % timings[0]
-            assert timings[1] < 12, "the re-run took %.0f s to name the refusal already there" % timings[1]
-            assert not res["changed"] and res["node_outcome"] == {node: "refused"}, res
-        finally:
-            remove(ansible, namespace, name, "example")
+    _standin, (node,) = kubelet_nodes(cluster, [{"what": "quota", "labels": label}])
+    try:
+        timings = []
+        for attempt in ("first run", "re-run"):
+            if attempt == "re-run":
+                # right after the controller's next attempt: its backoff has doubled, so a wait that needs a new
+                # event to notice the refusal (as the one before did) waits 20 s or more
+                refused = sum(e.get("count") or 1 for e in failed_creates(cluster, namespace, name))
+                wait_for(lambda: sum(e.get("count") or 1 for e in failed_creates(cluster, namespace, name))
+                         > refused, timeout=60, what="the controller's next attempt")
+            start = time.monotonic()
+            run, res = deploy(ansible, namespace, name, preset="example", node_selector=label, wait="rollout",
+                              wait_timeout=120)
+            timings.append(time.monotonic() - start)
+            assert res["failed"], run.output()
+            assert "DaemonSet %s/%s cannot create its pods: the DaemonSet controller reports FailedCreate: " % (
+                namespace, name) in res["msg"] and "exceeded quota" in res["msg"], res["msg"]
+        assert timings[0] < 40, "the first run took %.0f s of its 120" % timings[0]
+        assert timings[1] < 12, "the re-run took %.0f s to name the refusal already there" % timings[1]
+        assert not res["changed"] and res["node_outcome"] == {node: "refused"}, res
+    finally:
+        remove(ansible, namespace, name, "example")
 
 
 def test_a_refusal_the_controller_gets_past_does_not_fail_the_rollout(cluster, ansible):
@@ -556,25 +446,25 @@ def test_a_refusal_the_controller_gets_past_does_not_fail_the_rollout(cluster, a
     namespace, name = cluster.namespace(), cluster.unique_name("dra-blip")
     no_pods_quota(cluster, namespace)
     label = {"kubehw-it.example.com/blip": name}
-    with ready_nodes(cluster, [{"what": "blip", "labels": label}]) as (node,):
-        with PodReporter(cluster, namespace, [node]):
-            def raise_the_quota_after_the_first_refusal():
-                wait_for(lambda: failed_creates(cluster, namespace, name), timeout=60, what="a FailedCreate event")
-                time.sleep(4)
-                cluster.core.patch_namespaced_resource_quota("no-pods", namespace, {"spec": {"hard": {"pods": "10"}}},
-                                                             _preload_content=False)
+    _standin, (node,) = kubelet_nodes(cluster, [{"what": "blip", "labels": label}])
 
-            lifter = threading.Thread(target=raise_the_quota_after_the_first_refusal, daemon=True)
-            lifter.start()
-            run, res = deploy(ansible, namespace, name, preset="example", node_selector=label, wait="rollout",
-                              wait_timeout=90)
-            lifter.join(60)
-            try:
-                assert failed_creates(cluster, namespace, name), "the quota never refused a pod: nothing was tested"
-                assert not res["failed"], run.output()
-                assert res["node_outcome"] == {node: "ready"}, res
-            finally:
-                remove(ansible, namespace, name, "example")
+    def raise_the_quota_after_the_first_refusal():
+        wait_for(lambda: failed_creates(cluster, namespace, name), timeout=60, what="a FailedCreate event")
+        time.sleep(4)
+        cluster.core.patch_namespaced_resource_quota("no-pods", namespace, {"spec": {"hard": {"pods": "10"}}},
+                                                     _preload_content=False)
+
+    lifter = threading.Thread(target=raise_the_quota_after_the_first_refusal, daemon=True)
+    lifter.start()
+    run, res = deploy(ansible, namespace, name, preset="example", node_selector=label, wait="rollout",
+                      wait_timeout=90)
+    lifter.join(60)
+    try:
+        assert failed_creates(cluster, namespace, name), "the quota never refused a pod: nothing was tested"
+        assert not res["failed"], run.output()
+        assert res["node_outcome"] == {node: "ready"}, res
+    finally:
+        remove(ansible, namespace, name, "example")
 
 
 def report_not_ready(cluster, node):
@@ -604,28 +494,26 @@ def test_a_rolling_update_stuck_behind_a_node_that_is_down_fails_naming_it(clust
                         "ignore_errors": True}])
         return run, run.result(title)
 
-    with ready_nodes(cluster, specs[:2]) as up, contextlib.ExitStack() as down_node:
-        down = down_node.enter_context(ready_nodes(cluster, specs[2:]))[0]
-        with PodReporter(cluster, namespace, up):
-            with PodReporter(cluster, namespace, [down]):
-                run, res = plugin("Deploy")
-                assert not res["failed"] and res["rollout"]["desired"] == 3, run.output()
-            down_node.close()       # its heartbeat stops
-            report_not_ready(cluster, down)
-            for pod in pods_ready_on(cluster, namespace, down):
-                # its containers not ready, as the kubelet reports them once the runtime is gone (the node
-                # lifecycle controller marks a node's pods not ready only when its kubelet goes silent)
-                now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-                cluster.core.patch_namespaced_pod_status(pod["metadata"]["name"], namespace, {"status": {
-                    "conditions": [{"type": t, "status": "False", "lastTransitionTime": now}
-                                   for t in ("ContainersReady", "Ready")]}}, _preload_content=False)
-            start = time.monotonic()
-            run, res = plugin("Update", env={"KUBEHW_IT_GENERATION": "2"})
-            took = time.monotonic() - start
-            assert res["failed"], run.output()
-            assert ("cannot finish its rolling update: 1 node(s) running its pods are not Ready (%s), and their "
-                    "pods use up the update's maxUnavailable (1)" % down in res["msg"]), res["msg"]
-            assert took < 60, "named after %.0f s" % took
+    standin, nodes = kubelet_nodes(cluster, specs)
+    down = nodes[2]
+    run, res = plugin("Deploy")
+    assert not res["failed"] and res["rollout"]["desired"] == 3, run.output()
+    standin.set_node_unreachable(down)      # its kubelet stops writing: no heartbeat, no pod status
+    report_not_ready(cluster, down)
+    for pod in pods_ready_on(cluster, namespace, down):
+        # its containers not ready, as the kubelet reports them once the runtime is gone (the node
+        # lifecycle controller marks a node's pods not ready only when its kubelet goes silent)
+        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        cluster.core.patch_namespaced_pod_status(pod["metadata"]["name"], namespace, {"status": {
+            "conditions": [{"type": t, "status": "False", "lastTransitionTime": now}
+                           for t in ("ContainersReady", "Ready")]}}, _preload_content=False)
+    start = time.monotonic()
+    run, res = plugin("Update", env={"KUBEHW_IT_GENERATION": "2"})
+    took = time.monotonic() - start
+    assert res["failed"], run.output()
+    assert ("cannot finish its rolling update: 1 node(s) running its pods are not Ready (%s), and their "
+            "pods use up the update's maxUnavailable (1)" % down in res["msg"]), res["msg"]
+    assert took < 60, "named after %.0f s" % took
 
 
 def pods_ready_on(cluster, namespace, node):
@@ -645,28 +533,28 @@ def test_rbac_ymls_namespace_label_lets_the_privileged_pods_in_where_baseline_re
     shipped = [d for d in rbac_objects(**names) if d["kind"] == "Namespace"
                and d["metadata"]["name"] == names["kubehw_rbac_dra_namespace"]][0]
     label = {"kubehw-it.example.com/psa": names["kubehw_rbac_dra_namespace"]}
-    with ready_nodes(cluster, [{"what": "psa", "labels": label}]):
-        results = {}
-        # the cluster's default level, as a namespace label: what an AdmissionConfiguration default of baseline means
-        default = {"pod-security.kubernetes.io/enforce": "baseline"}
-        shipped_labels = dict(default, **(shipped["metadata"].get("labels") or {}))
-        for level, labels in (("baseline", default), ("rbac.yml", shipped_labels)):
-            namespace = cluster.unique_name("psa")
-            cluster.core.create_namespace({"apiVersion": "v1", "kind": "Namespace",
-                                           "metadata": {"name": namespace, "labels": labels}}, _preload_content=False)
-            cluster.on_close("delete namespace %s" % namespace,
-                             lambda n=namespace: cluster.core.delete_namespace(n, _preload_content=False))
-            name = cluster.unique_name("psa-driver")
-            try:
-                # the node has no kubelet to run the pod: what counts is whether admission lets the controller
-                # create it (the rollout wait of the baseline namespace names the refusal)
-                results[level] = deploy(ansible, namespace, name, preset="example", node_selector=label,
-                                        wait="rollout" if level == "baseline" else "none", wait_timeout=90)[1]
-                if level == "rbac.yml":
-                    results["admitted"] = wait_for(lambda: daemonset_pods(cluster, namespace, name), timeout=60,
-                                                   what="the driver's pod in the namespace rbac.yml labels")
-            finally:
-                remove(ansible, namespace, name, "example")
+    kubelet_nodes(cluster, [{"what": "psa", "labels": label}])
+    results = {}
+    # the cluster's default level, as a namespace label: what an AdmissionConfiguration default of baseline means
+    default = {"pod-security.kubernetes.io/enforce": "baseline"}
+    shipped_labels = dict(default, **(shipped["metadata"].get("labels") or {}))
+    for level, labels in (("baseline", default), ("rbac.yml", shipped_labels)):
+        namespace = cluster.unique_name("psa")
+        cluster.core.create_namespace({"apiVersion": "v1", "kind": "Namespace",
+                                       "metadata": {"name": namespace, "labels": labels}}, _preload_content=False)
+        cluster.on_close("delete namespace %s" % namespace,
+                         lambda n=namespace: cluster.core.delete_namespace(n, _preload_content=False))
+        name = cluster.unique_name("psa-driver")
+        try:
+            # the node has no kubelet to run the pod: what counts is whether admission lets the controller
+            # create it (the rollout wait of the baseline namespace names the refusal)
+            results[level] = deploy(ansible, namespace, name, preset="example", node_selector=label,
+                                    wait="rollout" if level == "baseline" else "none", wait_timeout=90)[1]
+            if level == "rbac.yml":
+                results["admitted"] = wait_for(lambda: daemonset_pods(cluster, namespace, name), timeout=60,
+                                               what="the driver's pod in the namespace rbac.yml labels")
+        finally:
+            remove(ansible, namespace, name, "example")
     refused = results["baseline"]
     assert refused["failed"] and "violates PodSecurity \"baseline:latest\"" in refused["msg"], refused["msg"]
     assert not results["rbac.yml"].get("failed"), results["rbac.yml"]["msg"]
@@ -697,76 +585,76 @@ def test_the_example_driver_writes_device_status_of_a_claim_on_its_node_with_its
     label = {"kubehw-it.example.com/dra-status": name}
     custom = client.CustomObjectsApi(cluster.api_client)
     group, version = "resource.k8s.io", "v1"
-    with ready_nodes(cluster, [{"what": "status", "labels": label}]) as (node,):
-        run, res = deploy(ansible, namespace, name, preset="example", node_selector=label)
-        try:
-            assert not res["failed"], run.output()
-            plugin = wait_for(lambda: [p for p in daemonset_pods(cluster, namespace, name)
-                                       if (p.get("spec") or {}).get("nodeName") == node],
-                              timeout=60, what="the kubelet-plugin pod bound to %s" % node)[0]
-            device_class = cluster.unique_name("gpu.example.com")
-            custom.create_cluster_custom_object(group, version, "deviceclasses", {
-                "apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": device_class},
-                "spec": {"selectors": [{"cel": {"expression": "device.driver == 'gpu.example.com'"}}]}},
-                _preload_content=False)
-            cluster.on_close("delete deviceclass %s" % device_class, lambda: custom.delete_cluster_custom_object(
-                group, version, "deviceclasses", device_class, _preload_content=False))
-            slice_name = cluster.unique_name("slice")
-            custom.create_cluster_custom_object(group, version, "resourceslices", {
-                "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": slice_name},
-                "spec": {"driver": "gpu.example.com", "nodeName": node,
-                         "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
-                         "devices": [{"name": "gpu-0"}]}}, _preload_content=False)
-            cluster.on_close("delete resourceslice %s" % slice_name, lambda: custom.delete_cluster_custom_object(
-                group, version, "resourceslices", slice_name, _preload_content=False))
-            custom.create_namespaced_custom_object(group, version, namespace, "resourceclaims", {
-                "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": "gpu"},
-                "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": device_class}}]}}},
-                _preload_content=False)
-            cluster.core.create_namespaced_pod(namespace, {
-                "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "workload"},
-                "spec": {"nodeSelector": label, "terminationGracePeriodSeconds": 0,
-                         "resourceClaims": [{"name": "gpu", "resourceClaimName": "gpu"}],
-                         "containers": [{"name": "c", "image": "registry.example/kubehw-it:1",
-                                         "resources": {"claims": [{"name": "gpu"}]}}]}}, _preload_content=False)
+    _standin, (node,) = kubelet_nodes(cluster, [{"what": "status", "labels": label}])
+    run, res = deploy(ansible, namespace, name, preset="example", node_selector=label)
+    try:
+        assert not res["failed"], run.output()
+        plugin = wait_for(lambda: [p for p in daemonset_pods(cluster, namespace, name)
+                                   if (p.get("spec") or {}).get("nodeName") == node],
+                          timeout=60, what="the kubelet-plugin pod bound to %s" % node)[0]
+        device_class = cluster.unique_name("gpu.example.com")
+        custom.create_cluster_custom_object(group, version, "deviceclasses", {
+            "apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": device_class},
+            "spec": {"selectors": [{"cel": {"expression": "device.driver == 'gpu.example.com'"}}]}},
+            _preload_content=False)
+        cluster.on_close("delete deviceclass %s" % device_class, lambda: custom.delete_cluster_custom_object(
+            group, version, "deviceclasses", device_class, _preload_content=False))
+        slice_name = cluster.unique_name("slice")
+        custom.create_cluster_custom_object(group, version, "resourceslices", {
+            "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": slice_name},
+            "spec": {"driver": "gpu.example.com", "nodeName": node,
+                     "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+                     "devices": [{"name": "gpu-0"}]}}, _preload_content=False)
+        cluster.on_close("delete resourceslice %s" % slice_name, lambda: custom.delete_cluster_custom_object(
+            group, version, "resourceslices", slice_name, _preload_content=False))
+        custom.create_namespaced_custom_object(group, version, namespace, "resourceclaims", {
+            "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": "gpu"},
+            "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": device_class}}]}}},
+            _preload_content=False)
+        cluster.core.create_namespaced_pod(namespace, {
+            "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "workload"},
+            "spec": {"nodeSelector": label, "terminationGracePeriodSeconds": 0,
+                     "resourceClaims": [{"name": "gpu", "resourceClaimName": "gpu"}],
+                     "containers": [{"name": "c", "image": "registry.example/kubehw-it:1",
+                                     "resources": {"claims": [{"name": "gpu"}]}}]}}, _preload_content=False)
 
-            def allocated():
-                claim = json.loads(custom.get_namespaced_custom_object(
-                    group, version, namespace, "resourceclaims", "gpu", _preload_content=False).data)
-                return claim if (claim.get("status") or {}).get("allocation") else None
+        def allocated():
+            claim = json.loads(custom.get_namespaced_custom_object(
+                group, version, namespace, "resourceclaims", "gpu", _preload_content=False).data)
+            return claim if (claim.get("status") or {}).get("allocation") else None
 
-            claim = wait_for(allocated, timeout=60, what="the scheduler to allocate gpu-0 of %s" % node)
-            now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-            status = dict(claim["status"], devices=[{
-                "driver": "gpu.example.com", "pool": node, "device": "gpu-0",
-                "conditions": [{"type": "Ready", "status": "True", "reason": "Healthy", "message": "kubehw-it",
-                                "lastTransitionTime": now}]}])
+        claim = wait_for(allocated, timeout=60, what="the scheduler to allocate gpu-0 of %s" % node)
+        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        status = dict(claim["status"], devices=[{
+            "driver": "gpu.example.com", "pool": node, "device": "gpu-0",
+            "conditions": [{"type": "Ready", "status": "True", "reason": "Healthy", "message": "kubehw-it",
+                            "lastTransitionTime": now}]}])
 
-            def write_status(bound_pod):
-                token = cluster.request_token(name, namespace, seconds=600, bound_pod=bound_pod)
-                as_driver = kube_config.new_client_from_config(config_file=cluster.token_kubeconfig(token))
-                try:
-                    current = json.loads(client.CustomObjectsApi(as_driver).get_namespaced_custom_object(
-                        group, version, namespace, "resourceclaims", "gpu", _preload_content=False).data)
-                    body = dict(current, status=status)
-                    return json.loads(client.CustomObjectsApi(as_driver).replace_namespaced_custom_object_status(
-                        group, version, namespace, "resourceclaims", "gpu", body, _preload_content=False).data)
-                finally:
-                    as_driver.close()
-
-            # a token not bound to a pod names no node: that is arbitrary-node, which the driver is not granted
-            # (v1.36.2 answers 422 FieldValueForbidden on status.devices, naming the permission it checked)
-            with pytest.raises(ApiException) as err:
-                write_status(None)
-            assert err.value.status == 422, err.value.body
-            assert 'changing status.devices requires resource=\\"resourceclaims/driver\\", ' \
-                'verb=\\"[arbitrary-node:update]\\"' in (err.value.body or ""), err.value.body
-            written = write_status(plugin)
-            assert written["status"]["devices"][0]["conditions"][0]["reason"] == "Healthy"
-        finally:
+        def write_status(bound_pod):
+            token = cluster.request_token(name, namespace, seconds=600, bound_pod=bound_pod)
+            as_driver = kube_config.new_client_from_config(config_file=cluster.token_kubeconfig(token))
             try:
-                cluster.core.delete_namespaced_pod("workload", namespace, grace_period_seconds=0,
-                                                   _preload_content=False)
-            except ApiException:
-                pass
-            remove(ansible, namespace, name, "example")
+                current = json.loads(client.CustomObjectsApi(as_driver).get_namespaced_custom_object(
+                    group, version, namespace, "resourceclaims", "gpu", _preload_content=False).data)
+                body = dict(current, status=status)
+                return json.loads(client.CustomObjectsApi(as_driver).replace_namespaced_custom_object_status(
+                    group, version, namespace, "resourceclaims", "gpu", body, _preload_content=False).data)
+            finally:
+                as_driver.close()
+
+        # a token not bound to a pod names no node: that is arbitrary-node, which the driver is not granted
+        # (v1.36.2 answers 422 FieldValueForbidden on status.devices, naming the permission it checked)
+        with pytest.raises(ApiException) as err:
+            write_status(None)
+        assert err.value.status == 422, err.value.body
+        assert 'changing status.devices requires resource=\\"resourceclaims/driver\\", ' \
+            'verb=\\"[arbitrary-node:update]\\"' in (err.value.body or ""), err.value.body
+        written = write_status(plugin)
+        assert written["status"]["devices"][0]["conditions"][0]["reason"] == "Healthy"
+    finally:
+        try:
+            cluster.core.delete_namespaced_pod("workload", namespace, grace_period_seconds=0,
+                                               _preload_content=False)
+        except ApiException:
+            pass
+        remove(ansible, namespace, name, "example")

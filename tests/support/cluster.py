@@ -149,6 +149,22 @@ class Cluster:
             names.append(name)
         return names
 
+    def kubelets(self, nodes, **settings):
+        """Nodes of the test's own with kubelets: a kubelet stand-in (tests/support/kubelet.py) of the test's own,
+        started, for nodes given as rows of a node configuration (tests/support/node_configs.py: labels, taints,
+        starting...) whose names get the run's prefix; settings are the configuration's other keys. It writes as the
+        suite's stand-in does (past the fault proxy, so the request log and write observers leave it out), or with
+        KUBECONFIG on another cluster; stopped, its nodes and their pods removed, at the end of the test. Returns
+        (stand-in, [node names in the order given]); the nodes are registered, not yet schedulable (wait_schedulable)."""
+        from tests.support.kubelet import KubeletStandIn
+
+        names = [self.unique_name(node["name"]) for node in nodes]
+        config = dict(settings, nodes=[dict(node, name=name) for node, name in zip(nodes, names)])
+        kubeconfig = self.controls.standin.kubeconfig if self.controlled else self.kubeconfig.split(os.pathsep)[0]
+        standin = KubeletStandIn(kubeconfig, config).start()
+        self.on_close("stop the kubelet stand-in of %s" % ", ".join(names), standin.stop)
+        return standin, names
+
     def create_pod(self, name, node, labels=None, annotations=None, owner=None, phase=None, ready=False):
         """A pod of this test's namespace bound to `node` by spec.nodeName (no scheduler), returned as the API
         stored it. On a node of create_nodes() no kubelet runs it, so `phase` (and `ready`: the Ready condition)

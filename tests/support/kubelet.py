@@ -70,6 +70,7 @@ class KubeletStandIn:
         self.interval = interval
         self.heartbeat_interval = heartbeat_interval
         self.status_report_interval = status_report_interval
+        self.kubeconfig = kubeconfig
         self.api_client = kube_config.new_client_from_config(config_file=kubeconfig)
         self.core = client.CoreV1Api(self.api_client)
         self.coordination = client.CoordinationV1Api(self.api_client)
@@ -132,10 +133,11 @@ class KubeletStandIn:
 
     # ------------------------------------------------------------ knobs a test uses
 
-    def wait_schedulable(self, timeout=30):
-        """Wait until every configured node exists and the node lifecycle controller has lifted its not-ready taint,
-        as it does once a kubelet reports Ready; nodes configured with taints of their own keep those."""
-        names = set(self.node_configs)
+    def wait_schedulable(self, timeout=30, names=None):
+        """Wait until every configured node (or those of names) exists and the node lifecycle controller has lifted
+        its not-ready taint, as it does once a kubelet reports Ready; nodes configured with taints of their own keep
+        those."""
+        names = set(self.node_configs if names is None else names)
         deadline = time.monotonic() + timeout
         while True:
             nodes = json.loads(self.core.list_node(label_selector=STANDIN_LABEL, _preload_content=False).data)["items"]
@@ -431,6 +433,8 @@ class KubeletStandIn:
         slices = json.loads(self.custom.list_cluster_custom_object(
             "resource.k8s.io", "v1", "resourceslices", label_selector=STANDIN_LABEL, _preload_content=False).data)
         for item in slices.get("items") or []:
+            if item["metadata"]["labels"].get(STANDIN_LABEL) not in self.node_configs:
+                continue    # another stand-in's node (a test may run one of its own beside the suite's)
             ignore_missing(self.custom.delete_cluster_custom_object, "resource.k8s.io", "v1", "resourceslices",
                            item["metadata"]["name"], _preload_content=False)
         for name in self.node_configs:

@@ -6,8 +6,9 @@ carries it through the API, listing and writing with status patches and updates 
 
 What the core holds (pure functions, and KubeletCore, a small state machine per set of nodes):
 
-- the node object a kubelet registers (labels, addresses, nodeInfo, capacity) and its conditions (Ready or, for a
-  node whose kubelet stopped, Unknown), the heartbeat, and allocatable following capacity for extended resources;
+- the node object a kubelet registers (labels, addresses, nodeInfo, capacity) and its conditions (Ready; Ready False
+  for a node still starting; Unknown for a node whose kubelet stopped), the heartbeat, and allocatable following
+  capacity for extended resources;
 - a bound pod's next step (pod_step) and its status when creating, running, completed or failing, with QoS class,
   host and pod IPs, conditions and container statuses;
 - a device plugin's registration: a running, ready pod whose image device_plugins names (or whose
@@ -18,7 +19,9 @@ What the core holds (pure functions, and KubeletCore, a small state machine per 
 
 Knobs: pod_start_delay, pod_stop_delay (default pod_start_delay), device_plugin_stop_grace
 (default 2 s; the kubelet's endpointStopGracePeriod is 5 minutes), device_plugins, dra_drivers, and per node its
-inventory; fail_pod_start/allow_pod_start, set_unreachable and set_inventory change them while running.
+inventory and whether it starts as a node still joining (``starting``: it registers and posts Ready False until
+set_starting(name, False)); fail_pod_start/allow_pod_start, set_unreachable, set_starting and set_inventory change
+them while running.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -161,8 +164,9 @@ def heartbeat_conditions(status, stamp, beat, ready=True):
     return [dict(c, lastHeartbeatTime=stamp) for c in status.get("conditions") or []]
 
 
-def node_object(cfg, index, kubelet_version, labels=None):
-    """The Node a kubelet registers for a configured node (tests/support/node_configs.py's format), Ready."""
+def node_object(cfg, index, kubelet_version, labels=None, ready=True):
+    """The Node a kubelet registers for a configured node (tests/support/node_configs.py's format): Ready, or, with
+    ready False, Ready False as a kubelet posts it while it starts (the apiserver then keeps the not-ready taint)."""
     name = cfg["name"]
     all_labels = {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
                   "beta.kubernetes.io/os": "linux", "beta.kubernetes.io/arch": "amd64"}
@@ -174,7 +178,7 @@ def node_object(cfg, index, kubelet_version, labels=None):
         "metadata": {"name": name, "labels": all_labels},
         "spec": {},
         "status": {
-            "conditions": node_conditions(stamp, stamp, ready=True),
+            "conditions": node_conditions(stamp, stamp, ready=True) if ready else starting_conditions(stamp, stamp),
             "addresses": [{"type": "InternalIP", "address": node_ip(index)}, {"type": "Hostname", "address": name}],
             "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
             # every field: the kubernetes client's models refuse a nodeInfo missing one
@@ -220,7 +224,8 @@ class KubeletCore:
         self.pod_stop_delay = float(self.config.get("pod_stop_delay", self.pod_start_delay))
         self.plugin_stop_grace = float(self.config.get("device_plugin_stop_grace", DEFAULT_PLUGIN_STOP_GRACE))
         self.unreachable = set()
-        self.starting = set()           # nodes whose kubelet posts Ready False (up, network not ready): no pods run
+        # nodes whose kubelet posts Ready False (up, network not ready): no pods run
+        self.starting = set(name for name, n in self.node_configs.items() if n.get("starting"))
         self.fail = {}                  # node -> waiting reason of its pods
         self._seen = {}                 # pod uid -> monotonic time the kubelet first saw it bound (Pending)
         self._running = {}              # pod uid -> monotonic time it first saw it running and ready
@@ -275,7 +280,8 @@ class KubeletCore:
     # ------------------------------------------------------------ nodes
 
     def node(self, name, kubelet_version, labels=None):
-        return node_object(self.node_configs[name], self.node_index.get(name, 0), kubelet_version, labels)
+        return node_object(self.node_configs[name], self.node_index.get(name, 0), kubelet_version, labels,
+                           ready=self.ready(name))
 
     def node_ip(self, name):
         return node_ip(self.node_index.get(name, 0))

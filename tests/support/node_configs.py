@@ -4,7 +4,8 @@
 
     pod_start_delay, pod_stop_delay, device_plugin_stop_grace: seconds (see kubelet_core.py)
     device_plugins: {image substring: [resource names]}; dra_drivers: as dra_devices.py's DEFAULT_DRA_DRIVERS
-    nodes: [{name, labels, annotations, taints, capacity, inventory: {resource: count}, without_capacity}]
+    nodes: [{name, labels, annotations, taints, capacity, inventory: {resource: count}, without_capacity,
+             starting: registers as a node still joining, Ready False, until the test says otherwise}]
 
 node_configs/default.yaml is the integration suite's default set of nodes, node_configs/demo.yaml `make demo`'s.
 """
@@ -33,7 +34,7 @@ DEFAULTS = {
     "nodes": [],
 }
 
-NODE_KEYS = {"name", "labels", "taints", "capacity", "inventory", "without_capacity", "annotations"}
+NODE_KEYS = {"name", "labels", "taints", "capacity", "inventory", "without_capacity", "annotations", "starting"}
 
 CONFIGS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "node_configs")
 DEFAULT_CONFIG_PATH = os.path.join(CONFIGS_DIR, "default.yaml")
@@ -97,6 +98,7 @@ def load_config(config=None):
             "capacity": dict(DEFAULT_NODE_CAPACITY, **(node.get("capacity") or {})),
             "inventory": dict(node.get("inventory") or {}),
             "without_capacity": bool(node.get("without_capacity", False)),
+            "starting": bool(node.get("starting", False)),
         }
         for key, value in filled["capacity"].items():
             filled["capacity"][key] = str(value)

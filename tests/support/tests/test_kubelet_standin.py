@@ -180,3 +180,35 @@ def test_a_starting_node_posts_not_ready_is_tainted_runs_no_pod_and_joins_when_l
         assert standin.errors == []
     finally:
         standin.stop()
+
+
+def test_a_node_configured_starting_registers_not_ready_and_joins_when_let(kubeconfigs, api):
+    """``starting: true`` in the node configuration: the kubelet registers the node with Ready False, as a kubelet that
+    is still joining does, so the node never shows Ready (and never loses the not-ready taint it gets at the create)
+    before the test lets it join."""
+    from tests.support.kubelet_core import KUBELET_VERSION, KubeletCore
+
+    tag = uuid.uuid4().hex[:8]
+    node = "standin-%s" % tag
+    config = node_config(tag)
+    config["nodes"][0]["starting"] = True
+    registered = KubeletCore(config).node(node, KUBELET_VERSION)
+    assert [(c["status"], c["reason"]) for c in registered["status"]["conditions"] if c["type"] == "Ready"] == \
+        [("False", "KubeletNotReady")]
+
+    def not_ready_taint():
+        return [t for t in read(api["core"].read_node, node)["spec"].get("taints") or []
+                if t["key"] == "node.kubernetes.io/not-ready"]
+
+    standin = KubeletStandIn(kubeconfigs[1], config).start()
+    try:
+        assert not_ready_taint()
+        time.sleep(3)   # the node lifecycle controller looks every second: the taint stays, the node is not Ready
+        assert not_ready_taint()
+        assert [c["status"] for c in read(api["core"].read_node, node)["status"]["conditions"]
+                if c["type"] == "Ready"] == ["False"]
+        standin.set_node_starting(node, False)
+        wait_for(lambda: not not_ready_taint(), what="the not-ready taint to go once the node joined")
+        assert standin.errors == []
+    finally:
+        standin.stop()
