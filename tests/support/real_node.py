@@ -227,7 +227,8 @@ class RealNode:
         with open(os.path.join(etc, "node.env"), "w") as handle:
             handle.write("NODE_NAME=%s\nNODE_IP=%s\nSERVICE_IP=%s\nKUBELET_PORT=%d\nKUBELET_CGROUP_ROOT=%s\n"
                          % (self.name, self.address, SERVICE_IP, self.kubelet_port, self.cgroup_root))
-        shutil.copy(os.path.join(FILES, "init.sh"), os.path.join(etc, "init.sh"))
+        for script in ("init.sh", "start-containerd.sh"):
+            shutil.copy(os.path.join(FILES, script), os.path.join(etc, script))
         if _lacks_capability(CAP_SYS_RESOURCE):
             shutil.copy(os.path.join(FILES, "runc-keep-oom-score.sh"),
                         os.path.join(self.root, "usr", "local", "sbin", "runc"))
@@ -377,11 +378,10 @@ class RealNode:
         self.run(["rm", "-f", "/run/kubehw-node/hold"])
 
     def restart_containerd(self):
+        """Stop containerd and start it again as init.sh does (real_node_files/start-containerd.sh)."""
         self.run(["sh", "-c", "kill $(cat /run/kubehw-node/containerd.pid); "
                               "while kill -0 $(cat /run/kubehw-node/containerd.pid) 2>/dev/null; do sleep 0.1; done; "
-                              "containerd >>/var/log/kubehw-node/containerd.log 2>&1 & "
-                              "echo $! >/run/kubehw-node/containerd.pid; "
-                              "for i in $(seq 1 120); do ctr version >/dev/null 2>&1 && exit 0; sleep 0.5; done; exit 1"],
+                              "exec /etc/kubehw-node/start-containerd.sh"],
                  timeout=90)
 
     # -- stop

@@ -5,7 +5,7 @@
 # controllers made writable for the kubelet, the kernel tunables the kubelet would set hidden from it, containerd
 # with the configuration the collection's roles wrote, the node's images imported, then the kubelet, restarted
 # whenever it exits unless /run/kubehw-node/hold exists (how a test stops it for a while).
-# Files: /etc/kubehw-node/{kubelet.yaml,kubeconfig,node.env}, /opt/kubehw-node/{bin,images}; logs in
+# Files: /etc/kubehw-node/{kubelet.yaml,kubeconfig,node.env,start-containerd.sh}, /opt/kubehw-node/{bin,images}; logs in
 # /var/log/kubehw-node/.
 set -u
 log=/var/log/kubehw-node
@@ -44,9 +44,7 @@ ip addr add "$SERVICE_IP/32" dev lo
 socat "TCP-LISTEN:443,bind=$SERVICE_IP,fork,reuseaddr" UNIX-CONNECT:/run/kubehw-host/apiserver.sock &
 socat UNIX-LISTEN:/run/kubehw-host/kubelet.sock,fork,unlink-early "TCP:$NODE_IP:$KUBELET_PORT" &
 
-containerd >"$log/containerd.log" 2>&1 &
-echo $! >/run/kubehw-node/containerd.pid
-for _ in $(seq 1 120); do ctr version >/dev/null 2>&1 && break; sleep 0.5; done
+/etc/kubehw-node/start-containerd.sh || echo "init: containerd is not answering; the image imports will fail"
 for image in /opt/kubehw-node/images/*.tar; do
     ctr -n k8s.io images import "$image" || echo "init: import of $image failed"
 done
