@@ -64,10 +64,6 @@ def ready_later(standin, node, seconds):
     return timer
 
 
-def read_node(cluster, name):
-    return json.loads(cluster.core.read_node(name, _preload_content=False).data)
-
-
 def daemonset_pods(cluster, namespace, name):
     pods = json.loads(cluster.core.list_namespaced_pod(
         namespace, label_selector="app.kubernetes.io/name=%s" % name, _preload_content=False).data)["items"]
