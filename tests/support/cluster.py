@@ -407,6 +407,9 @@ def _real_control_plane(config):
                 sys.stderr.write("kubehw integration: namespaces still terminating after the test: %s\n" % left)
         finally:
             standin.stop()
+            if standin.errors:
+                # shown with the test's report if it fails: what went wrong in the nodes' kubelets meanwhile
+                sys.stderr.write("kubehw integration: the kubelet stand-in's errors: %s\n" % standin.errors)
             proxy.stop()
             before.api_client.close()
 

@@ -212,3 +212,34 @@ def test_a_node_configured_starting_registers_not_ready_and_joins_when_let(kubec
         assert standin.errors == []
     finally:
         standin.stop()
+
+
+def test_one_nodes_failing_kubelet_does_not_hold_back_the_other_nodes_heartbeats(kubeconfigs, api, tmp_path):
+    """Each node has a kubelet of its own: while every Lease renewal of the first node fails (500, from the fault
+    proxy), the second node's Lease is still renewed (else the node lifecycle controller would mark a node Unknown for
+    a fault of another), and the failures are recorded."""
+    import re
+
+    from tests.support.fault_proxy import FaultProxy
+
+    tag = uuid.uuid4().hex[:8]
+    first, second = "standin-%s-a" % tag, "standin-%s-b" % tag
+    config = {"pod_start_delay": 0.2, "nodes": [{"name": first}, {"name": second}]}
+
+    def renewed(node):
+        return read(api["coordination"].read_namespaced_lease, node, "kube-node-lease")["spec"]["renewTime"]
+
+    with FaultProxy(kubeconfigs[1]) as proxy:
+        standin = KubeletStandIn(proxy.write_kubeconfig(str(tmp_path / "agent.kubeconfig")), config,
+                                 heartbeat_interval=0.5).start()
+        try:
+            proxy.inject_fault("PATCH", "/leases/%s$" % re.escape(first), status=500, count=1000000)
+            failing, other = renewed(first), renewed(second)
+            # renewTime has a resolution of a second; the heartbeat comes every half second
+            wait_for(lambda: renewed(second) != other, timeout=10, what="the second node's Lease to be renewed")
+            time.sleep(1.5)
+            assert renewed(first) == failing
+            assert any("(HTTP 500)" in e for e in standin.errors), standin.errors
+        finally:
+            proxy.clear_faults()
+            standin.stop()
