@@ -96,6 +96,14 @@ def node_statuses(cluster):
     return result
 
 
+def status_changes(before, after):
+    """(node, status key, before, after) for each top-level status key that differs."""
+    return [(node, key, (before.get(node) or {}).get(key), (after.get(node) or {}).get(key))
+            for node in sorted(set(before) | set(after))
+            for key in sorted(set(before.get(node) or {}) | set(after.get(node) or {}))
+            if (before.get(node) or {}).get(key) != (after.get(node) or {}).get(key)]
+
+
 # seven playbook runs, and the teardown waits for the kubelet stand-in's grace period (a loaded machine: 3x)
 @pytest.mark.timeout(900)
 def test_site_check_run_rerun_verify_teardown(cluster, collections_path, tmp_path):
@@ -210,12 +218,17 @@ def test_site_check_run_rerun_verify_teardown(cluster, collections_path, tmp_pat
     assert cluster.apps.list_daemon_set_for_all_namespaces().items == []
     assert custom.list_cluster_custom_object("resource.k8s.io", "v1", "resourceslices")["items"] == []
     assert custom.list_cluster_custom_object("resource.k8s.io", "v1", "deviceclasses")["items"] == []
-    # the key was removed after the kubelet had written "0", so nothing brings it back: past the kubelet's
-    # grace period and a status sync, the nodes are as before site.yml (no nvidia.com/gpu, not even "0")
+    # the key was removed after the kubelet had written "0", so nothing brings it back: once the kubelet has
+    # followed capacity in allocatable (at its next status sync), and past its grace period and a sync more, the
+    # nodes are as before site.yml (no nvidia.com/gpu, not even "0")
     removals = [w for w in cluster.writes(mark) if w["path"].startswith("/api/v1/nodes/gpu-node")]
     assert removals and all(w["method"] == "PATCH" and '"remove"' in w["body"] for w in removals), removals
+    synced_by = time.monotonic() + 30
+    while node_statuses(cluster) != before and time.monotonic() < synced_by:
+        time.sleep(0.5)
     time.sleep(CONFIG["device_plugin_stop_grace"] + 10 * PASS_INTERVAL)
-    assert node_statuses(cluster) == before
+    after = node_statuses(cluster)
+    assert after == before, (status_changes(before, after), cluster.standin.errors)
 
 
 def apply_rbac(collections_path, tmp_path, kubeconfig):
