@@ -43,16 +43,14 @@ NOT_READY = "node.kubernetes.io/not-ready"
 pytestmark = pytest.mark.node_config(NO_NODES)
 
 
-def kubelet_nodes(cluster, specs):
+def kubelet_nodes(cluster, nodes, pod_start_delay=0.2):
     """Nodes of the test's own with a kubelet stand-in of the test's own (cluster.kubelets), which keeps them Ready and
-    runs their pods. Each spec: {"what", "labels", "taints", "starting"}; a starting node registers Ready False, as a
-    kubelet still joining does, until standin.set_node_starting(name, False); the others are waited for until
-    schedulable (the node lifecycle controller has lifted the not-ready taint a new node gets). Returns
-    (stand-in, names in order)."""
-    standin, names = cluster.kubelets([{"name": spec["what"], "labels": spec.get("labels") or {},
-                                        "taints": spec.get("taints") or [], "starting": spec.get("starting", False)}
-                                       for spec in specs], pod_start_delay=0.2)
-    standin.wait_schedulable(timeout=60, names=[n for n, spec in zip(names, specs) if not spec.get("starting")])
+    runs their pods. `nodes`: rows of a node configuration (name, labels, taints, inventory, starting); a starting
+    node registers Ready False, as a kubelet still joining does, until standin.set_node_starting(name, False); the
+    others are waited for until schedulable (the node lifecycle controller has lifted the not-ready taint a new node
+    gets). Returns (stand-in, names in order)."""
+    standin, names = cluster.kubelets(nodes, pod_start_delay=pod_start_delay)
+    standin.wait_schedulable(timeout=60, names=[n for n, node in zip(names, nodes) if not node.get("starting")])
     return standin, names
 
 
@@ -111,9 +109,9 @@ SELECTION = {
 @pytest.mark.parametrize("preset", sorted(SELECTION))
 def test_each_presets_daemonset_runs_on_the_nodes_upstream_labels_and_not_others(cluster, ansible, preset):
     options, layout = SELECTION[preset]
-    specs = [{"what": what, "labels": labels, "taints": taints} for what, labels, taints, _runs in layout]
+    rows = [{"name": what, "labels": labels, "taints": taints} for what, labels, taints, _runs in layout]
     namespace, name = cluster.namespace(), cluster.unique_name("dra-" + preset)
-    _standin, nodes = kubelet_nodes(cluster, specs)
+    _standin, nodes = kubelet_nodes(cluster, rows)
     wanted = sorted(n for n, (_w, _l, _t, runs) in zip(nodes, layout) if runs)
     # a device plugin of a real cluster may serve GPU-labelled nodes: not this test's point
     run, res = deploy(ansible, namespace, name, preset=preset, allow_device_plugin_overlap=True, **options)
@@ -142,8 +140,8 @@ def test_a_dra_driver_next_to_a_serving_nvidia_device_plugin_is_refused_with_not
     namespace = cluster.namespace()
     plugin, driver = cluster.unique_name("nvdp"), cluster.unique_name("nvdra")
     label = {"kubehw-it.example.com/gpu-pool": plugin}
-    specs = [{"what": "gpu", "labels": dict(label, **{"nvidia.com/gpu.present": "true"}), "taints": [GPU_TAINT]}]
-    _standin, (node,) = kubelet_nodes(cluster, specs)
+    rows = [{"name": "gpu", "labels": dict(label, **{"nvidia.com/gpu.present": "true"}), "taints": [GPU_TAINT]}]
+    _standin, (node,) = kubelet_nodes(cluster, rows)
     run = ansible([{"name": "Plugin", "kubehw.devices.device_plugin_deploy": dict(
         preset="nvidia", namespace=namespace, name=plugin, node_selector=label, runtime_class_name="",
         wait="none"), "register": "out"}])
@@ -277,7 +275,7 @@ def test_the_example_drivers_service_account_may_do_what_the_driver_does(cluster
         as_driver = kube_config.new_client_from_config(config_file=cluster.token_kubeconfig(token))
         try:
             custom = client.CustomObjectsApi(as_driver)
-            _standin, (node,) = kubelet_nodes(cluster, [{"what": "example-node"}])
+            _standin, (node,) = kubelet_nodes(cluster, [{"name": "example-node"}])
             client.CoreV1Api(as_driver).read_node(node, _preload_content=False)
             body = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
                     "metadata": {"name": "%s-%s" % (node, "gpu.example.com")[:63]},
@@ -318,8 +316,7 @@ def test_wait_devices_finishes_on_a_mixed_cluster_where_only_the_intel_node_runs
     """With no node selection the Intel plugin ran on every node and the wait timed out on the nodes
     without an Intel GPU; the preset's NFD node selector leaves them out."""
     namespace, name = cluster.namespace(), cluster.unique_name("dra-intel")
-    standin, nodes = cluster.kubelets(MIXED_NODES, pod_start_delay=0.1)
-    standin.wait_schedulable(timeout=60)
+    standin, nodes = kubelet_nodes(cluster, MIXED_NODES, pod_start_delay=0.1)
     names = dict(zip((n["name"] for n in MIXED_NODES), nodes))
     run, res = deploy(ansible, namespace, name, preset="intel", wait="devices", min_count=2)
     try:
@@ -341,7 +338,7 @@ def test_a_rollout_started_while_its_node_is_still_joining_waits_for_it(cluster,
     namespace, name = cluster.namespace(), cluster.unique_name("dra-join")
     label = {"kubehw-it.example.com/joining": name}
     # registered NotReady, as a kubelet does: the apiserver adds the not-ready taint; Ready comes 4 s later
-    standin, (node,) = kubelet_nodes(cluster, [{"what": "joining", "labels": label, "starting": True}])
+    standin, (node,) = kubelet_nodes(cluster, [{"name": "joining", "labels": label, "starting": True}])
     ready_later(standin, node, 4)
     start = time.monotonic()
     run, res = deploy(ansible, namespace, name, preset="example", node_selector=label, wait="rollout",
@@ -357,7 +354,7 @@ def test_a_rollout_started_while_its_node_is_still_joining_waits_for_it(cluster,
 def test_a_node_that_never_becomes_ready_is_named_at_the_timeout(cluster, ansible):
     namespace, name = cluster.namespace(), cluster.unique_name("dra-stuck")
     label = {"kubehw-it.example.com/stuck": name}
-    _standin, (node,) = kubelet_nodes(cluster, [{"what": "stuck", "labels": label, "starting": True}])
+    _standin, (node,) = kubelet_nodes(cluster, [{"name": "stuck", "labels": label, "starting": True}])
     run, res = deploy(ansible, namespace, name, preset="example", node_selector=label, wait="rollout", wait_timeout=8)
     try:
         assert res["failed"], run.output()
@@ -373,8 +370,8 @@ def test_a_rollout_with_one_ready_node_and_one_joining_covers_both(cluster, ansi
     until the joining node runs its pod, and the result says so per node."""
     namespace, name = cluster.namespace(), cluster.unique_name("dra-half")
     label = {"kubehw-it.example.com/half": name}
-    standin, (ready, joining) = kubelet_nodes(cluster, [{"what": "half-ready", "labels": label},
-                                                        {"what": "half-joining", "labels": label, "starting": True}])
+    standin, (ready, joining) = kubelet_nodes(cluster, [{"name": "half-ready", "labels": label},
+                                                        {"name": "half-joining", "labels": label, "starting": True}])
     start = time.monotonic()
     ready_later(standin, joining, 8)
     run, res = deploy(ansible, namespace, name, preset="example", node_selector=label, wait="rollout",
@@ -411,7 +408,7 @@ def test_pods_the_controller_cannot_create_fail_the_rollout_within_seconds_and_s
     namespace, name = cluster.namespace(), cluster.unique_name("dra-quota")
     no_pods_quota(cluster, namespace)
     label = {"kubehw-it.example.com/quota": name}
-    _standin, (node,) = kubelet_nodes(cluster, [{"what": "quota", "labels": label}])
+    _standin, (node,) = kubelet_nodes(cluster, [{"name": "quota", "labels": label}])
     try:
         timings = []
         for attempt in ("first run", "re-run"):
@@ -442,7 +439,7 @@ def test_a_refusal_the_controller_gets_past_does_not_fail_the_rollout(cluster, a
     namespace, name = cluster.namespace(), cluster.unique_name("dra-blip")
     no_pods_quota(cluster, namespace)
     label = {"kubehw-it.example.com/blip": name}
-    _standin, (node,) = kubelet_nodes(cluster, [{"what": "blip", "labels": label}])
+    _standin, (node,) = kubelet_nodes(cluster, [{"name": "blip", "labels": label}])
 
     def raise_the_quota_after_the_first_refusal():
         wait_for(lambda: failed_creates(cluster, namespace, name), timeout=60, what="a FailedCreate event")
@@ -479,7 +476,7 @@ def test_a_rolling_update_stuck_behind_a_node_that_is_down_fails_naming_it(clust
     finish on the Ready nodes: the node that is down is then named not-ready in node_outcome.)"""
     namespace, name = cluster.namespace(), cluster.unique_name("dp-budget")
     label = {"kubehw-it.example.com/budget": name}
-    specs = [{"what": "budget-%d" % i, "labels": label} for i in range(3)]
+    rows = [{"name": "budget-%d" % i, "labels": label} for i in range(3)]
 
     def plugin(title, **extra):
         args = dict(preset="custom", namespace=namespace, name=name, image="registry.k8s.io/pause:3.10",
@@ -490,7 +487,7 @@ def test_a_rolling_update_stuck_behind_a_node_that_is_down_fails_naming_it(clust
                         "ignore_errors": True}])
         return run, run.result(title)
 
-    standin, nodes = kubelet_nodes(cluster, specs)
+    standin, nodes = kubelet_nodes(cluster, rows)
     down = nodes[2]
     run, res = plugin("Deploy")
     assert not res["failed"] and res["rollout"]["desired"] == 3, run.output()
@@ -529,7 +526,7 @@ def test_rbac_ymls_namespace_label_lets_the_privileged_pods_in_where_baseline_re
     shipped = [d for d in rbac_objects(**names) if d["kind"] == "Namespace"
                and d["metadata"]["name"] == names["kubehw_rbac_dra_namespace"]][0]
     label = {"kubehw-it.example.com/psa": names["kubehw_rbac_dra_namespace"]}
-    kubelet_nodes(cluster, [{"what": "psa", "labels": label}])
+    kubelet_nodes(cluster, [{"name": "psa", "labels": label}])
     results = {}
     # the cluster's default level, as a namespace label: what an AdmissionConfiguration default of baseline means
     default = {"pod-security.kubernetes.io/enforce": "baseline"}
@@ -581,7 +578,7 @@ def test_the_example_driver_writes_device_status_of_a_claim_on_its_node_with_its
     label = {"kubehw-it.example.com/dra-status": name}
     custom = client.CustomObjectsApi(cluster.api_client)
     group, version = "resource.k8s.io", "v1"
-    _standin, (node,) = kubelet_nodes(cluster, [{"what": "status", "labels": label}])
+    _standin, (node,) = kubelet_nodes(cluster, [{"name": "status", "labels": label}])
     run, res = deploy(ansible, namespace, name, preset="example", node_selector=label)
     try:
         assert not res["failed"], run.output()

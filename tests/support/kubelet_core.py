@@ -152,13 +152,18 @@ def starting_conditions(heartbeat, transition):
     return rows
 
 
+def posted_conditions(stamp, ready=True):
+    """The conditions a kubelet posts when they change: ready, or (ready False) still starting."""
+    return node_conditions(stamp, stamp, ready=True) if ready else starting_conditions(stamp, stamp)
+
+
 def heartbeat_conditions(status, stamp, beat, ready=True):
     """The conditions a kubelet writes at a status update: fresh ones if Ready is not what the kubelet posts (True, or
     False while it is starting: ``ready`` False), else (on a heartbeat) the same with a new lastHeartbeatTime; None
     when there is nothing to write."""
     current = condition({"status": status}, "Ready")
     if current is None or current.get("status") != ("True" if ready else "False"):
-        return node_conditions(stamp, stamp, ready=True) if ready else starting_conditions(stamp, stamp)
+        return posted_conditions(stamp, ready)
     if not beat:
         return None
     return [dict(c, lastHeartbeatTime=stamp) for c in status.get("conditions") or []]
@@ -178,7 +183,7 @@ def node_object(cfg, index, kubelet_version, labels=None, ready=True):
         "metadata": {"name": name, "labels": all_labels},
         "spec": {},
         "status": {
-            "conditions": node_conditions(stamp, stamp, ready=True) if ready else starting_conditions(stamp, stamp),
+            "conditions": posted_conditions(stamp, ready),
             "addresses": [{"type": "InternalIP", "address": node_ip(index)}, {"type": "Hostname", "address": name}],
             "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
             # every field: the kubernetes client's models refuse a nodeInfo missing one
