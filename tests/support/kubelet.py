@@ -100,16 +100,24 @@ class KubeletStandIn:
     # ------------------------------------------------------------ lifecycle
 
     def start(self):
-        for name in self.node_configs:
-            self._register(name)
+        """Register the nodes, fill the mirrors and start the loop; if any of it fails, remove the nodes registered
+        so far (a stand-in that did not start leaves nothing behind) and raise."""
         self._stop.clear()
-        for mirror in self.mirrors:
-            mirror.start()
-        for mirror in self.mirrors:
-            if not mirror.wait_synced(SYNC_TIMEOUT):
-                self.stop(delete_nodes=False)
-                raise RuntimeError("kubelet stand-in: no list of %s within %ss: %s" % (
-                    mirror.name, SYNC_TIMEOUT, mirror.errors[-1:]))
+        try:
+            for name in self.node_configs:
+                self._register(name)
+            for mirror in self.mirrors:
+                mirror.start()
+            for mirror in self.mirrors:
+                if not mirror.wait_synced(SYNC_TIMEOUT):
+                    raise RuntimeError("kubelet stand-in: no list of %s within %ss: %s" % (
+                        mirror.name, SYNC_TIMEOUT, mirror.errors[-1:]))
+        except Exception:
+            try:
+                self.stop()
+            except Exception:  # pylint: disable=broad-except
+                pass    # the apiserver is likely gone as well: the first error is the one to show
+            raise
         self._thread = threading.Thread(target=self._run, name="kubelet-stand-in", daemon=True)
         self._thread.start()
         return self

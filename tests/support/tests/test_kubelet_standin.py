@@ -243,3 +243,26 @@ def test_one_nodes_failing_kubelet_does_not_hold_back_the_other_nodes_heartbeats
         finally:
             proxy.clear_faults()
             standin.stop()
+
+
+def test_a_standin_that_fails_to_start_leaves_no_node_behind(kubeconfigs, api, tmp_path):
+    """The second node's registration fails (its status write answered 500 by the fault proxy): start() raises,
+    and the first node, already registered, is removed again."""
+    import re
+
+    from kubernetes.client.rest import ApiException
+
+    from tests.support.fault_proxy import FaultProxy
+
+    tag = uuid.uuid4().hex[:8]
+    first, second = "standin-%s-a" % tag, "standin-%s-b" % tag
+    config = {"pod_start_delay": 0.2, "nodes": [{"name": first}, {"name": second}]}
+    with FaultProxy(kubeconfigs[1]) as proxy:
+        proxy.inject_fault("PATCH", "/nodes/%s/status$" % re.escape(second), status=500, count=1)
+        standin = KubeletStandIn(proxy.write_kubeconfig(str(tmp_path / "agent.kubeconfig")), config)
+        with pytest.raises(ApiException) as failed:
+            standin.start()
+        assert failed.value.status == 500
+        assert [r["path"] for r in proxy.requests if r["method"] == "DELETE" and r["path"].endswith("/nodes/" + first)]
+    names = [n["metadata"]["name"] for n in read(api["core"].list_node)["items"]]
+    assert first not in names and second not in names
