@@ -269,10 +269,11 @@ class NodeDrain(object):
             lost_answer = False
             try:
                 # Not through client.call: its own retries would spend the whole timeout on one pod's 429s,
-                # and would send an eviction again after a lost answer without looking first.
+                # and would send an eviction again after a lost answer without looking first. The answer is read
+                # whole (not streamed): only then does its connection serve the next eviction, instead of each
+                # eviction opening a TLS connection of its own.
                 self.client.core.create_namespaced_pod_eviction(
-                    meta["name"], meta["namespace"], body, _preload_content=False,
-                    _request_timeout=self.client.request_timeout)
+                    meta["name"], meta["namespace"], body, _request_timeout=self.client.request_timeout)
                 return True
             # the library was imported with the client (KubeClient), before this module sends anything
             except _kubernetes_library.ApiException as exc:

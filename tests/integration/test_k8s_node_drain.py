@@ -157,6 +157,21 @@ def test_drain_skips_daemonset_and_mirror_pods_check_mode_and_rerun_write_nothin
     assert "unschedulable" not in node(cluster, target)["spec"]
 
 
+def test_a_drains_evictions_share_one_connection(cluster, ansible):
+    """Each eviction's answer is read whole, so the next eviction goes on the same kept-alive connection instead of
+    opening a TLS connection of its own (a node with many pods: one handshake, not one per pod)."""
+    cluster.require_controlled("reads the connection of each request from the fault proxy's log")
+    target, _other = own_nodes(cluster)
+    for name in ("web-a", "web-b", "web-c"):
+        cluster.create_pod(name, target, labels={"app": "web"}, owner=cluster.owner_object())
+    mark = cluster.mark()
+    run = ansible(drain(name=target))
+    assert run.rc == 0, run.output()
+    evictions = [w for w in cluster.writes(mark) if w["path"].endswith("/eviction")]
+    assert [w["status"] for w in evictions] == [201, 201, 201], evictions
+    assert len(set(w["connection"] for w in evictions)) == 1, [(w["path"], w["connection"]) for w in evictions]
+
+
 def test_budget_refusal_is_retried_then_times_out_naming_the_budget(cluster, ansible):
     target, other = own_nodes(cluster)
     # Running and Ready pods (as their kubelets would report them): only those count for the budget; a Pending

@@ -40,7 +40,9 @@ request went with the kubeconfig's credentials, that is without an Authorization
 user's own token; ``"cert:<CN>"`` for a client certificate signed by the proxy's CA; else ``"token:<first 8 hex
 digits of the token's sha256>"``, never the token); ``username`` (the certificate's CN, else None: ``usernames(entries)``
 fills in what the apiserver authenticates each credential as, by a SelfSubjectReview made with it once per credential
-when a test asks, None when it does not authenticate); ``time`` (time.time() at arrival).
+when a test asks, None when it does not authenticate); ``time`` (time.time() at arrival); ``connection`` (the number
+of the client connection it came on, counted from 1 as the proxy accepts them: requests a client sends on a
+kept-alive connection share it).
 
 **Client certificates.** The proxy asks for (does not require) a client certificate signed by its own CA (its
 ``ca.key`` lies beside ``ca_cert_path``, so tests issue one with tests/support/tls.py make_client_cert). A request

@@ -101,6 +101,7 @@ class Handler(BaseHTTPRequestHandler):
                 self.close_connection = True
                 raise
         super(Handler, self).setup()
+        self._connection_number = self.server.api._tables.new_connection()
         # upstream connections of this client connection: {with_cert: [HTTPSConnection, last used]}
         self._conns = {}
         self._upstream_sock = None
@@ -150,7 +151,7 @@ class Handler(BaseHTTPRequestHandler):
         else:
             user, username = proxy._credentials.user_of(authorization), None
             proxy._credentials.remember(user, authorization)
-        entry = proxy._tables.log(self.command, path, query, content_type, body, user, username)
+        entry = proxy._tables.log(self.command, path, query, content_type, body, user, username, self._connection_number)
         info = request_info(self.command, path, query)
         resource, name, verb = (info[0], info[2], info[4]) if info else (None, None, None)
         fault = proxy._tables.take(self.command, path, verb, query)

@@ -92,6 +92,7 @@ class ProxyTables(FaultTableMixin):
         self._faults = []
         self._log = []
         self._lock = threading.Lock()
+        self._connections = 0
 
     @property
     def requests(self):
@@ -103,11 +104,17 @@ class ProxyTables(FaultTableMixin):
         with self._lock:
             del self._log[:]
 
-    def log(self, method, path, query, content_type, body, user, username=None):
+    def new_connection(self):
+        """The number of a client connection the proxy accepted: 1 for its first, then 2..."""
+        with self._lock:
+            self._connections += 1
+            return self._connections
+
+    def log(self, method, path, query, content_type, body, user, username=None, connection=None):
         """Append the log entry of a request as it arrives (its status None until answered); returns it."""
         entry = {"method": method, "path": path, "query": dict((k, v[-1]) for k, v in query.items()),
                  "content_type": content_type or None, "body": _parse_body(body, content_type),
-                 "status": None, "user": user, "username": username, "time": time.time()}
+                 "status": None, "user": user, "username": username, "time": time.time(), "connection": connection}
         with self._lock:
             self._log.append(entry)
         return entry

@@ -195,6 +195,20 @@ def test_requests_are_forwarded_and_logged_as_sent_with_the_status_received(prox
     assert proxy.requests == []
 
 
+def test_each_request_names_the_client_connection_it_came_on(proxy, core, namespace, tmp_path):
+    """A client that reads its answers sends its requests on one kept-alive connection; one that leaves an answer
+    unread (its connection never goes back to the pool) and another client come on connections of their own."""
+    core.read_namespace(namespace)
+    core.read_namespace(namespace)
+    core.read_namespace(namespace, _preload_content=False)      # never read
+    core.read_namespace(namespace)
+    other = kubernetes.client.CoreV1Api(_client(proxy.write_kubeconfig(str(tmp_path / "other.kubeconfig"))))
+    other.read_namespace(namespace)
+    first, second, unread, after, elsewhere = [r["connection"] for r in proxy.requests]
+    assert first == second == unread
+    assert len(set([first, after, elsewhere])) == 3 and min(first, after, elsewhere) >= 1
+
+
 def test_a_request_without_authorization_goes_with_the_kubeconfig_credentials(proxy, namespace):
     status, _headers, body = _raw(proxy, "GET", "/api/v1/namespaces/%s/configmaps" % namespace,
                                   headers={"Accept": "application/json"})
