@@ -21,6 +21,7 @@ import uuid
 import pytest
 import yaml
 
+from tests.support.k8s_objects import read_out
 from tests.support.identities import IDENTITY_NAMES, least_privilege, suite_identity_names
 from tests.support.write_observer import WRITE_METHODS, WriteObserver, LogObserver
 
@@ -359,7 +360,7 @@ class Cluster:
             while self._cleanups:
                 description, fn = self._cleanups.pop()
                 try:
-                    fn()
+                    read_out(fn())
                 except ApiException as err:
                     if err.status != 404:
                         sys.stderr.write("kubehw integration: could not %s: %s %s\n"

@@ -1,7 +1,8 @@
 # Copyright (c) kubehw.devices contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Small helpers on Kubernetes objects for the kubelet stand-in (tests/support/kubelet.py, kubelet_core.py):
-metadata and conditions, pod phases and owners, extended resource names, the QoS class, timestamps."""
+metadata and conditions, pod phases and owners, extended resource names, the QoS class, timestamps; and reading an
+API answer out."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -14,6 +15,13 @@ from tests.support.quantity import quantity_amount as parse_quantity
 
 _QUALIFIED_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+
+def read_out(answer):
+    """Read a streamed answer (``_preload_content=False``) whole and return it: only then does its connection go
+    back to the client's pool; one left unread keeps it, and the next request opens a TLS connection of its own."""
+    getattr(answer, "data", None)   # urllib3 reads the body at the first look at .data, and keeps it
+    return answer
 
 
 def now_rfc3339():

@@ -45,7 +45,7 @@ import json
 import threading
 import time
 
-from tests.support.k8s_objects import condition, metadata, now_rfc3339
+from tests.support.k8s_objects import condition, metadata, now_rfc3339, read_out
 from tests.support.kubelet_core import DELETE, KUBELET_VERSION, STATUS_STEPS, KubeletCore, heartbeat_conditions
 from tests.support.watch_mirror import WatchMirror
 
@@ -194,7 +194,7 @@ class KubeletStandIn:
 
         body = self.kubelet.node(name, KUBELET_VERSION, {STANDIN_LABEL: "true"})
         try:
-            self.core.create_node(body, _preload_content=False)
+            read_out(self.core.create_node(body, _preload_content=False))
         except ApiException as err:
             if err.status != 409:
                 raise
@@ -206,7 +206,7 @@ class KubeletStandIn:
         for key in ("capacity", "allocatable"):
             if key in status:
                 ops.append({"op": "add", "path": "/status/" + key, "value": status[key]})
-        self.core.patch_node_status(name, ops, _preload_content=False)
+        read_out(self.core.patch_node_status(name, ops, _preload_content=False))
         self._renew_lease(name)
         self._next_heartbeat[name] = time.monotonic() + self.heartbeat_interval
         self._next_status_report[name] = time.monotonic() + self.status_report_interval
@@ -219,16 +219,16 @@ class KubeletStandIn:
                 "metadata": {"name": name, "namespace": "kube-node-lease"},
                 "spec": {"holderIdentity": name, "leaseDurationSeconds": LEASE_DURATION, "renewTime": now}}
         try:
-            self.coordination.patch_namespaced_lease(name, "kube-node-lease", {"spec": body["spec"]},
-                                                     _preload_content=False)
+            read_out(self.coordination.patch_namespaced_lease(name, "kube-node-lease", {"spec": body["spec"]},
+                                                              _preload_content=False))
         except ApiException as err:
             if err.status != 404:
                 raise
             # the client's Lease model rewrites renewTime in a format the apiserver refuses: create, then patch it
-            self.coordination.create_namespaced_lease("kube-node-lease", dict(body, spec={"holderIdentity": name}),
-                                                      _preload_content=False)
-            self.coordination.patch_namespaced_lease(name, "kube-node-lease", {"spec": body["spec"]},
-                                                     _preload_content=False)
+            read_out(self.coordination.create_namespaced_lease(
+                "kube-node-lease", dict(body, spec={"holderIdentity": name}), _preload_content=False))
+            read_out(self.coordination.patch_namespaced_lease(name, "kube-node-lease", {"spec": body["spec"]},
+                                                              _preload_content=False))
 
     def _heartbeat(self, name, node):
         """The Lease renewed at the heartbeat cadence; the Ready condition written when it is not what the kubelet
@@ -359,8 +359,8 @@ class KubeletStandIn:
             return
         try:
             # no uid precondition in a body: the client's DeleteOptions body then loses the grace period of 0
-            self.core.delete_namespaced_pod(meta["name"], meta["namespace"], grace_period_seconds=0,
-                                            _preload_content=False)
+            read_out(self.core.delete_namespaced_pod(meta["name"], meta["namespace"], grace_period_seconds=0,
+                                                     _preload_content=False))
         except ApiException as err:
             if err.status not in (404, 409):
                 raise
@@ -415,8 +415,8 @@ class KubeletStandIn:
                 if name in live and self._unseen("slice", name, live[name]):
                     continue
                 if name not in live:
-                    self.custom.create_cluster_custom_object("resource.k8s.io", "v1", "resourceslices", obj,
-                                                             _preload_content=False)
+                    read_out(self.custom.create_cluster_custom_object("resource.k8s.io", "v1", "resourceslices", obj,
+                                                                      _preload_content=False))
                 elif live[name]["spec"].get("devices") != obj["spec"]["devices"]:
                     body = copy.deepcopy(live[name])
                     body["spec"]["devices"] = obj["spec"]["devices"]
@@ -425,8 +425,8 @@ class KubeletStandIn:
                         "resource.k8s.io", "v1", "resourceslices", name, body, _preload_content=False))
             for name in live:
                 if name not in wanted:
-                    self.custom.delete_cluster_custom_object("resource.k8s.io", "v1", "resourceslices", name,
-                                                             _preload_content=False)
+                    read_out(self.custom.delete_cluster_custom_object("resource.k8s.io", "v1", "resourceslices", name,
+                                                                      _preload_content=False))
         except ApiException as err:
             if err.status not in (404, 409):
                 raise
@@ -439,7 +439,7 @@ class KubeletStandIn:
 
         def ignore_missing(fn, *args, **kwargs):
             try:
-                fn(*args, **kwargs)
+                read_out(fn(*args, **kwargs))
             except ApiException as err:
                 if err.status != 404:
                     raise
