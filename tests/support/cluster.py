@@ -138,7 +138,7 @@ class Cluster:
         for spec in specs:
             name = self.unique_name(spec.get("what", "node"))
             meta = {"name": name, "labels": dict(spec.get("labels") or {})}
-            self.core.create_node({"apiVersion": "v1", "kind": "Node", "metadata": meta}, _preload_content=False)
+            read_out(self.core.create_node({"apiVersion": "v1", "kind": "Node", "metadata": meta}, _preload_content=False))
             self.on_close("delete node %s" % name, lambda n=name: self.core.delete_node(n, _preload_content=False))
             ops = []
             if spec.get("capacity") is not None:
@@ -146,7 +146,7 @@ class Cluster:
             if spec.get("allocatable") is not None:
                 ops.append({"op": "add", "path": "/status/allocatable", "value": spec["allocatable"]})
             if ops:
-                self.core.patch_node_status(name, ops, _preload_content=False)
+                read_out(self.core.patch_node_status(name, ops, _preload_content=False))
             names.append(name)
         return names
 
@@ -180,24 +180,24 @@ class Cluster:
             meta["annotations"] = dict(annotations)
         if owner:
             meta["ownerReferences"] = [owner]
-        self.core.create_namespaced_pod(namespace, {
+        read_out(self.core.create_namespaced_pod(namespace, {
             "apiVersion": "v1", "kind": "Pod", "metadata": meta,
             "spec": {"nodeName": node, "terminationGracePeriodSeconds": 0,
-                     "containers": [{"name": "c", "image": "registry.example/kubehw-it:1"}]}}, _preload_content=False)
+                     "containers": [{"name": "c", "image": "registry.example/kubehw-it:1"}]}}, _preload_content=False))
         if phase:
             status = {"phase": phase}
             if ready:
                 now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
                 status["conditions"] = [{"type": "Ready", "status": "True", "lastTransitionTime": now}]
-            self.core.patch_namespaced_pod_status(name, namespace, {"status": status}, _preload_content=False)
+            read_out(self.core.patch_namespaced_pod_status(name, namespace, {"status": status}, _preload_content=False))
         return json.loads(self.core.read_namespaced_pod(name, namespace, _preload_content=False).data)
 
     def report_ready(self, node):
         """Write Ready=True into a node's status as its kubelet would (a node of create_nodes() has no kubelet)."""
         now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        self.core.patch_node_status(node, [{"op": "add", "path": "/status/conditions", "value": [{
+        read_out(self.core.patch_node_status(node, [{"op": "add", "path": "/status/conditions", "value": [{
             "type": "Ready", "status": "True", "reason": "KubeletReady", "lastHeartbeatTime": now,
-            "lastTransitionTime": now}]}], _preload_content=False)
+            "lastTransitionTime": now}]}], _preload_content=False))
 
     def owner_object(self, kind="ConfigMap"):
         """An object of this test's namespace that a pod of create_pod() can name as its controller, and an
@@ -217,7 +217,7 @@ class Cluster:
             created = json.loads(self.apps.create_namespaced_daemon_set(namespace, body, _preload_content=False).data)
             self.on_close("remove the finalizer of daemonset %s" % name, lambda: self.apps.patch_namespaced_daemon_set(
                 name, namespace, [{"op": "remove", "path": "/metadata/finalizers"}], _preload_content=False))
-            self.apps.delete_namespaced_daemon_set(name, namespace, _preload_content=False)
+            read_out(self.apps.delete_namespaced_daemon_set(name, namespace, _preload_content=False))
             api_version = "apps/v1"
         else:
             created = json.loads(self.core.create_namespaced_config_map(namespace, {
@@ -229,18 +229,19 @@ class Cluster:
     def advertise(self, node, resources):
         """Add extended resources to the node's status.capacity (key by key); removed after the test."""
         paths = ["/status/capacity/" + key.replace("~", "~0").replace("/", "~1") for key in sorted(resources)]
-        self.core.patch_node_status(node, [{"op": "add", "path": path, "value": resources[key]}
-                                           for path, key in zip(paths, sorted(resources))], _preload_content=False)
+        read_out(self.core.patch_node_status(node, [{"op": "add", "path": path, "value": resources[key]}
+                                                    for path, key in zip(paths, sorted(resources))],
+                                             _preload_content=False))
         self.on_close("remove %s from node %s" % (", ".join(sorted(resources)), node), lambda: [
-            self.core.patch_node_status(node, [{"op": "remove", "path": path}], _preload_content=False)
+            read_out(self.core.patch_node_status(node, [{"op": "remove", "path": path}], _preload_content=False))
             for path in paths])
 
     def namespace(self):
         """A namespace of this test's own (created once, deleted with everything in it)."""
         if getattr(self, "_namespace", None) is None:
             name = self.unique_name("ns")
-            self.core.create_namespace({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}},
-                                       _preload_content=False)
+            read_out(self.core.create_namespace({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}},
+                                                _preload_content=False))
             self.on_close("delete namespace %s" % name,
                           lambda: self.core.delete_namespace(name, _preload_content=False))
             self._namespace = name
@@ -249,8 +250,8 @@ class Cluster:
     def service_account(self, name, namespace=None):
         """A ServiceAccount and a token for it from the TokenRequest API: returns (user, token)."""
         namespace = namespace or self.namespace()
-        self.core.create_namespaced_service_account(namespace, {
-            "apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name}}, _preload_content=False)
+        read_out(self.core.create_namespaced_service_account(namespace, {
+            "apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name}}, _preload_content=False))
         return "system:serviceaccount:%s:%s" % (namespace, name), self.request_token(name, namespace)
 
     def request_token(self, name, namespace, seconds=3600, bound_pod=None):
@@ -266,14 +267,14 @@ class Cluster:
     def bind(self, rules, subjects):
         """A ClusterRole with these rules bound to the subjects ({"kind", "name", "namespace"}); deleted after."""
         name = self.unique_name("role")
-        self.rbac.create_cluster_role({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-                                       "metadata": {"name": name}, "rules": rules}, _preload_content=False)
+        read_out(self.rbac.create_cluster_role({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+                                                "metadata": {"name": name}, "rules": rules}, _preload_content=False))
         self.on_close("delete clusterrole %s" % name,
                       lambda: self.rbac.delete_cluster_role(name, _preload_content=False))
-        self.rbac.create_cluster_role_binding({
+        read_out(self.rbac.create_cluster_role_binding({
             "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": name},
             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
-            "subjects": subjects}, _preload_content=False)
+            "subjects": subjects}, _preload_content=False))
         self.on_close("delete clusterrolebinding %s" % name,
                       lambda: self.rbac.delete_cluster_role_binding(name, _preload_content=False))
         return name
