@@ -8,12 +8,14 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import json
+import re
 import time
 import uuid
 
 import pytest
 
 from tests.support.cluster import wait_for
+from tests.support.fault_proxy import FaultProxy
 from tests.support.kubelet import STANDIN_LABEL, KubeletStandIn
 
 PLUGIN_IMAGE = "nvcr.io/nvidia/k8s-device-plugin:v0.17.0"
@@ -42,6 +44,13 @@ def node_config(tag):
     return {"pod_start_delay": 0.2, "nodes": [{
         "name": "standin-%s" % tag, "labels": {"standin-test": tag},
         "inventory": {"nvidia.com/gpu": 2, "example.com/gpu": 3}}]}
+
+
+def two_nodes():
+    """(first, second, configuration): two plain nodes of run-unique names, in that order."""
+    tag = uuid.uuid4().hex[:8]
+    first, second = "standin-%s-a" % tag, "standin-%s-b" % tag
+    return first, second, {"pod_start_delay": 0.2, "nodes": [{"name": first}, {"name": second}]}
 
 
 def daemonset(name, tag, image):
@@ -218,13 +227,7 @@ def test_one_nodes_failing_kubelet_does_not_hold_back_the_other_nodes_heartbeats
     """Each node has a kubelet of its own: while every Lease renewal of the first node fails (500, from the fault
     proxy), the second node's Lease is still renewed (else the node lifecycle controller would mark a node Unknown for
     a fault of another), and the failures are recorded."""
-    import re
-
-    from tests.support.fault_proxy import FaultProxy
-
-    tag = uuid.uuid4().hex[:8]
-    first, second = "standin-%s-a" % tag, "standin-%s-b" % tag
-    config = {"pod_start_delay": 0.2, "nodes": [{"name": first}, {"name": second}]}
+    first, second, config = two_nodes()
 
     def renewed(node):
         return read(api["coordination"].read_namespaced_lease, node, "kube-node-lease")["spec"]["renewTime"]
@@ -248,15 +251,9 @@ def test_one_nodes_failing_kubelet_does_not_hold_back_the_other_nodes_heartbeats
 def test_a_standin_that_fails_to_start_leaves_no_node_behind(kubeconfigs, api, tmp_path):
     """The second node's registration fails (its status write answered 500 by the fault proxy): start() raises,
     and the first node, already registered, is removed again."""
-    import re
-
     from kubernetes.client.rest import ApiException
 
-    from tests.support.fault_proxy import FaultProxy
-
-    tag = uuid.uuid4().hex[:8]
-    first, second = "standin-%s-a" % tag, "standin-%s-b" % tag
-    config = {"pod_start_delay": 0.2, "nodes": [{"name": first}, {"name": second}]}
+    first, second, config = two_nodes()
     with FaultProxy(kubeconfigs[1]) as proxy:
         proxy.inject_fault("PATCH", "/nodes/%s/status$" % re.escape(second), status=500, count=1)
         standin = KubeletStandIn(proxy.write_kubeconfig(str(tmp_path / "agent.kubeconfig")), config)
