@@ -135,7 +135,8 @@ class FaultProxy:
             # for, not required, as kube-apiserver's --client-ca-file does; its subject reaches the apiserver by
             # impersonation (the proxy cannot present the client's certificate upstream).
             self.ssl_context = server_ssl_context(self.ca_cert_path, cert, key)
-            self._httpd = ProxyServer(("127.0.0.1", 0), Handler, self)
+            self._httpd = ProxyServer(("127.0.0.1", 0), Handler, self.ssl_context, self._upstream, self._credentials,
+                                      self._tables, self._watches)
         except Exception:
             shutil.rmtree(self._tmpdir, ignore_errors=True)
             self._tmpdir = None

@@ -2,8 +2,8 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The fault proxy's server side (test equipment): each client connection, each request forwarded or answered.
 
-``ProxyServer`` is a threading TLS server (handshakes in the handler threads, every connection closed at stop) with a
-FaultProxy as its ``api``; ``Handler`` handles each connection (TLS handshake, HTTP/1.1 keep-alive, request bodies)
+``ProxyServer`` is a threading TLS server (handshakes in the handler threads, every connection closed at stop) with
+the FaultProxy's parts; ``Handler`` handles each connection (TLS handshake, HTTP/1.1 keep-alive, request bodies)
 and, per request: logs it, takes the fault it uses, then answers it (a fault's answer, a compaction's 410) or
 forwards it upstream and relays the answer, a watch event by event. Every client connection keeps its own upstream
 connections alive. What each fault kind does is in tests/support/fault_proxy.py's docstring.
@@ -43,14 +43,20 @@ _UPSTREAM_IDLE = 30.0
 
 class ProxyServer(ThreadingHTTPServer):
     """A threading TLS server: handshakes in the handler threads (one slow client never blocks accept()), every
-    connection closed at stop (close_all); its ``api`` is the FaultProxy."""
+    connection closed at stop (close_all). Its handlers use the FaultProxy's parts it is given: ``upstream`` (an
+    Upstream), ``credentials`` (Credentials), ``tables`` (ProxyTables: the log and the faults) and ``watches``
+    (a WatchTable)."""
 
     daemon_threads = True
     allow_reuse_address = True
     request_queue_size = 128
 
-    def __init__(self, address, handler, api):
-        self.api = api
+    def __init__(self, address, handler, ssl_context, upstream, credentials, tables, watches):
+        self.ssl_context = ssl_context
+        self.upstream = upstream
+        self.credentials = credentials
+        self.tables = tables
+        self.watches = watches
         self._conns = set()
         self._conns_lock = threading.Lock()
         super(ProxyServer, self).__init__(address, handler)
@@ -59,7 +65,7 @@ class ProxyServer(ThreadingHTTPServer):
         sock, addr = super(ProxyServer, self).get_request()
         # headers and body go out in separate writes: without this, Nagle + delayed ACK add 40 ms
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        sock = self.api.ssl_context.wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
+        sock = self.ssl_context.wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
         with self._conns_lock:
             self._conns.add(sock)
         return sock, addr
@@ -101,7 +107,7 @@ class Handler(BaseHTTPRequestHandler):
                 self.close_connection = True
                 raise
         super(Handler, self).setup()
-        self._connection_number = self.server.api._tables.new_connection()
+        self._connection_number = self.server.tables.new_connection()
         # upstream connections of this client connection: {with_cert: [HTTPSConnection, last used]}
         self._conns = {}
         self._upstream_sock = None
@@ -137,7 +143,7 @@ class Handler(BaseHTTPRequestHandler):
 
     # -- the request
     def _dispatch(self):
-        proxy = self.server.api
+        server = self.server
         split = urllib.parse.urlsplit(self.path)
         path = split.path
         query = urllib.parse.parse_qs(split.query, keep_blank_values=True)
@@ -149,55 +155,55 @@ class Handler(BaseHTTPRequestHandler):
         if self._peer is not None:
             user, username = "cert:" + self._peer["user"], self._peer["user"]
         else:
-            user, username = proxy._credentials.user_of(authorization), None
-            proxy._credentials.remember(user, authorization)
-        entry = proxy._tables.log(self.command, path, query, content_type, body, user, username, self._connection_number)
+            user, username = server.credentials.user_of(authorization), None
+            server.credentials.remember(user, authorization)
+        entry = server.tables.log(self.command, path, query, content_type, body, user, username, self._connection_number)
         info = request_info(self.command, path, query)
         resource, name, verb = (info[0], info[2], info[4]) if info else (None, None, None)
-        fault = proxy._tables.take(self.command, path, verb, query)
+        fault = server.tables.take(self.command, path, verb, query)
         # the status goes into the log before the answer goes out, so a client that has its answer finds it there
         self._entry = entry
         try:
-            self._answer(proxy, fault, info, query, body, authorization, resource, name, verb)
+            self._answer(server, fault, info, query, body, authorization, resource, name, verb)
         finally:
             if entry["status"] is None:
-                proxy._tables.finish(entry, "drop")
+                server.tables.finish(entry, "drop")
 
-    def _answer(self, proxy, fault, info, query, body, authorization, resource, name, verb):
+    def _answer(self, server, fault, info, query, body, authorization, resource, name, verb):
         """Answer the request; returns the status the client got ("drop" for a closed connection)."""
         kind = fault.status if fault is not None else None
         if kind is not None and kind not in FAULT_VERBS:
-            result = proxy._tables.answer(fault, resource, name)
+            result = server.tables.answer(fault, resource, name)
             if result == "drop":
                 return self._drop()
             return self._send_json(*result)
         if kind in ("watch-expired", "watch-too-large"):
             since = (query.get("resourceVersion") or [""])[-1] or "0"
-            current = self._current_rv(proxy, numeric_rv(since) or 0)
+            current = self._current_rv(server, numeric_rv(since) or 0)
             error = (ApiError(410, "Expired", "too old resource version: %s (%d)" % (since, current + 1))
                      if kind == "watch-expired" else too_large_rv(current + 1000, current))
             return self._send_watch_error(error)
         if kind == "too-large-rv":
-            current = self._current_rv(proxy, numeric_rv((query.get("resourceVersion") or [""])[-1]) or 0)
+            current = self._current_rv(server, numeric_rv((query.get("resourceVersion") or [""])[-1]) or 0)
             error = too_large_rv(current + 1000, current)
             return self._send_json(error.code, error.status(), {"Retry-After": str(error.details["retryAfterSeconds"])})
         if kind == "continue-expired":
             error = ApiError(410, "Expired", CONTINUE_EXPIRED_MESSAGE)
             return self._send_json(error.code, error.status(), {})
         if kind is None:
-            compacted = proxy._watches.compaction_answer(info, query)
+            compacted = server.watches.compaction_answer(info, query)
             if compacted is not None:
                 if compacted[0] == "watch":
                     return self._send_watch_error(compacted[1])
                 return self._send_json(compacted[1].code, compacted[1].status(), {})
         try:
-            resp = self._forward(proxy, body, authorization)
+            resp = self._forward(server, body, authorization)
         except (OSError, http.client.HTTPException) as e:
             if self.command not in _IDEMPOTENT:
                 # the write may or may not have reached the apiserver: the client sees what a client of it would
                 return self._drop()
             return self._send_json(502, status_body(502, "InternalError", "fault proxy: upstream %s:%s: %s"
-                                                    % (proxy._upstream.host, proxy._upstream.port, e)), {})
+                                                    % (server.upstream.host, server.upstream.port, e)), {})
         if kind in ("commit-504", "commit-drop") and 200 <= resp.status < 300:
             # the write is stored; only its answer is lost
             resp.read()
@@ -205,34 +211,34 @@ class Handler(BaseHTTPRequestHandler):
                 return self._drop()
             return self._send_json(504, status_body(504, "Timeout", COMMIT_TIMEOUT_MESSAGE, {}), {})
         if verb == "watch" and resp.status == 200:
-            return self._relay_watch(proxy, resp, info, query)
+            return self._relay_watch(server, resp, info, query)
         return self._relay(resp)
 
     # -- upstream
     @staticmethod
-    def _current_rv(proxy, default):
+    def _current_rv(server, default):
         """The apiserver's resourceVersion for a fault's message; default when the kubeconfig's user may not list
         namespaces (the message's numbers are all a fault answer depends on it for)."""
         try:
-            return proxy.current_resource_version()
+            return server.upstream.current_resource_version()
         except (RuntimeError, OSError, ValueError, KeyError, http.client.HTTPException):
             return default
 
     def _connection(self, with_cert):
-        proxy = self.server.api
+        server = self.server
         slot = self._conns.get(with_cert)
         now = time.monotonic()
         if slot is not None and (now - slot[1] > _UPSTREAM_IDLE or closed_by_peer(slot[0].sock)):
             slot[0].close()
             slot = None
         if slot is None:
-            slot = [proxy._upstream.connection(with_cert), now]
+            slot = [server.upstream.connection(with_cert), now]
             self._conns[with_cert] = slot
         slot[1] = now
         return slot
 
-    def _forward(self, proxy, body, authorization):
-        up = proxy._upstream
+    def _forward(self, server, body, authorization):
+        up = server.upstream
         headers = [(k, v) for k, v in self.headers.items() if k.lower() not in _HOP_BY_HOP]
         if not authorization:
             headers += list(up.auth_headers().items())
@@ -271,7 +277,7 @@ class Handler(BaseHTTPRequestHandler):
 
     # -- answering
     def _send_head(self, code, headers, reason=None):
-        self.server.api._tables.finish(self._entry, code)
+        self.server.tables.finish(self._entry, code)
         self.send_response_only(code, reason)
         for key, value in headers:
             self.send_header(key, value)
@@ -289,7 +295,7 @@ class Handler(BaseHTTPRequestHandler):
         return code
 
     def _drop(self):
-        self.server.api._tables.finish(self._entry, "drop")
+        self.server.tables.finish(self._entry, "drop")
         self.close_connection = True
         try:
             self.request.shutdown(socket.SHUT_RDWR)
@@ -345,14 +351,14 @@ class Handler(BaseHTTPRequestHandler):
             raise
         return resp.status
 
-    def _relay_watch(self, proxy, resp, info, query):
+    def _relay_watch(self, server, resp, info, query):
         """Relay a watch event by event (whole lines only, so an ERROR event can be put after any of them)."""
         json_stream = ((resp.getheader("Content-Type") or "").startswith("application/json")
                        and not resp.getheader("Content-Encoding"))
         since = (query.get("resourceVersion") or [""])[-1]
         watch = Watch(self.path.split("?")[0], info[0], dict((k, v[-1]) for k, v in query.items()), since, self.request)
         watch.upstream_sock = self._upstream_sock
-        proxy._watches.register(watch)
+        server.watches.register(watch)
         pending = b""
         try:
             self._relay_head(resp, chunked=True)
@@ -372,7 +378,7 @@ class Handler(BaseHTTPRequestHandler):
                     self._write_chunk(lines + b"\n")
                     watch.since = self._last_rv(lines) or watch.since
             # no longer open once its client can see the end
-            proxy._watches.unregister(watch)
+            server.watches.unregister(watch)
             if watch.gone:
                 self.close_connection = True
                 return resp.status
@@ -390,7 +396,7 @@ class Handler(BaseHTTPRequestHandler):
         except OSError:
             self.close_connection = True
         finally:
-            proxy._watches.unregister(watch)
+            server.watches.unregister(watch)
             resp.close()
         return resp.status
 

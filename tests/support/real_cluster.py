@@ -22,11 +22,6 @@ class RealControls:
         self.url = proxy.url
         self.ca_cert_path = proxy.ca_cert_path
 
-    @property
-    def admin_token(self):
-        """The bearer token of the upstream kubeconfig's user (the proxy's kubeconfig carries it too)."""
-        return self.proxy._upstream.token  # pylint: disable=protected-access
-
     # the fault proxy
     @property
     def requests(self):

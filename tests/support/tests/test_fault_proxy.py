@@ -455,7 +455,8 @@ def test_a_watch_fault_answers_200_and_one_error_event(proxy, core, direct, name
                                            _preload_content=False)
     started = time.monotonic()
     lines = [json.loads(line) for line in resp.read().splitlines() if line.strip()]
-    assert resp.status == 200 and time.monotonic() - started < 2
+    # at once, not after the watch's 10 s (the bound leaves room for a loaded machine)
+    assert resp.status == 200 and time.monotonic() - started < 5
     assert len(lines) == 1 and lines[0]["type"] == "ERROR"
     assert lines[0]["object"]["code"] == code and lines[0]["object"]["reason"] == reason
     if kind == "watch-expired":
@@ -467,7 +468,7 @@ def test_a_watch_fault_answers_200_and_one_error_event(proxy, core, direct, name
 
 # ---------------------------------------------------------------- compaction
 
-def test_compact_with_expire_watches_ends_an_open_watch_with_410_within_a_second(proxy, core, direct, namespace):
+def test_compact_with_expire_watches_ends_an_open_watch_with_410_at_once(proxy, core, direct, namespace):
     since = direct.list_namespaced_config_map(namespace).metadata.resource_version
     events, thread, _resp = _watch_lines(core, namespace, since, timeout_seconds=60)
     assert _wait_for(lambda: proxy.open_watches)
@@ -477,7 +478,8 @@ def test_compact_with_expire_watches_ends_an_open_watch_with_410_within_a_second
     started = time.monotonic()
     current = proxy.compact(expire_watches=True)
     thread.join(5)
-    assert events[-1][1] is None and events[-1][0] - started < 1.0, events
+    # at once, not after the watch's 60 s (the bound leaves room for a loaded machine)
+    assert events[-1][1] is None and events[-1][0] - started < 5, events
     got = [e for _t, e in events[:-1]]
     assert [e["type"] for e in got] == ["ADDED", "ERROR"], got
     assert got[1]["object"]["code"] == 410 and got[1]["object"]["reason"] == "Expired"

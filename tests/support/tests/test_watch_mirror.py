@@ -94,8 +94,9 @@ def test_a_410_lists_again_and_stop_ends_the_open_watch_at_once(proxied):
         wait_for(lambda: proxy.open_watches, what="the watch after the new list")
         started = time.monotonic()
         mirror.stop()
-        wait_for(lambda: not proxy.open_watches, timeout=3, what="the watch to end with stop()")
-        assert time.monotonic() - started < 3
+        # at once, not after the watch's WATCH_SECONDS (the bound leaves room for a loaded machine)
+        wait_for(lambda: not proxy.open_watches, timeout=10, what="the watch to end with stop()")
+        assert time.monotonic() - started < 10
         assert mirror.errors == []
     finally:
         mirror.stop()
