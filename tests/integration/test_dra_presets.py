@@ -427,8 +427,12 @@ def test_pods_the_controller_cannot_create_fail_the_rollout_within_seconds_and_s
         # right after the controller's next attempt: its backoff has doubled, so the attempt after it is 20 s or
         # more away, and a wait that needs a new event to notice the refusal (as the one before did) waits for it
         before = refusals_reported(cluster, namespace, name)
-        reported = wait_for(lambda: refusals_reported(cluster, namespace, name) > before and
-                            refusals_reported(cluster, namespace, name), timeout=60, what="the controller's next attempt")
+
+        def next_attempt():
+            count = refusals_reported(cluster, namespace, name)
+            return count if count > before else None
+
+        reported = wait_for(next_attempt, timeout=60, what="the controller's next attempt")
         run, res = deploy(ansible, namespace, name, preset="example", node_selector=label, wait="rollout",
                           wait_timeout=120)
         assert res["failed"] and not res["changed"] and res["node_outcome"] == {node: "refused"}, run.output()
