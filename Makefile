@@ -30,19 +30,10 @@ PYTEST_JOBS ?= 2
 # forces colour on them whenever TERM names an xterm, tty or not).
 PLAIN := if [ ! -t 1 ]; then export NO_COLOR=1 PY_COLORS=0 ANSIBLE_NOCOLOR=1 ANSIBLE_FORCE_COLOR=0; fi;
 
-# The module integration suites, run again with the minimum versions (in every run their modules act as the
-# least-privilege identity: LEAST_PRIVILEGE_SUITES in tests/integration/conftest.py).
+# The module integration suites, whose tests marked floor run again with the minimum versions (in every run their
+# modules act as the least-privilege identity: LEAST_PRIVILEGE_SUITES in tests/integration/conftest.py).
 MODULE_SUITES := tests/integration/test_k8s_node_extended_resource.py tests/integration/test_device_plugin_deploy.py \
 	tests/integration/test_info_and_smoke_test.py tests/integration/test_dra.py tests/integration/test_dra_driver_deploy.py
-# Tests of those suites that fail before any API request (each asserts that the real control plane saw no
-# request): neither the identity the modules run as nor the client library's version can change their
-# outcome, so min-versions leaves them to `make integration`.
-BEFORE_ANY_REQUEST := \
-	tests/integration/test_k8s_node_extended_resource.py::test_invalid_inputs_fail_without_any_request \
-	tests/integration/test_k8s_node_extended_resource.py::test_empty_targets_never_widen_to_every_node \
-	tests/integration/test_device_plugin_deploy.py::test_invalid_input_fails_before_any_request \
-	tests/integration/test_info_and_smoke_test.py::test_info_refuses_bad_wait_input_before_any_request
-MODULE_SUITES_OPTS := $(MODULE_SUITES) $(addprefix --deselect ,$(BEFORE_ANY_REQUEST))
 # `make min-versions`: a separate venv with the floors of meta/ee-requirements.txt and meta/runtime.yml's lowest
 # ansible-core installed exactly. `make core-2.18`: the pinned libraries with ansible-core 2.18.
 MIN_VENV := $(ROOT)/.cache/min-versions/venv
@@ -50,9 +41,12 @@ CORE_218_VENV := $(ROOT)/.cache/core-2.18/venv
 CORE_218 := 2.18.19
 # What the ansible-core stages run: the plugins' unit tests (the modules run in-process) and the inventory plugin's
 # suite (cluster data planted as templates must stay strings on every ansible-core the collection supports); the
-# floor stage runs the module integration suites too, which the release between floor and pin leaves to the two.
+# floor stage runs, of the module integration suites, the tests marked floor (-m selects them and every test that is
+# not an integration test): each module's life cycle and each path of the client library (transport, TLS and token,
+# watches, faults, conflicts, dry runs, patches), which is all the library does for the modules (the requests and
+# answers are the collection's own JSON); what a module decides from those answers is the same code on every release.
 CORE_SUITES := tests/unit/plugins tests/integration/test_inventory.py
-MIN_SUITES := tests/unit/plugins $(MODULE_SUITES_OPTS) tests/integration/test_inventory.py
+MIN_SUITES := -m 'floor or not integration' tests/unit/plugins $(MODULE_SUITES) tests/integration/test_inventory.py
 # `make roles SCENARIOS="default container_runtime"` runs only those scenarios.
 SCENARIOS ?=
 # Scenarios run at a time by `make roles` (each boots its own target and spends much of its time waiting
@@ -73,7 +67,7 @@ help:
 	@echo "make integration   pytest tests/integration on a real control plane of release binaries, one per pytest worker"
 	@echo "                   (state in .cache/real-control-plane), else the cluster of KUBECONFIG, else not run (and says"
 	@echo "                   why); the module suites' modules run as the least-privilege identity of rbac.yaml.j2"
-	@echo "make min-versions  plugin unit tests, module and inventory integration suites with the lowest ansible-core of"
+	@echo "make min-versions  plugin unit tests, the inventory suite and the module suites' floor tests with the lowest ansible-core of"
 	@echo "                   meta/runtime.yml and the minimum kubernetes, urllib3 and jsonpatch of meta/ee-requirements.txt"
 	@echo "                   (venv in .cache/min-versions)"
 	@echo "make core-2.18     plugin unit tests and the inventory suite with ansible-core 2.18 and the pinned libraries"

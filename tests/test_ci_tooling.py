@@ -450,25 +450,45 @@ def test_min_versions_is_a_counted_pytest_stage_of_make_test():
         assert suite in proc.stdout
 
 
-def test_pytest_stages_group_slow_fixtures_and_the_reruns_skip_only_tests_that_make_no_request():
+def test_pytest_stages_group_slow_fixtures():
     # --dist loadgroup: each file whose module-scoped fixture is a long ansible-playbook run goes to one worker
     units = _make('-n', 'units')
     assert units.returncode == 0 and '--dist loadgroup' in units.stdout, units.stdout
     for path in ('tests/unit/roles/test_nvidia_driver.py', 'tests/unit/roles/test_runtime_config_tasks.py'):
         with open(os.path.join(ROOT, path)) as handle:
             assert re.search(r"^pytestmark = \[pytest\.mark\.xdist_group\('[a-z_]+'\), ", handle.read(), re.M), path
-    # min-versions re-runs the module suites but for the tests that fail before any request: each
-    # deselected test exists and asserts that no request was made
+
+
+def test_min_versions_runs_the_unit_tests_and_the_floor_tests_of_its_integration_suites():
     proc = _make('-n', 'min-versions')
     assert proc.returncode == 0, proc.stdout
-    deselected = re.findall(r'--deselect (\S+)', proc.stdout.splitlines()[-1])
-    assert len(deselected) == 4, proc.stdout
-    for node in deselected:
-        path, name = node.split('::')
-        with open(os.path.join(ROOT, path)) as handle:
-            source = handle.read()
-        body = re.search(r'^def %s\(.*?(?=^\S)' % name, source, re.M | re.S)
-        assert body and 'cluster.requests(mark) == []' in body.group(0), node
+    command = proc.stdout.splitlines()[-1]
+    assert "-m 'floor or not integration' " in command, command
+    paths = re.findall(r'(tests/\S+)', command)
+    collected = subprocess.run(
+        [os.path.join(ROOT, '.venv', 'bin', 'python'), '-m', 'pytest', '-p', 'no:cacheprovider', '--collect-only', '-q',
+         '-m', 'floor or not integration'] + paths,
+        cwd=ROOT, capture_output=True, text=True, check=False)
+    assert collected.returncode == 0, collected.stdout[-3000:] + collected.stderr[-3000:]
+    selected = [line for line in collected.stdout.splitlines() if '::' in line]
+    by_file = dict((path, [t for t in selected if t.startswith(path + '::')]) for path in paths if path.endswith('.py'))
+    # every unit test of the plugins, every test of the inventory suite, and some of each module suite
+    assert any(t.startswith('tests/unit/plugins/') for t in selected)
+    assert len(by_file['tests/integration/test_inventory.py']) >= 10, by_file
+    assert all(by_file.values()), by_file
+    # a floor marker in an integration file min-versions does not collect would run nowhere but make integration
+    integration = os.path.join(ROOT, 'tests', 'integration')
+    for name in os.listdir(integration):
+        with open(os.path.join(integration, name)) as handle:
+            if name.endswith('.py') and 'pytest.mark.floor' in handle.read():
+                assert 'tests/integration/' + name in paths, name
+    # and it leaves out the rest of the module suites (which make integration runs)
+    everything = subprocess.run(
+        [os.path.join(ROOT, '.venv', 'bin', 'python'), '-m', 'pytest', '-p', 'no:cacheprovider', '--collect-only', '-q']
+        + [p for p in paths if p.startswith('tests/integration/')],
+        cwd=ROOT, capture_output=True, text=True, check=False)
+    every_test = [line for line in everything.stdout.splitlines() if '::' in line]
+    assert len([t for t in selected if t.startswith('tests/integration/')]) < len(every_test), every_test
 
 
 def test_module_suites_run_as_the_least_privilege_identity_in_make_integration():

@@ -57,6 +57,13 @@ def pytest_configure(config):
     config.addinivalue_line(
         "markers", "least_privilege_identity: the modules run as the shipped least-privilege identity "
                    "(set on the module suites; `pytest -m least_privilege_identity` runs only them)")
+    config.addinivalue_line(
+        "markers", "integration: a test of tests/integration (set on each; make min-versions runs those also "
+                   "marked floor: -m 'floor or not integration')")
+    config.addinivalue_line(
+        "markers", "floor: run again by make min-versions with the lowest ansible-core and client libraries the "
+                   "collection supports (a module's life cycle, or a path of the client library no other such "
+                   "test takes)")
     identity = os.environ.get("KUBEHW_IDENTITY", "")
     if identity and identity not in IDENTITIES:
         raise pytest.UsageError("KUBEHW_IDENTITY=%r: must be one of %s or unset" % (identity, ", ".join(IDENTITIES)))
@@ -67,7 +74,10 @@ def pytest_collection_modifyitems(config, items):
     here = os.path.dirname(os.path.abspath(__file__))
     for item in items:
         path = str(item.fspath)   # the unit tests have files of the same names elsewhere
-        if os.path.dirname(path) == here and os.path.basename(path) in LEAST_PRIVILEGE_SUITES:
+        if os.path.dirname(path) != here:
+            continue
+        item.add_marker(pytest.mark.integration)
+        if os.path.basename(path) in LEAST_PRIVILEGE_SUITES:
             item.add_marker(pytest.mark.least_privilege_identity)
 
 

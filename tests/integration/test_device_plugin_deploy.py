@@ -73,6 +73,7 @@ def ds_writes(cluster, since):
             if "/daemonsets" in w["path"] or "/configmaps" in w["path"] or "/pods" in w["path"]]
 
 
+@pytest.mark.floor
 def test_create_then_noop_rerun_makes_no_write(cluster, ansible, namespace):
     mark = cluster.mark()
     run = ansible([task(namespace), dict(task(namespace, name="Again"))])
@@ -100,6 +101,7 @@ def test_create_then_noop_rerun_makes_no_write(cluster, ansible, namespace):
         assert len(cluster.writes(mark)) == 3
 
 
+@pytest.mark.floor
 def test_changed_setting_rolls_out_and_reports_generations(cluster, ansible, namespace):
     mark = cluster.mark()
     run = ansible([task(namespace), task(namespace, name="Change", mig_strategy="single")])
@@ -164,6 +166,7 @@ def test_wait_resource_only_on_gpu_nodes_and_min_count_timeout(cluster, ansible,
      "inventory": {"nvidia.com/gpu": 8}},
     {"name": "cpu-1"},
 ]})
+@pytest.mark.floor
 def test_pod_never_ready_times_out_naming_node_and_reason(cluster, ansible, namespace):
     cluster.require_controlled("injects a pod start failure")
     cluster.controls.fail_pod_start("gpu-2", reason="ImagePullBackOff")
@@ -183,6 +186,7 @@ def test_pod_never_ready_times_out_naming_node_and_reason(cluster, ansible, name
     assert res["changed"] is True
 
 
+@pytest.mark.floor
 def test_check_mode_makes_no_write_and_shows_diff(cluster, ansible, namespace):
     mark = cluster.mark()
     check = dict(check_mode=True, diff=True)
@@ -212,6 +216,7 @@ def test_check_mode_makes_no_write_and_shows_diff(cluster, ansible, namespace):
         assert len(cluster.writes(mark)) == 3
 
 
+@pytest.mark.floor
 def test_state_absent_deletes_daemonset_and_configmap(cluster, ansible, namespace):
     mark = cluster.mark()
     run = ansible([task(namespace, wait="none"), task(namespace, name="Remove", state="absent"),
@@ -512,6 +517,7 @@ def test_delete_old_pods_goes_in_batches_of_max_unavailable(cluster, ansible, na
     assert not [r for r in between if "/pods" in r["path"] or "/daemonsets" in r["path"]], between
 
 
+@pytest.mark.floor
 def test_missing_namespace_is_named(cluster, ansible):
     missing = "dp-missing-%s" % uuid.uuid4().hex[:6]
     mark = cluster.mark()

@@ -86,6 +86,7 @@ def writes(cluster, since):
 
 
 @CLASSES_ONLY
+@pytest.mark.floor
 def test_create_rerun_update_remove_twice(cluster, ansible, dc_name):
     selectors = ['device.driver == "gpu.example.com"']
     config = [{"driver": "gpu.example.com", "parameters": {"apiVersion": "gpu.example.com/v1", "kind": "GpuConfig",
@@ -134,6 +135,7 @@ def test_create_rerun_update_remove_twice(cluster, ansible, dc_name):
 
 
 @CLASSES_ONLY
+@pytest.mark.floor
 def test_writes_whose_answer_is_lost_neither_fail_nor_repeat(cluster, ansible, dc_name):
     fault = "commit-504"  # the connection-dropped variant goes through the same client path (test_faults.py)
     cluster.require_controlled("injects a lost answer after the apiserver stored the write")
@@ -157,6 +159,7 @@ def test_writes_whose_answer_is_lost_neither_fail_nor_repeat(cluster, ansible, d
 
 
 @CLASSES_ONLY
+@pytest.mark.floor
 def test_check_mode_validates_by_dry_run_and_stores_nothing(cluster, ansible, dc_name):
     mark = cluster.mark()
     run = ansible([

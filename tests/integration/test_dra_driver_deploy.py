@@ -103,6 +103,7 @@ def device_class_exists(cluster, name):
 
 
 @pytest.mark.node_config(NODES)
+@pytest.mark.floor
 def test_rollout_waits_for_devices_rerun_and_check_mode_write_nothing_absent_twice(cluster, ansible, namespace):
     run = ansible([task(namespace, min_count=2)])
     res = run.result("Deploy")
@@ -165,6 +166,7 @@ def test_rollout_waits_for_devices_rerun_and_check_mode_write_nothing_absent_twi
     {"name": "cpu-1"},
 ]})
 @pytest.mark.least_privilege_identity
+@pytest.mark.floor
 def test_error_event_mid_wait_then_timeout_names_each_node_and_what_is_missing(cluster, ansible, namespace):
     cluster.require_controlled("changes a node's devices under its plugin, injects a watch ERROR event, and runs the "
                                "plugin on a node without devices")

@@ -30,6 +30,7 @@ def allocatable(cluster, node):
     return json.loads(cluster.core.read_node(node, _preload_content=False).data)["status"].get("allocatable") or {}
 
 
+@pytest.mark.floor
 def test_info_reports_capacity_allocatable_and_pending_pods(cluster, ansible):
     # a node with 2 dongles (allocatable defaulted from capacity, as the apiserver does for a new node)
     # and one without any; neither has a kubelet, so no pod runs there
@@ -64,6 +65,7 @@ def test_info_reports_capacity_allocatable_and_pending_pods(cluster, ansible):
     assert too_many["changed"] is False
 
 
+@pytest.mark.floor
 def test_wait_allocatable_follows_the_kubelet_copy(cluster, ansible, kubelet_node):
     """The wait returns after the node's kubelet copies capacity into allocatable, by watching."""
     timer = threading.Timer(1.5, cluster.advertise, (kubelet_node, {WATCHED: "3"}))
@@ -101,6 +103,7 @@ def test_info_refuses_bad_wait_input_before_any_request(cluster, ansible, bad, r
         assert cluster.requests(mark) == []
 
 
+@pytest.mark.floor
 def test_smoke_test_schedules_runs_and_cleans_up(cluster, ansible, kubelet_node):
     cluster.advertise(kubelet_node, {DONGLE: "2"})
     wait_for(lambda: allocatable(cluster, kubelet_node).get(DONGLE) == "2", what="the kubelet's copy of %s on %s"
@@ -136,6 +139,7 @@ def test_smoke_test_check_mode_creates_nothing(cluster, ansible):
         assert cluster.writes(mark) == []
 
 
+@pytest.mark.floor
 def test_modules_run_as_the_identity_of_the_run(cluster, ansible):
     """As the least-privilege identity (every run of this suite) the modules' requests come from the automation
     identity only. On any cluster the report runs (as that identity); who made each request is in the fault proxy's

@@ -85,6 +85,7 @@ def cleanup(cluster, ansible, nodes, keys):
     assert run.rc == 0, run.output()
 
 
+@pytest.mark.floor
 def test_add_update_remove_and_idempotence(cluster, ansible):
     node = first_node(cluster)
     before_other = dict((k, v) for k, v in capacity(cluster, node).items() if k != DONGLE)
@@ -166,6 +167,7 @@ def test_node_without_capacity_map(cluster, ansible):
         assert ops[-1] == {"op": "add", "path": "/status/capacity", "value": {DONGLE: "1024"}}
 
 
+@pytest.mark.floor
 def test_check_mode_and_diff_make_no_write(cluster, ansible):
     node = first_node(cluster)
     seed(cluster, [node], {DONGLE: "4", "%s/gone" % DOMAIN: "1"})
@@ -204,6 +206,7 @@ def pool_nodes(cluster, count=MANY):
     return sorted(names), "kubehw-it/pool=%s" % value
 
 
+@pytest.mark.floor
 def test_selectors_over_many_nodes(cluster, ansible):
     pool, selector = pool_nodes(cluster)
     other = first_node(cluster)
@@ -245,6 +248,7 @@ def test_selectors_over_many_nodes(cluster, ansible):
             "/api/v1/nodes/%s/status" % pool[7], "/api/v1/nodes/%s/status" % pool[8]]
 
 
+@pytest.mark.floor
 def test_wait_allocatable_then_a_pod_is_scheduled(cluster, ansible, kubelet_node):
     node = kubelet_node
     # a node with a kubelet is the cluster's own on a real cluster: a resource name, namespace and pod name of this
@@ -348,6 +352,7 @@ def test_concurrent_writer_loses_nothing(cluster, ansible):
             assert condition in [c["type"] for c in status["conditions"]]
 
 
+@pytest.mark.floor
 def test_lost_update_is_detected_and_retried(cluster, ansible):
     """Another writer changes our very key between our read and our patch: the test op fails, we re-read."""
     cluster.require_controlled("injects 429s with Retry-After to open a window")
@@ -396,6 +401,7 @@ def test_lost_update_is_detected_and_retried(cluster, ansible):
 FAULTS = [("er-1", 429), ("pool-00", 500), ("pool-01", 503), ("pool-02", "drop")]
 
 
+@pytest.mark.floor
 def test_injected_faults_are_retried(cluster, ansible):
     cluster.require_controlled("injects faults")
     for node, fault in FAULTS:
@@ -416,6 +422,7 @@ def test_injected_faults_are_retried(cluster, ansible):
         assert capacity(cluster, node)[DONGLE] == "3"
 
 
+@pytest.mark.floor
 def test_injected_conflict_rereads_the_node_and_patches_again(cluster, ansible):
     """A 409 (another writer won) is not blindly resent: the node is read again and the patch rebuilt."""
     cluster.require_controlled("injects a 409")
@@ -519,6 +526,7 @@ def test_all_nodes_is_the_explicit_way_to_target_every_node(cluster, ansible):
     assert sorted(w["path"] for w in cluster.writes(mark)) == sorted("/api/v1/nodes/%s/status" % n for n in every)
 
 
+@pytest.mark.floor
 def test_missing_node_partial_failure_keeps_the_rest(cluster, ansible):
     one, two = ["er-1", "er-2"] if cluster.controlled else cluster.create_nodes([{"capacity": {"pods": "10"}}] * 2)
     run = ansible([task("Some missing", ignore_errors=True, names=[one, "ghost-node", two],
@@ -530,6 +538,7 @@ def test_missing_node_partial_failure_keeps_the_rest(cluster, ansible):
     assert capacity(cluster, one)[DONGLE] == "2" and capacity(cluster, two)[DONGLE] == "2"
 
 
+@pytest.mark.floor
 def test_rbac_denial_names_the_permission(cluster, ansible):
     node = first_node(cluster)
     _user, token = cluster.service_account("node-reader")
