@@ -164,13 +164,14 @@ class Handler(BaseHTTPRequestHandler):
         # the status goes into the log before the answer goes out, so a client that has its answer finds it there
         self._entry = entry
         try:
-            self._answer(server, fault, info, query, body, authorization, resource, name, verb)
+            self._answer(fault, info, query, body, authorization, resource, name, verb)
         finally:
             if entry["status"] is None:
                 server.tables.finish(entry, "drop")
 
-    def _answer(self, server, fault, info, query, body, authorization, resource, name, verb):
+    def _answer(self, fault, info, query, body, authorization, resource, name, verb):
         """Answer the request; returns the status the client got ("drop" for a closed connection)."""
+        server = self.server
         kind = fault.status if fault is not None else None
         if kind is not None and kind not in FAULT_VERBS:
             result = server.tables.answer(fault, resource, name)
@@ -179,12 +180,12 @@ class Handler(BaseHTTPRequestHandler):
             return self._send_json(*result)
         if kind in ("watch-expired", "watch-too-large"):
             since = (query.get("resourceVersion") or [""])[-1] or "0"
-            current = self._current_rv(server, numeric_rv(since) or 0)
+            current = self._current_rv(numeric_rv(since) or 0)
             error = (ApiError(410, "Expired", "too old resource version: %s (%d)" % (since, current + 1))
                      if kind == "watch-expired" else too_large_rv(current + 1000, current))
             return self._send_watch_error(error)
         if kind == "too-large-rv":
-            current = self._current_rv(server, numeric_rv((query.get("resourceVersion") or [""])[-1]) or 0)
+            current = self._current_rv(numeric_rv((query.get("resourceVersion") or [""])[-1]) or 0)
             error = too_large_rv(current + 1000, current)
             return self._send_json(error.code, error.status(), {"Retry-After": str(error.details["retryAfterSeconds"])})
         if kind == "continue-expired":
@@ -197,7 +198,7 @@ class Handler(BaseHTTPRequestHandler):
                     return self._send_watch_error(compacted[1])
                 return self._send_json(compacted[1].code, compacted[1].status(), {})
         try:
-            resp = self._forward(server, body, authorization)
+            resp = self._forward(body, authorization)
         except (OSError, http.client.HTTPException) as e:
             if self.command not in _IDEMPOTENT:
                 # the write may or may not have reached the apiserver: the client sees what a client of it would
@@ -211,16 +212,15 @@ class Handler(BaseHTTPRequestHandler):
                 return self._drop()
             return self._send_json(504, status_body(504, "Timeout", COMMIT_TIMEOUT_MESSAGE, {}), {})
         if verb == "watch" and resp.status == 200:
-            return self._relay_watch(server, resp, info, query)
+            return self._relay_watch(resp, info, query)
         return self._relay(resp)
 
     # -- upstream
-    @staticmethod
-    def _current_rv(server, default):
+    def _current_rv(self, default):
         """The apiserver's resourceVersion for a fault's message; default when the kubeconfig's user may not list
         namespaces (the message's numbers are all a fault answer depends on it for)."""
         try:
-            return server.upstream.current_resource_version()
+            return self.server.upstream.current_resource_version()
         except (RuntimeError, OSError, ValueError, KeyError, http.client.HTTPException):
             return default
 
@@ -237,8 +237,8 @@ class Handler(BaseHTTPRequestHandler):
         slot[1] = now
         return slot
 
-    def _forward(self, server, body, authorization):
-        up = server.upstream
+    def _forward(self, body, authorization):
+        up = self.server.upstream
         headers = [(k, v) for k, v in self.headers.items() if k.lower() not in _HOP_BY_HOP]
         if not authorization:
             headers += list(up.auth_headers().items())
@@ -351,14 +351,14 @@ class Handler(BaseHTTPRequestHandler):
             raise
         return resp.status
 
-    def _relay_watch(self, server, resp, info, query):
+    def _relay_watch(self, resp, info, query):
         """Relay a watch event by event (whole lines only, so an ERROR event can be put after any of them)."""
         json_stream = ((resp.getheader("Content-Type") or "").startswith("application/json")
                        and not resp.getheader("Content-Encoding"))
         since = (query.get("resourceVersion") or [""])[-1]
         watch = Watch(self.path.split("?")[0], info[0], dict((k, v[-1]) for k, v in query.items()), since, self.request)
         watch.upstream_sock = self._upstream_sock
-        server.watches.register(watch)
+        self.server.watches.register(watch)
         pending = b""
         try:
             self._relay_head(resp, chunked=True)
@@ -378,7 +378,7 @@ class Handler(BaseHTTPRequestHandler):
                     self._write_chunk(lines + b"\n")
                     watch.since = self._last_rv(lines) or watch.since
             # no longer open once its client can see the end
-            server.watches.unregister(watch)
+            self.server.watches.unregister(watch)
             if watch.gone:
                 self.close_connection = True
                 return resp.status
@@ -396,7 +396,7 @@ class Handler(BaseHTTPRequestHandler):
         except OSError:
             self.close_connection = True
         finally:
-            server.watches.unregister(watch)
+            self.server.watches.unregister(watch)
             resp.close()
         return resp.status
 
