@@ -459,48 +459,45 @@ def test_pytest_stages_group_slow_fixtures():
             assert re.search(r"^pytestmark = \[pytest\.mark\.xdist_group\('[a-z_]+'\), ", handle.read(), re.M), path
 
 
+def _collect(*args, env=None):
+    """pytest --collect-only -q with .venv's Python: (node IDs collected, the number deselected)."""
+    proc = subprocess.run(
+        [os.path.join(ROOT, '.venv', 'bin', 'python'), '-m', 'pytest', '-p', 'no:cacheprovider', '--collect-only', '-q']
+        + list(args), cwd=ROOT, capture_output=True, text=True, check=False, env=env)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    deselected = re.search(r'\((\d+) deselected\)', proc.stdout)
+    return [line for line in proc.stdout.splitlines() if '::' in line], int(deselected.group(1)) if deselected else 0
+
+
 def test_min_versions_runs_the_unit_tests_and_the_floor_tests_of_its_integration_suites():
     proc = _make('-n', 'min-versions')
     assert proc.returncode == 0, proc.stdout
     command = proc.stdout.splitlines()[-1]
     assert "-m 'floor or not integration' " in command, command
     paths = re.findall(r'(tests/\S+)', command)
-    collected = subprocess.run(
-        [os.path.join(ROOT, '.venv', 'bin', 'python'), '-m', 'pytest', '-p', 'no:cacheprovider', '--collect-only', '-q',
-         '-m', 'floor or not integration'] + paths,
-        cwd=ROOT, capture_output=True, text=True, check=False)
-    assert collected.returncode == 0, collected.stdout[-3000:] + collected.stderr[-3000:]
-    selected = [line for line in collected.stdout.splitlines() if '::' in line]
+    selected, deselected = _collect('-m', 'floor or not integration', *paths)
     by_file = dict((path, [t for t in selected if t.startswith(path + '::')]) for path in paths if path.endswith('.py'))
-    # every unit test of the plugins, every test of the inventory suite, and some of each module suite
+    # the unit tests of the plugins, every test of the inventory suite, and some of each module suite
     assert any(t.startswith('tests/unit/plugins/') for t in selected)
     assert len(by_file['tests/integration/test_inventory.py']) >= 10, by_file
     assert all(by_file.values()), by_file
+    # and not the rest of the module suites (which make integration runs): only integration tests can be deselected
+    assert deselected > 0, selected
     # a floor marker in an integration file min-versions does not collect would run nowhere but make integration
     integration = os.path.join(ROOT, 'tests', 'integration')
     for name in os.listdir(integration):
         with open(os.path.join(integration, name)) as handle:
             if name.endswith('.py') and 'pytest.mark.floor' in handle.read():
                 assert 'tests/integration/' + name in paths, name
-    # and it leaves out the rest of the module suites (which make integration runs)
-    everything = subprocess.run(
-        [os.path.join(ROOT, '.venv', 'bin', 'python'), '-m', 'pytest', '-p', 'no:cacheprovider', '--collect-only', '-q']
-        + [p for p in paths if p.startswith('tests/integration/')],
-        cwd=ROOT, capture_output=True, text=True, check=False)
-    every_test = [line for line in everything.stdout.splitlines() if '::' in line]
-    assert len([t for t in selected if t.startswith('tests/integration/')]) < len(every_test), every_test
 
 
 def test_module_suites_run_as_the_least_privilege_identity_in_make_integration():
     # No separate least-privilege stage: in `make integration` (and min-versions) every test of the module
     # suites carries the marker that makes its modules run as the identity of rbac.yaml.j2, and no other test does.
     assert 'least-privilege' not in run_tests.STAGES
-    collected = subprocess.run(
-        [os.path.join(ROOT, '.venv', 'bin', 'python'), '-m', 'pytest', '-p', 'no:cacheprovider', '--collect-only', '-q',
-         '-m', 'least_privilege_identity', 'tests/integration', 'tests/unit/plugins/modules'],
-        cwd=ROOT, capture_output=True, text=True, check=False, env=dict(os.environ, KUBEHW_IDENTITY=''))
-    assert collected.returncode == 0, collected.stdout[-3000:] + collected.stderr[-3000:]
-    files = set(line.split('::')[0] for line in collected.stdout.splitlines() if '::' in line)
+    collected, _deselected = _collect('-m', 'least_privilege_identity', 'tests/integration', 'tests/unit/plugins/modules',
+                                      env=dict(os.environ, KUBEHW_IDENTITY=''))
+    files = set(line.split('::')[0] for line in collected)
     spec = importlib.util.spec_from_file_location('integration_conftest', os.path.join(ROOT, 'tests/integration/conftest.py'))
     conftest = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(conftest)
