@@ -346,7 +346,7 @@ def test_job_template_survey_strings_and_become_without_sudo(cluster, collection
     stdout = result.stdout.read()
     assert result.status == "successful" and result.rc == 0, stdout[-5000:]
     events = [e for e in result.events if e.get("event", "").startswith("runner_on_")]
-    # skipped in both plays of site.yml (the host-setup play runs once per batch), run in none
+    # skipped in the cluster play of site.yml (the host-setup play does not include the cluster part), run in none
     smoke = set(e["event"] for e in events if e["event_data"].get("task") == "Run a pod that requests one unit of the resource")
     assert smoke == {"runner_on_start", "runner_on_skipped"}, smoke
     assert not [w for w in cluster.writes(mark) if "/pods" in w["path"]], "a smoke-test pod was created"

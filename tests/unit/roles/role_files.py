@@ -18,12 +18,25 @@ OMIT = '__omit_place_holder__'
 
 
 def load_role(name):
-    """(loader, defaults, tasks) of roles/<name>."""
+    """(loader, defaults, tasks) of roles/<name>: the tasks of tasks/main.yml and of the files it includes."""
     loader = DataLoader()
     folder = os.path.join(ROLES, name)
     defaults = loader.load_from_file(os.path.join(folder, 'defaults', 'main.yml'), trusted_as_template=True)
-    tasks = loader.load_from_file(os.path.join(folder, 'tasks', 'main.yml'), trusted_as_template=True)
-    return loader, defaults, tasks
+    return loader, defaults, _tasks(loader, os.path.join(folder, 'tasks'), 'main.yml', [])
+
+
+def _tasks(loader, folder, file_name, conditions):
+    """The tasks of folder/file_name, each include_tasks replaced by the tasks of its file, which get the include's
+    conditions before their own (as Ansible evaluates them: an included task runs only where its include ran)."""
+    tasks = []
+    for task in loader.load_from_file(os.path.join(folder, file_name), trusted_as_template=True):
+        when = task.get('when', [])
+        when = conditions + (when if isinstance(when, list) else [when])
+        if 'ansible.builtin.include_tasks' in task:
+            tasks.extend(_tasks(loader, folder, task['ansible.builtin.include_tasks'], when))
+        else:
+            tasks.append(dict(task, when=when))
+    return tasks
 
 
 def module_args(role, module, **inventory_vars):
