@@ -54,7 +54,7 @@ options:
     elements: str
   all_nodes:
     description:
-      - Report (and with O(wait_allocatable), wait for) every node of the cluster. Leaving out the target
+      - Report (and with O(wait_allocatable) or O(wait_released), wait for) every node of the cluster. Leaving out the target
         is an error, the same rule as in M(kubehw.devices.k8s_node_extended_resource).
     type: bool
     default: false
@@ -69,10 +69,34 @@ options:
         C(status.allocatable), the point at which the scheduler can place pods asking for them.
       - 'Maps an extended-resource name to a minimum count, for example V({"nvidia.com/gpu": 1}).'
       - Waits by watching the nodes, not by polling.
+      - Mutually exclusive with O(wait_released).
     type: dict
+  wait_released:
+    description:
+      - Wait until no selected node offers any of these extended resources any more, that is until each is C(0)
+        or absent in the node's status field named by O(wait_released_in).
+      - For a stopped device plugin, the kubelet reports its devices unhealthy at once (C(0) allocatable), keeps
+        the capacity for its grace period (5 minutes), then writes C(0) there too and forgets the resource; a key
+        removed from capacity before that comes back as C(0).
+      - Waits by watching the nodes, not by polling. An empty list waits for nothing.
+      - Mutually exclusive with O(wait_allocatable).
+    type: list
+    elements: str
+    version_added: 0.2.0
+  wait_released_in:
+    description:
+      - The status field O(wait_released) reads.
+      - V(allocatable) (the default) is what the scheduler hands out; C(0) there means no new pod is placed on the
+        node for the resource.
+      - V(capacity) is what the node advertises; C(0) there means the kubelet has zeroed the resource, after which
+        removing the key (O(kubehw.devices.k8s_node_extended_resource#module:state=absent)) is final.
+    type: str
+    choices: [allocatable, capacity]
+    default: allocatable
+    version_added: 0.2.0
   wait_timeout:
     description:
-      - Seconds to wait for O(wait_allocatable).
+      - Seconds to wait for O(wait_allocatable) or O(wait_released).
     type: int
     default: 300
   include_dra:
@@ -118,6 +142,14 @@ EXAMPLES = r"""
     wait_allocatable:
       nvidia.com/gpu: 1
     wait_timeout: 180
+
+- name: Wait until the kubelets have zeroed the GPUs of a removed device plugin
+  kubehw.devices.extended_resource_info:
+    names: [gpu-1, gpu-2]
+    include_pods: false
+    wait_released: [nvidia.com/gpu]
+    wait_released_in: capacity
+    wait_timeout: 420
 """
 
 RETURN = r"""
@@ -288,29 +320,46 @@ def missing_allocatable(node, wanted):
                 if _int_quantity(have.get(key, "0")) < count)
 
 
-def wait_allocatable(client, params, nodes):
-    wanted = params["wait_allocatable"]
+def still_offered(node, resources, field):
+    """The resources of ``resources`` above zero in the node's status ``field``, with their values."""
+    have = (node.get("status") or {}).get(field) or {}
+    return dict((key, have[key]) for key in resources if _int_quantity(have.get(key, "0")) > 0)
+
+
+def wait_for_nodes(client, params, nodes, pending, what, left):
+    """Watch the selected nodes until ``pending(node)`` (a dict of resource: value) is empty on each of them, and
+    return them as they are then. A timeout names each node still pending, after ``left``, with its values."""
     names = set(n["metadata"]["name"] for n in nodes)
 
     def ready(objects):
-        return all(not missing_allocatable(objects[name], wanted) for name in names if name in objects)
+        return all(not pending(objects[name]) for name in names if name in objects)
 
     if ready(dict((n["metadata"]["name"], n) for n in nodes)):
         return nodes
-    kwargs = selector_kwargs(params)
     try:
         objects = client.watch(client.core.list_node, ready, params["wait_timeout"],
-                               what="see %s allocatable on %d node(s)" % (
-                                   ", ".join(sorted(wanted)), len(names)), **kwargs)
+                               what="%s on %d node(s)" % (what, len(names)), **selector_kwargs(params))
     except KubeHwError as err:
         if err.reason == "Timeout":
             seen = getattr(err, "objects", {})
-            short = ["%s (has %s)" % (name, ", ".join("%s=%s" % kv for kv in sorted(
-                missing_allocatable(seen[name], wanted).items()))) for name in sorted(names)
-                if name in seen and missing_allocatable(seen[name], wanted)]
-            err.msg += ": not allocatable yet on " + "; ".join(short)
+            short = ["%s (has %s)" % (name, ", ".join("%s=%s" % kv for kv in sorted(pending(seen[name]).items())))
+                     for name in sorted(names) if name in seen and pending(seen[name])]
+            err.msg += ": %s on %s" % (left, "; ".join(short))
         raise
     return [objects[name] for name in sorted(names) if name in objects]
+
+
+def wait_allocatable(client, params, nodes):
+    wanted = params["wait_allocatable"]
+    return wait_for_nodes(client, params, nodes, lambda node: missing_allocatable(node, wanted),
+                          "see %s allocatable" % ", ".join(sorted(wanted)), "not allocatable yet")
+
+
+def wait_released(client, params, nodes):
+    resources, field = params["wait_released"], params["wait_released_in"]
+    return wait_for_nodes(client, params, nodes, lambda node: still_offered(node, resources, field),
+                          "see %s at 0 or gone in %s" % (", ".join(sorted(resources)), field),
+                          "still above 0 in %s" % field)
 
 
 def selector_kwargs(params):
@@ -333,7 +382,8 @@ def read_nodes(client, params):
 def main():
     module = AnsibleModule(
         argument_spec=argument_spec(),
-        mutually_exclusive=[("name", "names", "label_selectors"), ("name", "names", "field_selectors")],
+        mutually_exclusive=[("name", "names", "label_selectors"), ("name", "names", "field_selectors"),
+                            ("wait_allocatable", "wait_released")],
         supports_check_mode=True,
     )
     protect_kubeconfig_secrets(module)  # before any failure can echo a kubeconfig dict
@@ -355,6 +405,8 @@ def argument_spec():
         all_nodes=dict(type="bool", default=False),
         include_pods=dict(type="bool", default=True),
         wait_allocatable=dict(type="dict"),
+        wait_released=dict(type="list", elements="str"),
+        wait_released_in=dict(type="str", choices=["allocatable", "capacity"], default="allocatable"),
         wait_timeout=dict(type="int", default=300),
         include_dra=dict(type="bool", default=False),
     )
@@ -378,6 +430,10 @@ def check_input(module):
             wanted[key] = whole_quantity(count, key=key)
         except ExtendedResourceError as err:
             module.fail_json(msg="wait_allocatable: the count for %s must be a whole number >= 0: %s" % (key, err))
+    for key in module.params["wait_released"] or []:
+        problem = extended_resource_name_problem(key)
+        if problem:
+            module.fail_json(msg="wait_released: invalid extended resource name %r: %s" % (key, problem))
 
 
 def report(client, params):
@@ -385,6 +441,8 @@ def report(client, params):
     nodes = read_nodes(client, params)
     if params["wait_allocatable"]:
         nodes = wait_allocatable(client, params, nodes)
+    elif params["wait_released"]:
+        nodes = wait_released(client, params, nodes)
     pods = []
     if params["include_pods"]:
         pods = client.list_all(client.core.list_pod_for_all_namespaces, what="list pods").get("items") or []

@@ -13,7 +13,6 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import json
-import threading
 import time
 import uuid
 
@@ -42,27 +41,6 @@ def advertise(cluster, node, resources):
     ops = [{"op": "add", "path": "/status/capacity/" + key.replace("~", "~0").replace("/", "~1"), "value": value}
            for key, value in resources.items()]
     cluster.core.patch_node_status(node, ops, _preload_content=False)
-
-
-def when_watching(cluster, resource, *steps):
-    """In a thread: before each step, wait until a module holds a watch on `resource` that the
-    previous step did not end (a watch opened since: after a relist, one may start at the resourceVersion the ended
-    one started at), then run the step. Returns the started thread."""
-    def open_watches():
-        return [w["id"] for w in cluster.controls.open_watches if w["resource"] == resource]
-
-    def run():
-        seen = set()
-        for step in steps:
-            deadline = time.monotonic() + 60
-            while time.monotonic() < deadline and not [w for w in open_watches() if w not in seen]:
-                time.sleep(0.05)
-            seen.update(open_watches())
-            step()
-
-    thread = threading.Thread(target=run)
-    thread.start()
-    return thread
 
 
 def advertise_allocatable(cluster, node, resources):
@@ -170,7 +148,7 @@ def test_wait_allocatable_survives_watch_errors_and_compaction(cluster, ansible,
         steps.insert(0, lambda: cluster.controls.compact(expire_watches=True))
     else:
         cluster.controls.inject_fault("GET", r"^/api/v1/nodes$", status=fault)
-    timer = when_watching(cluster, "nodes", *steps)
+    timer = cluster.when_watching("nodes", *steps)
     run = ansible([{"name": "Wait", "kubehw.devices.extended_resource_info": {
         "name": "cpu-1", "include_pods": False, "wait_allocatable": {DONGLE: 3}, "wait_timeout": 30}}])
     timer.join()
@@ -226,7 +204,7 @@ def test_node_wait_allocatable_survives_watch_error_events(cluster, ansible, fau
     # cpu-1's kubelet is held back until the wait watches, so the wait cannot find allocatable ready at its first
     # list and skip the watch the fault is for (a race the loaded machine lost once)
     cluster.controls.set_node_unreachable("cpu-1")
-    timer = when_watching(cluster, "nodes", lambda: cluster.controls.set_node_unreachable("cpu-1", False))
+    timer = cluster.when_watching("nodes", lambda: cluster.controls.set_node_unreachable("cpu-1", False))
     run = ansible([{"name": "Advertise", "kubehw.devices.k8s_node_extended_resource": {
         "name": "cpu-1", "resources": {DONGLE: 5}, "wait": "allocatable", "wait_timeout": 30}}])
     timer.join()

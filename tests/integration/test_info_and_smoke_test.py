@@ -1,6 +1,6 @@
 # Copyright (c) kubehw.devices contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""extended_resource_info (report, wait_allocatable) and resource_smoke_test on a cluster.
+"""extended_resource_info (report, wait_allocatable, wait_released) and resource_smoke_test on a cluster.
 
 On any cluster: resources are advertised on Node objects the test creates (no kubelet behind them,
 so the test itself plays the kubelet's copy into allocatable where it needs one) and, where a pod
@@ -18,6 +18,7 @@ import threading
 import pytest
 
 from tests.integration.conftest import wait_for
+from tests.support.k8s_objects import read_out
 
 DONGLE = "example.com/dongle"
 # its own resource: tests on the same real node may run side by side (xdist)
@@ -90,6 +91,38 @@ def test_wait_allocatable_times_out_naming_the_node(cluster, ansible):
     assert res["failed"] is True
     assert "Timed out" in res["msg"] and cluster.node_names()[0] in res["msg"]
     assert "example.com/never-there=0" in res["msg"]
+
+
+def test_wait_released_watches_until_the_field_asked_is_zero_and_a_timeout_names_what_is_left(cluster, ansible):
+    """A stopped device plugin as the kubelet shows it: allocatable "0" at once, capacity kept (5 minutes on a real
+    kubelet). The allocatable wait, already watching, returns when that "0" arrives; the capacity wait times out
+    naming the node and what it still has."""
+    stopping, plain = cluster.create_nodes([{"what": "stopping", "capacity": {WATCHED: "2", DONGLE: "0"}},
+                                            {"what": "plain"}])
+    unhealthy = [{"op": "replace", "path": "/status/allocatable/" + WATCHED.replace("/", "~1"), "value": "0"}]
+    mark = cluster.mark()
+    patcher = cluster.when_watching("nodes", lambda: read_out(
+        cluster.core.patch_node_status(stopping, unhealthy, _preload_content=False)))
+    run = ansible([
+        {"name": "Released", "kubehw.devices.extended_resource_info": {
+            "names": [stopping, plain], "include_pods": False, "wait_released": [WATCHED, DONGLE],
+            "wait_timeout": 30}},
+        {"name": "Zeroed", "ignore_errors": True, "kubehw.devices.extended_resource_info": {
+            "names": [stopping, plain], "include_pods": False, "wait_released": [WATCHED, DONGLE],
+            "wait_released_in": "capacity", "wait_timeout": 2}},
+    ])
+    patcher.join()
+    assert run.rc == 0, run.output()
+    by_name = dict((n["name"], n) for n in run.result("Released")["nodes"])
+    assert by_name[stopping]["allocatable"][WATCHED] == "0" and by_name[stopping]["capacity"][WATCHED] == "2"
+    zeroed = run.result("Zeroed")
+    assert zeroed["failed"] is True
+    # the node still advertising it, with its value; not the node that never had it, nor the dongle at "0"
+    assert "Timed out" in zeroed["msg"], zeroed["msg"]
+    assert zeroed["msg"].endswith(": still above 0 in capacity on %s (has %s=2)" % (stopping, WATCHED)), zeroed["msg"]
+    # each task read the two nodes, then watched them: no GET every few seconds
+    node_gets = [r for r in cluster.requests(mark) if r["method"] == "GET" and r["path"].startswith("/api/v1/nodes")]
+    assert len([r for r in node_gets if r["query"].get("watch")]) == 2 and len(node_gets) <= 8, node_gets
 
 
 @pytest.mark.parametrize("bad, rule", [({"dongle": 1}, "exactly one '/'"), ({DONGLE: -1}, ">= 0")])

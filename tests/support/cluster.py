@@ -320,6 +320,30 @@ class Cluster:
         self.on_close("stop the watch of %s" % resource, lambda: (watcher.stop(), api_client.close()))
         return added
 
+    def when_watching(self, resource, *steps):
+        """In a thread: before each step, wait until a module holds a watch on `resource` (the fault proxy's open
+        watches) that the previous step did not end (a watch opened since: after a relist, one may start at the
+        resourceVersion the ended one started at), then run the step. Returns the started thread."""
+        import threading
+
+        self.require_controlled("waits for the watches the fault proxy relays")
+
+        def open_watches():
+            return [w["id"] for w in self.controls.open_watches if w["resource"] == resource]
+
+        def run():
+            seen = set()
+            for step in steps:
+                deadline = time.monotonic() + 60
+                while time.monotonic() < deadline and not [w for w in open_watches() if w not in seen]:
+                    time.sleep(0.05)
+                seen.update(open_watches())
+                step()
+
+        thread = threading.Thread(target=run)
+        thread.start()
+        return thread
+
     def require_controlled(self, reason):
         """Skip unless the suite controls the cluster (a control plane of its own behind the fault proxy and the kubelet
         stand-in): a cluster named by KUBECONFIG has neither the request log nor faults."""

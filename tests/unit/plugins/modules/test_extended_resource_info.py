@@ -8,6 +8,7 @@ __metaclass__ = type
 from ansible_collections.kubehw.devices.plugins.modules.extended_resource_info import (
     missing_allocatable,
     pod_extended_requests,
+    still_offered,
 )
 
 
@@ -22,6 +23,18 @@ def test_allocatable_is_compared_by_value():
     assert missing_allocatable(node({}), {"example.com/dongle": 1}) == {"example.com/dongle": "0"}
     assert missing_allocatable(node({"example.com/dongle": "junk"}), {"example.com/dongle": 1}) == {
         "example.com/dongle": "junk"}
+
+
+def test_a_resource_is_released_when_zero_by_value_or_absent_in_the_field_asked():
+    # a stopped device plugin as the kubelet shows it: unhealthy at once (0 allocatable), capacity kept for a while
+    stopping = {"metadata": {"name": "n1"}, "status": {"capacity": {"nvidia.com/gpu": "4", "example.com/dongle": "0k"},
+                                                       "allocatable": {"nvidia.com/gpu": "0"}}}
+    wanted = ["nvidia.com/gpu", "example.com/dongle", "example.com/never-there"]
+    assert still_offered(stopping, wanted, "allocatable") == {}
+    assert still_offered(stopping, wanted, "capacity") == {"nvidia.com/gpu": "4"}
+    assert still_offered({"metadata": {"name": "n1"}}, wanted, "capacity") == {}
+    assert still_offered(node({"example.com/dongle": "1Ki"}), ["example.com/dongle"], "allocatable") == {
+        "example.com/dongle": "1Ki"}
 
 
 def test_pod_requests_sum_containers_by_value_and_take_limits_for_missing_requests():

@@ -39,6 +39,8 @@ DRA = dict(preset="example")
 CASES = [
     (extended_resource_info, dict(name="n1", wait_timeout=-1), ["wait_timeout -1", ">= 0"]),
     (extended_resource_info, dict(all_nodes=True, wait_timeout=-5), ["wait_timeout -5", ">= 0"]),
+    (extended_resource_info, dict(name="n1", wait_released=["gpu"]), ["wait_released", "'gpu'", "exactly one '/'"]),
+    (extended_resource_info, dict(name="n1", wait_released=["nvidia.com/gpu", " "]), ["wait_released", "' '"]),
     (resource_smoke_test, dict(SMOKE, tolerations=[{"operator": "Bogus"}]),
      ["tolerations[0] operator 'Bogus'", "Exists or Equal"]),
     (resource_smoke_test, dict(SMOKE, tolerations=[{"key": "a b", "operator": "Exists"}]), ["tolerations[0] key 'a b'"]),
