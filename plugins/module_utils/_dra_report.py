@@ -130,6 +130,18 @@ def nodes_missing_devices(published, node_names, min_count):
     return missing
 
 
+def still_published(slices, nodes):
+    """{node: (ResourceSlices, devices)} of ``nodes`` that still have ResourceSlices among ``slices`` (one driver's)."""
+    left = {}
+    for item in slices:
+        spec = item.get("spec") or {}
+        node = spec.get("nodeName")
+        if node in nodes:
+            count, devices = left.get(node, (0, 0))
+            left[node] = (count + 1, devices + len(spec.get("devices") or []))
+    return left
+
+
 def node_results(published, node_names, driver):
     return [{"name": node, "driver": driver, "pools": sorted((published.get(node) or {}).get("pools") or {}),
              "devices": list((published.get(node) or {}).get("devices") or []),

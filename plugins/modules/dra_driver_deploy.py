@@ -66,7 +66,8 @@ options:
     description:
       - V(present) creates or updates the driver's objects.
       - V(absent) deletes the DaemonSet, the RBAC objects and the DeviceClasses this module created (those labelled
-        C(app.kubernetes.io/managed-by=kubehw.devices)); objects already gone are not an error.
+        C(app.kubernetes.io/managed-by=kubehw.devices)); objects already gone are not an error. Unless O(wait=none),
+        the task then waits until they are gone from the nodes (see O(wait)).
     type: str
     choices: [present, absent]
     default: present
@@ -132,6 +133,10 @@ options:
       - V(devices) also waits until every node running a ready kubelet-plugin pod has published ResourceSlices of the
         driver with at least O(min_count) devices (complete pools of the newest generation).
       - A rollout over zero nodes fails the task (the driver runs nowhere) unless O(allow_empty_rollout=true).
+      - With O(state=absent), V(rollout) waits until the DaemonSet is deleted, and V(devices) also until none of the
+        nodes its kubelet-plugin pods ran on publishes a ResourceSlice of the driver any more (the kubelet removes
+        them once the driver's plugin there has stopped), by watching the driver's slices; a timeout names each node
+        and what it still publishes. A run that deletes no DaemonSet does not wait.
     type: str
     choices: [none, rollout, devices]
     default: devices
@@ -230,7 +235,7 @@ EXAMPLES = r"""
       kubehw.devices/gpu-allocation: dra
     extended_resource_name: nvidia.com/gpu
 
-- name: Remove the example driver, its RBAC and its DeviceClass
+- name: Remove the example driver, its RBAC and its DeviceClass, and wait until its nodes no longer publish its devices
   kubehw.devices.dra_driver_deploy:
     preset: example
     state: absent
@@ -315,7 +320,9 @@ nodes:
   sample: [{"name": "gpu-1", "driver": "gpu.example.com", "pools": ["gpu-1"], "devices": ["gpu-0", "gpu-1"],
             "device_count": 2}]
 waited_for:
-  description: What the task waited for (V(none) in check mode or when nothing was waited for).
+  description:
+    - What the task waited for (V(none) in check mode or when nothing was waited for). With O(state=absent),
+      V(deletion) (the DaemonSet deleted) or V(devices) (also the driver's ResourceSlices gone from its nodes).
   returned: always
   type: str
 diff:
@@ -360,6 +367,7 @@ from ansible_collections.kubehw.devices.plugins.module_utils._dra_report import 
     node_results,
     nodes_missing_devices,
     published_by_node,
+    still_published,
 )
 from ansible_collections.kubehw.devices.plugins.module_utils._dra_driver_manifest import (  # pylint: disable=unused-import
     COMPONENT,
@@ -799,11 +807,43 @@ class DraDriverDeploy(ds_task.DaemonSetTask):
         # the account last.
         order = ("DaemonSet", "RoleBinding", "Role", "ClusterRoleBinding", "ClusterRole", "ServiceAccount")
         plan.sort(key=lambda item: order.index(item[0]))
+        waiting = live_ds is not None and self.params["wait"] != "none" and not self.check_mode
+        # the nodes whose devices the driver's pods publish, read before the DaemonSet goes (its pods go with it)
+        plugin_nodes = self._plugin_nodes(live_ds) if waiting and served and self.params["wait"] == "devices" else []
         for kind, live in [item for item in plan if item[0] == "DaemonSet"]:
             self._remove(kind, live)
         self._device_classes(classes)
         for kind, live in [item for item in plan if item[0] != "DaemonSet"]:
             self._remove(kind, live)
+        if waiting:
+            self.wait_deleted()
+        if plugin_nodes:
+            self._wait_unpublished(plugin_nodes, served)
+
+    def _plugin_nodes(self, live_ds):
+        """The nodes the DaemonSet's pods run on (or are bound to)."""
+        return sorted(set(ds_rollout.pod_node(p) for p in self.rollout_wait().pods(live_ds) if ds_rollout.pod_node(p)))
+
+    def _wait_unpublished(self, nodes, version):
+        """Until none of ``nodes`` publishes a ResourceSlice of the driver (the kubelet removes a node's slices once
+        the driver's plugin there has stopped), by watching the driver's slices, within wait_timeout."""
+        self.result["waited_for"] = "devices"
+        try:
+            self.client.watch(self._slices_fn(version), lambda found: not still_published(found.values(), nodes),
+                              timeout=self.remaining(),
+                              what="see the ResourceSlices of driver %s gone from %d node(s)" % (self.driver, len(nodes)),
+                              field_selector="spec.driver=%s" % self.driver)
+        except KubeHwError as err:
+            if err.reason != "Timeout":
+                raise
+            left = still_published((getattr(err, "objects", None) or {}).values(), nodes)
+            raise TaskFailed(
+                "Timed out after %ss waiting for the nodes that ran DaemonSet %s/%s to stop publishing ResourceSlices "
+                "of driver %s: %s. The kubelet removes a node's slices once the driver's plugin there has stopped; a "
+                "node whose kubelet is down keeps them (set wait: rollout not to wait for them)"
+                % (self.params["wait_timeout"], self.namespace, self.name, self.driver, ", ".join(
+                    "%s (%d device(s) in %d ResourceSlice(s))" % (node, devices, count)
+                    for node, (count, devices) in sorted(left.items()))))
 
     def _remove(self, kind, live):
         self.add_diff(kind, self._display(live), live, None)

@@ -147,9 +147,21 @@ def test_rollout_waits_for_devices_rerun_and_check_mode_write_nothing_absent_twi
     if cluster.controlled:
         assert cluster.writes(mark) == []
 
-    run = ansible([task(namespace, "Remove", state="absent"), task(namespace, "Remove again", state="absent")])
+    # a real kubelet removes a stopped plugin's slices only after the plugin's pod has ended: the removal waits for it
+    mark = cluster.mark()
+    run = ansible([task(namespace, "Remove", state="absent", wait_timeout=180),
+                   task(namespace, "Remove again", state="absent")])
     first, second = run.result("Remove"), run.result("Remove again")
     assert first["changed"] and not first["failed"], run.output()
+    assert first["waited_for"] == "devices" and second["waited_for"] == "none"
+    if cluster.controlled:
+        slices = [r for r in cluster.requests(mark) if r["path"].endswith("/resourceslices")]
+        assert len([r for r in slices if not r["query"].get("watch")]) == 1, slices     # one list, then a watch
+    # when the removal returns, the nodes its pods ran on publish nothing of the driver any more
+    left = json.loads(client.CustomObjectsApi(cluster.api_client).list_cluster_custom_object(
+        "resource.k8s.io", "v1", "resourceslices", field_selector="spec.driver=gpu.example.com",
+        _preload_content=False).data)["items"]
+    assert [s for s in left if s["spec"].get("nodeName") in [n["name"] for n in res["nodes"]]] == []
     assert set(first["changed_objects"]) == set(["DaemonSet/" + DS, "DeviceClass/gpu.example.com"] + created_rbac)
     assert not second["changed"] and not second["failed"] and second["changed_objects"] == []
     assert not exists(cluster.apps.read_namespaced_daemon_set, DS, namespace)
@@ -232,3 +244,27 @@ def test_error_event_mid_wait_then_timeout_names_each_node_and_what_is_missing(c
     assert own["changed"] and not own.get("failed"), run.output()
     assert run.result("Own name removed")["changed"], run.output()
     assert not exists(cluster.apps.read_namespaced_daemon_set, OWN_NAME, namespace)
+
+
+@pytest.mark.node_config(NODES)
+def test_absent_with_a_kubelet_down_deletes_everything_then_times_out_naming_the_node_that_still_publishes(
+        cluster, ansible, namespace):
+    cluster.require_controlled("stops a node's kubelet, which then leaves its ResourceSlices as they are")
+    run = ansible([task(namespace)])
+    assert not run.result("Deploy")["failed"], run.output()
+    cluster.controls.set_node_unreachable("gpu-2")
+    try:
+        run = ansible([dict(task(namespace, "Remove", state="absent", wait_timeout=5), ignore_errors=True),
+                       task(namespace, "Remove without waiting for devices", state="absent", wait="rollout")])
+    finally:
+        cluster.controls.set_node_unreachable("gpu-2", False)
+    removed = run.result("Remove")
+    assert removed["failed"] and removed["changed"], run.output()
+    assert removed["msg"].startswith(
+        "Timed out after 5s waiting for the nodes that ran DaemonSet %s/%s to stop publishing ResourceSlices of driver "
+        "gpu.example.com: gpu-2 (4 device(s) in 1 ResourceSlice(s)). " % (namespace, DS)), removed["msg"]
+    # gpu-1's kubelet removed its slice; everything was deleted before the wait
+    assert not exists(cluster.apps.read_namespaced_daemon_set, DS, namespace)
+    assert not device_class_exists(cluster, "gpu.example.com")
+    again = run.result("Remove without waiting for devices")
+    assert not again["failed"] and not again["changed"] and again["waited_for"] == "none", run.output()

@@ -212,9 +212,13 @@ def test_site_check_run_rerun_verify_teardown(cluster, collections_path, tmp_pat
         label(("gpu-node-1", "gpu-node-2"), "device-plugin")
 
     mark = cluster.mark()
-    proc, recap = play(collections_path, tmp_path, "teardown", cluster.kubeconfig, inventory=inventory,
-                       extra_vars={"kubehw_teardown_poll_interval": 1})
+    proc, recap = play(collections_path, tmp_path, "teardown", cluster.kubeconfig, inventory=inventory)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    # the wait for the DRA node's devices to go is the driver removal's own: one list of the driver's ResourceSlices,
+    # then a watch, no polling
+    slice_reads = [r for r in cluster.requests(mark) if r["path"] == "/apis/resource.k8s.io/v1/resourceslices"]
+    assert [r["query"].get("fieldSelector") for r in slice_reads if not r["query"].get("watch")] == \
+        ["spec.driver=gpu.nvidia.com"], slice_reads
     assert cluster.apps.list_daemon_set_for_all_namespaces().items == []
     assert custom.list_cluster_custom_object("resource.k8s.io", "v1", "resourceslices")["items"] == []
     assert custom.list_cluster_custom_object("resource.k8s.io", "v1", "deviceclasses")["items"] == []

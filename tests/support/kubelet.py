@@ -17,7 +17,8 @@ stand-in does those duties for the nodes it registers, as a client of any apiser
   follows capacity for extended resources; a vanished plugin's resources are unhealthy ("0" allocatable) for
   ``device_plugin_stop_grace``, then "0" in both;
 - a running, ready DRA kubelet-plugin pod (image matched by ``dra_drivers``) publishes one ResourceSlice per node and
-  driver with the node's inventory, and its slice goes when the pod does;
+  driver with the node's inventory, and its slice goes when the pod does (not while the node is unreachable: a kubelet
+  that is down leaves its slices as they are);
 - ``fail_pod_start(node, reason)`` makes the pods of a node fail as a broken image or a crash loop would, and
   ``set_node_unreachable(node)`` stops the node's heartbeats (the real node lifecycle controller then marks it
   Unknown after its grace period).
@@ -408,8 +409,10 @@ class KubeletStandIn:
         wanted = self.kubelet.wanted_slices(pods)
         for obj in wanted.values():
             obj["metadata"]["labels"] = {STANDIN_LABEL: obj["spec"]["nodeName"]}
+        # a node whose kubelet is down (unreachable) neither publishes nor removes its slices: they stay as they were
         live = dict((s["metadata"]["name"], s) for s in self._slice_mirror.objects()
-                    if s["metadata"]["labels"].get(STANDIN_LABEL) in self.node_configs)
+                    if s["metadata"]["labels"].get(STANDIN_LABEL) in self.node_configs
+                    and self.kubelet.reachable(s["metadata"]["labels"][STANDIN_LABEL]))
         try:
             for name, obj in wanted.items():
                 if name in live and self._unseen("slice", name, live[name]):

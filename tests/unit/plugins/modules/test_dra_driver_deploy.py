@@ -417,6 +417,18 @@ def test_only_complete_pools_of_the_newest_generation_count():
         {"name": "n2", "driver": "gpu.example.com", "pools": ["n2"], "devices": [], "device_count": 0}]
 
 
+def test_a_removed_drivers_nodes_still_publish_while_any_slice_of_theirs_is_left_of_any_pool_or_generation():
+    slices = [
+        rs("n1", "n1", 1, 1, ["gpu-0", "gpu-1"]), rs("n1", "n1", 2, 2, ["gpu-0"]),     # an old generation counts too
+        rs("n2", "n2", 1, 2, []),                                                     # a slice without devices
+        rs("n3", "n3", 1, 1, ["gpu-0"]),                                              # not one of the nodes asked
+        {"spec": {"driver": "gpu.example.com", "allNodes": True, "devices": [{"name": "shared"}]}},
+    ]
+    assert mod.still_published(slices, ["n1", "n2", "n4"]) == {"n1": (2, 3), "n2": (1, 0)}
+    assert mod.still_published(slices[2:], ["n1"]) == {}
+    assert mod.still_published([], ["n1"]) == {}
+
+
 # -- requests a run sends ----------------------------------------------------------------------------------
 
 class FakeApi(object):
