@@ -8,7 +8,8 @@ values, and objects the collection did not create. Each case is one task of one 
 ``ignore_errors`` (one ansible-playbook for all the module cases, one for the role cases), then
 checked one by one: the task failed, its message contains the offending value (or option) and the
 rule, no Python traceback reached the output, and the suite's own control plane logged **no write
-request** (POST, PUT, PATCH, DELETE) for the whole play.
+request** (POST, PUT, PATCH, DELETE) for the whole play: no request at all, where every case is refused on its input
+alone.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -39,6 +40,7 @@ SIM_CONFIG = {"nodes": [{"name": n, "labels": {"kubehw-hostile": "yes"}} for n i
 pytestmark = pytest.mark.node_config(SIM_CONFIG)
 
 ER_BASE = {"names": NODES, "resources": {DONGLE: 1}, "wait": "none"}
+EXACT_NOTHING = {"state": "exact", "domain": ["hostile.example.com"], "resources": {}}
 DEPLOY_BASE = {"preset": "generic", "name": "hostile-plugin", "namespace": NAMESPACE,
                "devices": [{"name": "dongle", "groups": [{"paths": [{"path": "/dev/null"}]}]}],
                "device_domain": "hostile.example.com", "wait": "none"}
@@ -64,7 +66,15 @@ CASES = [
     (ER, {"names": None, "label_selectors": "   "}, "label_selectors[0]", "must not be empty or blank"),
     (ER, {"names": None, "label_selectors": ["kubehw-hostile=yes\n"]}, "kubehw-hostile=yes", "control characters"),
     (ER, {"names": None, "label_selectors": ["kubehw-hostile=yes,,x=y"]}, "kubehw-hostile=yes,,x=y", "empty term"),
+    (ER, {"names": None, "label_selectors": ["kubehw-hostile=yes,"]}, "kubehw-hostile=yes,", "empty term"),
     (ER, {"names": None, "field_selectors": [""]}, "field_selectors[0]", "empty selector"),
+    (ER, {"names": None, "field_selectors": ["metadata.name=hostile-1\n"]}, "metadata.name=hostile-1",
+     "control characters"),
+    # with state=exact and no resources, a target that widened to every node would strip a whole domain from the
+    # cluster
+    (ER, {"names": None, "name": " ", **EXACT_NOTHING}, "' '", "must not be empty or blank"),
+    (ER, {"names": None, "label_selectors": [""], **EXACT_NOTHING}, "label_selectors[0]", "empty selector"),
+    (ER, {"names": None, **EXACT_NOTHING}, "all_nodes", "no target"),
     (ER, {"names": None}, "all_nodes", "no target"),
     (ER, {"names": None, "all_nodes": "false"}, "all_nodes", "no target"),
     (ER, {"all_nodes": "yes"}, "all_nodes", "cannot be combined with names"),
@@ -243,6 +253,7 @@ def test_hostile_module_inputs_fail_cleanly_and_write_nothing(cluster, ansible, 
         make_foreign_objects(cluster)
     cases = [(i, case) for i, case in enumerate(CASES) if case[0] == module]
     observer = cluster.observe_writes(**WATCHED)
+    mark = cluster.mark()
     run = ansible([{"name": "Hostile %02d" % i, module: params_of(module, overrides), "ignore_errors": True}
                    for i, (_module, overrides, _offender, _rule) in cases])
     assert "Traceback (most recent call last)" not in run.stdout + run.stderr, run.output()
@@ -253,6 +264,9 @@ def test_hostile_module_inputs_fail_cleanly_and_write_nothing(cluster, ansible, 
             problems.append("case %02d %r: %s" % (i, overrides, problem))
     assert problems == [], "\n".join(problems)
     assert observer.writes() == []
+    if cluster.controlled and module != DEPLOY:
+        # refused before any request, not even a read (device_plugin_deploy's foreign ConfigMap case reads it first)
+        assert cluster.requests(mark) == []
 
 
 def test_a_foreign_runtime_class_is_left_alone(cluster, ansible):

@@ -473,41 +473,6 @@ def test_invalid_inputs_fail_without_any_request(cluster, ansible):
         assert cluster.requests(mark) == []  # not even a read
 
 
-# An empty or blank target must never fall through to listing every node and patching them all
-# (with state=exact and resources={} that strips a whole domain from the cluster).
-EMPTY_TARGETS = [
-    ({"name": ""}, "''", "must not be empty or blank"),
-    ({"name": "   "}, "'   '", "must not be empty or blank"),
-    ({"name": "er-1\n"}, "'er-1\\n'", "DNS subdomain"),
-    ({"names": []}, "names", "empty list"),
-    ({"names": [""]}, "names[0]", "must not be empty or blank"),
-    ({"names": ["er-1", " "]}, "names[1]", "must not be empty or blank"),
-    ({"label_selectors": []}, "label_selectors", "empty list"),
-    ({"label_selectors": [""]}, "label_selectors[0]", "empty selector matches every object"),
-    ({"label_selectors": [" "]}, "label_selectors[0]", "must not be empty or blank"),
-    ({"label_selectors": ["kubehw-it/role=er,"]}, "kubehw-it/role=er,", "empty term"),
-    ({"field_selectors": [""]}, "field_selectors[0]", "empty selector"),
-    ({"field_selectors": ["metadata.name=er-1\n"]}, "metadata.name=er-1", "control characters"),
-    ({}, "all_nodes", "no target"),
-    ({"all_nodes": "false"}, "all_nodes", "no target"),
-    ({"all_nodes": True, "name": "er-1"}, "all_nodes", "cannot be combined with name"),
-]
-
-
-def test_empty_targets_never_widen_to_every_node(cluster, ansible):
-    mark = cluster.mark()
-    tasks = [task("Empty target %d" % i, ignore_errors=True, state="exact", domain=DOMAIN, resources={}, **params)
-             for i, (params, _offender, _rule) in enumerate(EMPTY_TARGETS)]
-    run = ansible(tasks)
-    for i, (params, offender, rule) in enumerate(EMPTY_TARGETS):
-        result = run.result("Empty target %d" % i)
-        assert result["failed"] is True, (params, result)
-        assert offender in result["msg"] and rule in result["msg"], (params, result["msg"])
-        assert "Traceback (most recent call last)" not in json.dumps(result)
-    if cluster.controlled:
-        assert cluster.requests(mark) == []  # refused before any request, not even a list
-
-
 def test_all_nodes_is_the_explicit_way_to_target_every_node(cluster, ansible):
     cluster.require_controlled("writes to every node of the cluster")
     every = cluster.node_names()
