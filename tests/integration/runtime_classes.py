@@ -13,6 +13,8 @@ __metaclass__ = type
 
 import json
 
+from tests.support.k8s_objects import read_out
+
 
 def ensure_nvidia_runtime_class(cluster, name="nvidia", handler="nvidia"):
     """Create RuntimeClass <name> unless it exists. A RuntimeClass this creates is left in place (tests running in parallel may need it)."""
@@ -21,14 +23,14 @@ def ensure_nvidia_runtime_class(cluster, name="nvidia", handler="nvidia"):
 
     api = client.NodeV1Api(cluster.api_client)
     try:
-        api.read_runtime_class(name, _preload_content=False)
+        read_out(api.read_runtime_class(name, _preload_content=False))
         return name
     except ApiException as err:
         if err.status != 404:
             raise
     try:
-        api.create_runtime_class({"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass",
-                                  "metadata": {"name": name}, "handler": handler}, _preload_content=False)
+        read_out(api.create_runtime_class({"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass",
+                                           "metadata": {"name": name}, "handler": handler}, _preload_content=False))
     except ApiException as err:
         # created meanwhile by a test running in parallel
         if err.status != 409 or json.loads(err.body or "{}").get("reason") != "AlreadyExists":

@@ -20,6 +20,7 @@ import pytest
 
 from tests.integration.conftest import grant_plugin_namespace, least_privilege
 from tests.integration.runtime_classes import ensure_nvidia_runtime_class
+from tests.support.k8s_objects import read_out
 
 MODULE = "kubehw.devices.device_plugin_deploy"
 GPU_LABEL = "feature.node.kubernetes.io/pci-10de.present=true"
@@ -60,7 +61,7 @@ def read_ds(cluster, namespace, name="nvidia-device-plugin"):
 def exists(fn, *args):
     from kubernetes.client.rest import ApiException
     try:
-        fn(*args, _preload_content=False)
+        read_out(fn(*args, _preload_content=False))
         return True
     except ApiException as err:
         if err.status == 404:
@@ -388,14 +389,14 @@ def test_foreign_daemonset_is_refused_unless_adopted(cluster, ansible, namespace
     """A DaemonSet of that name the module did not create (here one Helm made) is refused before any write, by
     state present and by state absent, unless adopt_daemonset: true, as a foreign ConfigMap is."""
     labels = {"app.kubernetes.io/name": "nvidia-device-plugin"}
-    cluster.apps.create_namespaced_daemon_set(namespace, {
+    read_out(cluster.apps.create_namespaced_daemon_set(namespace, {
         "apiVersion": "apps/v1", "kind": "DaemonSet",
         "metadata": {"name": "nvidia-device-plugin", "labels": {"app.kubernetes.io/managed-by": "Helm"}},
         "spec": {"selector": {"matchLabels": labels}, "template": {"metadata": {"labels": labels}, "spec": {
             # a label no node carries: it runs nowhere, on any cluster
             "nodeSelector": {"kubehw-it/nowhere": cluster.unique_name("none")},
             "containers": [{"name": "plugin", "image": "registry.example/their-plugin:1"}]}}}},
-        _preload_content=False)
+        _preload_content=False))
     before = read_ds(cluster, namespace)
     mark = cluster.mark()
     run = ansible([dict(task(namespace, name="Check", wait="none"), check_mode=True, ignore_errors=True),

@@ -30,6 +30,7 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from tests.integration.conftest import create_objects, least_privilege, rbac_objects
+from tests.support.k8s_objects import read_out
 
 MODULE = "kubehw.devices.dra_driver_deploy"
 DS = "dra-example-driver-kubeletplugin"
@@ -89,7 +90,7 @@ def task(namespace, title="Deploy", **params):
 
 def exists(fn, *args):
     try:
-        fn(*args, _preload_content=False)
+        read_out(fn(*args, _preload_content=False))
         return True
     except ApiException as err:
         if err.status == 404:

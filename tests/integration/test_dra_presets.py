@@ -34,6 +34,7 @@ from kubernetes.client.rest import ApiException
 
 from ansible_collections.kubehw.devices.plugins.module_utils._daemonset_rollout import pod_node
 from tests.integration.conftest import wait_for
+from tests.support.k8s_objects import read_out
 from tests.support.node_configs import NO_NODES
 
 MODULE = "kubehw.devices.dra_driver_deploy"
@@ -158,7 +159,7 @@ def test_a_dra_driver_next_to_a_serving_nvidia_device_plugin_is_refused_with_not
         assert "allow_device_plugin_overlap: true" in res["msg"] and "Nothing was written" in res["msg"]
         assert observer.writes() == []
         with pytest.raises(ApiException) as err:
-            cluster.apps.read_namespaced_daemon_set(driver, namespace, _preload_content=False)
+            read_out(cluster.apps.read_namespaced_daemon_set(driver, namespace, _preload_content=False))
         assert err.value.status == 404
     finally:
         ansible([{"name": "Plugin gone", "kubehw.devices.device_plugin_deploy": dict(
@@ -194,18 +195,18 @@ def test_nvidias_static_manifest_on_a_joining_node_is_recognised_before_any_writ
     # the quick start's plugin lives in a namespace of its own (kube-system upstream): the DaemonSet controller may
     # place its pod while the node's taints settle, which is not a write of the driver's task
     plugin_namespace = cluster.unique_name("plugin-ns")
-    cluster.core.create_namespace({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": plugin_namespace}},
-                                  _preload_content=False)
+    read_out(cluster.core.create_namespace(
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": plugin_namespace}}, _preload_content=False))
     cluster.on_close("delete namespace %s" % plugin_namespace,
                      lambda: cluster.core.delete_namespace(plugin_namespace, _preload_content=False))
     pool = {"kubehw-it.example.com/gpu-pool": plugin}
     (node,) = cluster.create_nodes([{"what": "joining", "labels": dict(pool, **{"nvidia.com/gpu.present": "true"})}])
     # its kubelet reports it not ready yet (still installing the driver): the node keeps the not-ready taint
-    cluster.core.patch_node_status(node, [{"op": "add", "path": "/status/conditions", "value": [
+    read_out(cluster.core.patch_node_status(node, [{"op": "add", "path": "/status/conditions", "value": [
         {"type": "Ready", "status": "False", "reason": "KubeletNotReady", "message": "container runtime not ready"}]}],
-        _preload_content=False)
-    cluster.apps.create_namespaced_daemon_set(plugin_namespace, static_manifest(plugin_namespace, plugin, pool),
-                                              _preload_content=False)
+        _preload_content=False))
+    read_out(cluster.apps.create_namespaced_daemon_set(
+        plugin_namespace, static_manifest(plugin_namespace, plugin, pool), _preload_content=False))
     observer = cluster.observe_writes(namespaces=[namespace], names=[driver], by_watch=True)
     run, res = deploy(ansible, namespace, driver, preset="nvidia", node_selector=pool, wait="devices")
     assert res["failed"] and not res["changed"], run.output()
@@ -276,7 +277,7 @@ def test_the_example_drivers_service_account_may_do_what_the_driver_does(cluster
         try:
             custom = client.CustomObjectsApi(as_driver)
             _standin, (node,) = kubelet_nodes(cluster, [{"name": "example-node"}])
-            client.CoreV1Api(as_driver).read_node(node, _preload_content=False)
+            read_out(client.CoreV1Api(as_driver).read_node(node, _preload_content=False))
             body = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
                     "metadata": {"name": "%s-%s" % (node, "gpu.example.com")[:63]},
                     "spec": {"driver": "gpu.example.com", "nodeName": node,
@@ -289,13 +290,13 @@ def test_the_example_drivers_service_account_may_do_what_the_driver_does(cluster
                     "resource.k8s.io", "v1", "resourceslices", field_selector="spec.driver=gpu.example.com",
                     _preload_content=False).data)["items"]
                 assert created["metadata"]["name"] in [s["metadata"]["name"] for s in listed]
-                custom.list_namespaced_custom_object("resource.k8s.io", "v1", namespace, "resourceclaims",
-                                                     _preload_content=False)
+                read_out(custom.list_namespaced_custom_object("resource.k8s.io", "v1", namespace, "resourceclaims",
+                                                              _preload_content=False))
             finally:
-                custom.delete_cluster_custom_object("resource.k8s.io", "v1", "resourceslices",
-                                                    created["metadata"]["name"], _preload_content=False)
+                read_out(custom.delete_cluster_custom_object("resource.k8s.io", "v1", "resourceslices",
+                                                             created["metadata"]["name"], _preload_content=False))
             with pytest.raises(ApiException) as err:
-                client.CoreV1Api(as_driver).delete_node(node, _preload_content=False)
+                read_out(client.CoreV1Api(as_driver).delete_node(node, _preload_content=False))
             assert err.value.status == 403
         finally:
             as_driver.close()
@@ -396,9 +397,9 @@ def failed_creates(cluster, namespace, name):
 def no_pods_quota(cluster, namespace):
     """A ResourceQuota that allows no pod: every pod of the namespace fails admission, which the DaemonSet controller
     reports as FailedCreate and retries, backing off."""
-    cluster.core.create_namespaced_resource_quota(namespace, {
+    read_out(cluster.core.create_namespaced_resource_quota(namespace, {
         "apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "no-pods"}, "spec": {"hard": {"pods": "0"}}},
-        _preload_content=False)
+        _preload_content=False))
 
 
 def refusals_reported(cluster, namespace, name):
@@ -458,8 +459,8 @@ def test_a_refusal_the_controller_gets_past_does_not_fail_the_rollout(cluster, a
     def raise_the_quota_after_the_first_refusal():
         wait_for(lambda: failed_creates(cluster, namespace, name), timeout=60, what="a FailedCreate event")
         time.sleep(4)
-        cluster.core.patch_namespaced_resource_quota("no-pods", namespace, {"spec": {"hard": {"pods": "10"}}},
-                                                     _preload_content=False)
+        read_out(cluster.core.patch_namespaced_resource_quota("no-pods", namespace, {"spec": {"hard": {"pods": "10"}}},
+                                                              _preload_content=False))
 
     lifter = threading.Thread(target=raise_the_quota_after_the_first_refusal, daemon=True)
     lifter.start()
@@ -477,9 +478,9 @@ def test_a_refusal_the_controller_gets_past_does_not_fail_the_rollout(cluster, a
 def report_not_ready(cluster, node):
     """Ready=False in the node's status, as a kubelet whose container runtime went away reports it."""
     now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    cluster.core.patch_node_status(node, [{"op": "add", "path": "/status/conditions", "value": [{
+    read_out(cluster.core.patch_node_status(node, [{"op": "add", "path": "/status/conditions", "value": [{
         "type": "Ready", "status": "False", "reason": "KubeletNotReady", "message": "container runtime is down",
-        "lastHeartbeatTime": now, "lastTransitionTime": now}]}], _preload_content=False)
+        "lastHeartbeatTime": now, "lastTransitionTime": now}]}], _preload_content=False))
 
 
 def test_a_rolling_update_stuck_behind_a_node_that_is_down_fails_naming_it(cluster, ansible):
@@ -511,9 +512,9 @@ def test_a_rolling_update_stuck_behind_a_node_that_is_down_fails_naming_it(clust
         # its containers not ready, as the kubelet reports them once the runtime is gone (the node
         # lifecycle controller marks a node's pods not ready only when its kubelet goes silent)
         now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        cluster.core.patch_namespaced_pod_status(pod["metadata"]["name"], namespace, {"status": {
+        read_out(cluster.core.patch_namespaced_pod_status(pod["metadata"]["name"], namespace, {"status": {
             "conditions": [{"type": t, "status": "False", "lastTransitionTime": now}
-                           for t in ("ContainersReady", "Ready")]}}, _preload_content=False)
+                           for t in ("ContainersReady", "Ready")]}}, _preload_content=False))
     start = time.monotonic()
     run, res = plugin("Update", env={"KUBEHW_IT_GENERATION": "2"})
     took = time.monotonic() - start
@@ -547,8 +548,9 @@ def test_rbac_ymls_namespace_label_lets_the_privileged_pods_in_where_baseline_re
     shipped_labels = dict(default, **(shipped["metadata"].get("labels") or {}))
     for level, labels in (("baseline", default), ("rbac.yml", shipped_labels)):
         namespace = cluster.unique_name("psa")
-        cluster.core.create_namespace({"apiVersion": "v1", "kind": "Namespace",
-                                       "metadata": {"name": namespace, "labels": labels}}, _preload_content=False)
+        read_out(cluster.core.create_namespace({"apiVersion": "v1", "kind": "Namespace",
+                                                "metadata": {"name": namespace, "labels": labels}},
+                                               _preload_content=False))
         cluster.on_close("delete namespace %s" % namespace,
                          lambda n=namespace: cluster.core.delete_namespace(n, _preload_content=False))
         name = cluster.unique_name("psa-driver")
@@ -600,30 +602,30 @@ def test_the_example_driver_writes_device_status_of_a_claim_on_its_node_with_its
                                    if (p.get("spec") or {}).get("nodeName") == node],
                           timeout=60, what="the kubelet-plugin pod bound to %s" % node)[0]
         device_class = cluster.unique_name("gpu.example.com")
-        custom.create_cluster_custom_object(group, version, "deviceclasses", {
+        read_out(custom.create_cluster_custom_object(group, version, "deviceclasses", {
             "apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": device_class},
             "spec": {"selectors": [{"cel": {"expression": "device.driver == 'gpu.example.com'"}}]}},
-            _preload_content=False)
+            _preload_content=False))
         cluster.on_close("delete deviceclass %s" % device_class, lambda: custom.delete_cluster_custom_object(
             group, version, "deviceclasses", device_class, _preload_content=False))
         slice_name = cluster.unique_name("slice")
-        custom.create_cluster_custom_object(group, version, "resourceslices", {
+        read_out(custom.create_cluster_custom_object(group, version, "resourceslices", {
             "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": slice_name},
             "spec": {"driver": "gpu.example.com", "nodeName": node,
                      "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
-                     "devices": [{"name": "gpu-0"}]}}, _preload_content=False)
+                     "devices": [{"name": "gpu-0"}]}}, _preload_content=False))
         cluster.on_close("delete resourceslice %s" % slice_name, lambda: custom.delete_cluster_custom_object(
             group, version, "resourceslices", slice_name, _preload_content=False))
-        custom.create_namespaced_custom_object(group, version, namespace, "resourceclaims", {
+        read_out(custom.create_namespaced_custom_object(group, version, namespace, "resourceclaims", {
             "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": "gpu"},
             "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": device_class}}]}}},
-            _preload_content=False)
-        cluster.core.create_namespaced_pod(namespace, {
+            _preload_content=False))
+        read_out(cluster.core.create_namespaced_pod(namespace, {
             "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "workload"},
             "spec": {"nodeSelector": label, "terminationGracePeriodSeconds": 0,
                      "resourceClaims": [{"name": "gpu", "resourceClaimName": "gpu"}],
                      "containers": [{"name": "c", "image": "registry.example/kubehw-it:1",
-                                     "resources": {"claims": [{"name": "gpu"}]}}]}}, _preload_content=False)
+                                     "resources": {"claims": [{"name": "gpu"}]}}]}}, _preload_content=False))
 
         def allocated():
             claim = json.loads(custom.get_namespaced_custom_object(
@@ -660,8 +662,8 @@ def test_the_example_driver_writes_device_status_of_a_claim_on_its_node_with_its
         assert written["status"]["devices"][0]["conditions"][0]["reason"] == "Healthy"
     finally:
         try:
-            cluster.core.delete_namespaced_pod("workload", namespace, grace_period_seconds=0,
-                                               _preload_content=False)
+            read_out(cluster.core.delete_namespaced_pod("workload", namespace, grace_period_seconds=0,
+                                                        _preload_content=False))
         except ApiException:
             pass
         remove(ansible, namespace, name, "example")

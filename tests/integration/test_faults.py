@@ -20,6 +20,7 @@ import pytest
 import yaml
 
 from tests.integration.runtime_classes import ensure_nvidia_runtime_class
+from tests.support.k8s_objects import read_out
 from tests.support.node_configs import DEFAULT_CONFIG_PATH
 
 DONGLE = "example.com/dongle"
@@ -40,7 +41,7 @@ def slow_pods_config():
 def advertise(cluster, node, resources):
     ops = [{"op": "add", "path": "/status/capacity/" + key.replace("~", "~0").replace("/", "~1"), "value": value}
            for key, value in resources.items()]
-    cluster.core.patch_node_status(node, ops, _preload_content=False)
+    read_out(cluster.core.patch_node_status(node, ops, _preload_content=False))
 
 
 def advertise_allocatable(cluster, node, resources):

@@ -21,6 +21,8 @@ import uuid
 
 import pytest
 
+from tests.support.k8s_objects import read_out
+
 ER = "kubehw.devices.k8s_node_extended_resource"
 INFO = "kubehw.devices.extended_resource_info"
 SMOKE = "kubehw.devices.resource_smoke_test"
@@ -170,9 +172,9 @@ def bring_nodes(cluster):
     if cluster.controlled:
         return
     for name in NODES:
-        cluster.core.create_node({"apiVersion": "v1", "kind": "Node",
-                                  "metadata": {"name": name, "labels": {"kubehw-hostile": "yes"}}},
-                                 _preload_content=False)
+        read_out(cluster.core.create_node(
+            {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": {"kubehw-hostile": "yes"}}},
+            _preload_content=False))
         cluster.on_close("delete node %s" % name,
                          lambda name=name: cluster.core.delete_node(name, _preload_content=False))
 
@@ -230,10 +232,10 @@ def test_the_write_observer_of_other_clusters_sees_writes_to_what_the_cases_name
     quiet = cluster.observe_writes(by_watch=True, **WATCHED)
     assert quiet.writes() == []
     observer = cluster.observe_writes(by_watch=True, **WATCHED)
-    cluster.core.create_namespaced_config_map(NAMESPACE, {"apiVersion": "v1", "kind": "ConfigMap",
-                                                          "metadata": {"name": "written"}}, _preload_content=False)
-    cluster.core.patch_node(NODES[0], {"metadata": {"labels": {"kubehw-hostile-seen": "yes"}}},
-                            _preload_content=False)
+    read_out(cluster.core.create_namespaced_config_map(
+        NAMESPACE, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "written"}}, _preload_content=False))
+    read_out(cluster.core.patch_node(NODES[0], {"metadata": {"labels": {"kubehw-hostile-seen": "yes"}}},
+                                     _preload_content=False))
     # a namespace nobody named is another test's business on a shared cluster
     other = cluster.namespace()
     assert sorted(observer.writes()) == sorted([

@@ -19,6 +19,7 @@ import sys
 import pytest
 import yaml
 
+from tests.support.k8s_objects import read_out
 from tests.support.node_configs import DEMO_CONFIG_PATH
 from tests.support.playbook_runner import run_inventory, run_playbook
 
@@ -77,16 +78,16 @@ def hostvars(data, host):
 
 
 def set_addresses(cluster, name, addresses):
-    cluster.core.patch_node_status(name, [{"op": "add", "path": "/status/addresses", "value": addresses}],
-                                   _preload_content=False)
+    read_out(cluster.core.patch_node_status(name, [{"op": "add", "path": "/status/addresses", "value": addresses}],
+                                            _preload_content=False))
 
 
 def annotate(cluster, name, annotations):
-    cluster.core.patch_node(name, {"metadata": {"annotations": annotations}}, _preload_content=False)
+    read_out(cluster.core.patch_node(name, {"metadata": {"annotations": annotations}}, _preload_content=False))
 
 
 def label(cluster, name, labels):
-    cluster.core.patch_node(name, {"metadata": {"labels": labels}}, _preload_content=False)
+    read_out(cluster.core.patch_node(name, {"metadata": {"labels": labels}}, _preload_content=False))
 
 
 @pytest.fixture
@@ -386,8 +387,8 @@ def site(collections_path, tmp_path, inventory_path, kubeconfig):
 def test_site_with_only_the_plugin_reaches_the_hand_written_inventorys_nodes(cluster, collections_path, tmp_path):
     cluster.require_controlled("the demo inventories name the configured demo nodes and their GPUs")
     for name in ("kubehw-device-plugins", "kubehw-dra-drivers"):
-        cluster.core.create_namespace({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}},
-                                      _preload_content=False)
+        read_out(cluster.core.create_namespace({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}},
+                                               _preload_content=False))
     # the plugin first, on the fresh cluster: it must do the work (roll out, advertise), not find it done
     by_plugin, recap_plugin, proc = site(collections_path, tmp_path, DEMO_PLUGIN_INVENTORY, cluster.kubeconfig)
     assert set(recap_plugin) == {"gpu-node-1", "gpu-node-2", "dongle-node-1"}, proc.stdout[-3000:]

@@ -19,6 +19,7 @@ import time
 from kubernetes import client
 
 from tests.integration.conftest import wait_for
+from tests.support.k8s_objects import read_out
 
 MODULE = "kubehw.devices.k8s_node_drain"
 NODE = "gpu-1"
@@ -50,7 +51,7 @@ def make_pod(cluster, name, node, labels=None, owner=None, annotations=None, nam
     pod = {"apiVersion": "v1", "kind": "Pod", "metadata": meta,
            "spec": {"nodeName": node, "terminationGracePeriodSeconds": 1,
                     "containers": [{"name": "c", "image": "registry.example/web:1"}]}}
-    cluster.core.create_namespaced_pod(namespace, pod, _preload_content=False)
+    read_out(cluster.core.create_namespaced_pod(namespace, pod, _preload_content=False))
 
 
 def wait_ready(cluster, names, namespace="default", timeout=10):
@@ -72,9 +73,9 @@ def own_nodes(cluster):
 
 def make_pdb(cluster, name, **spec):
     spec["selector"] = {"matchLabels": {"app": "web"}}
-    client.PolicyV1Api(cluster.api_client).create_namespaced_pod_disruption_budget(
+    read_out(client.PolicyV1Api(cluster.api_client).create_namespaced_pod_disruption_budget(
         cluster.namespace(), {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": name},
-                              "spec": spec}, _preload_content=False)
+                              "spec": spec}, _preload_content=False))
 
 
 def pdb_status(cluster, name):

@@ -17,6 +17,8 @@ import time
 
 import pytest
 
+from tests.support.k8s_objects import read_out
+
 MODULE = "kubehw.devices.k8s_node_extended_resource"
 DOMAIN = "it.kubehw.example.com"
 DONGLE = "%s/dongle" % DOMAIN
@@ -74,7 +76,7 @@ def seed(cluster, nodes, values):
     for name in nodes:
         ops = [{"op": "add", "path": "/status/capacity/%s" % k.replace("~", "~0").replace("/", "~1"), "value": v}
                for k, v in sorted(values.items())]
-        cluster.core.patch_node_status(name, ops, _preload_content=False)
+        read_out(cluster.core.patch_node_status(name, ops, _preload_content=False))
 
 
 def cleanup(cluster, ansible, nodes, keys):
@@ -320,7 +322,7 @@ def test_concurrent_writer_loses_nothing(cluster, ansible):
                     {"op": "add", "path": "/status/conditions/-", "value": {
                         "type": "Writer%d" % i, "status": "True"}}]
             try:
-                cluster.core.patch_node_status(name, body, _preload_content=False)
+                read_out(cluster.core.patch_node_status(name, body, _preload_content=False))
                 written[name] = (str(i), "Writer%d" % i)
             except Exception as exc:  # pragma: no cover - reported below
                 errors.append(exc)
@@ -329,8 +331,8 @@ def test_concurrent_writer_loses_nothing(cluster, ansible):
     seed(cluster, pool, {DONGLE: "1"})
     for name in pool:   # a node without a kubelet has no conditions yet (the writer appends to them); an empty
         # list would not do: kube-apiserver drops it on storage, and the writer's "/status/conditions/-" then fails
-        cluster.core.patch_node_status(name, [{"op": "add", "path": "/status/conditions", "value": [
-            {"type": "Seeded", "status": "True"}]}], _preload_content=False)
+        read_out(cluster.core.patch_node_status(name, [{"op": "add", "path": "/status/conditions", "value": [
+            {"type": "Seeded", "status": "True"}]}], _preload_content=False))
     thread = threading.Thread(target=writer)
     thread.start()
     try:
@@ -371,7 +373,7 @@ def test_lost_update_is_detected_and_retried(cluster, ansible):
             if any(r["status"] == 429 for r in cluster.requests(mark)):
                 node = json.loads(cluster.core.read_node_status("er-2", _preload_content=False).data)
                 node["status"]["capacity"].update({DONGLE: "7", "%s/theirs" % DOMAIN: "1"})
-                cluster.core.replace_node_status("er-2", node, _preload_content=False)
+                read_out(cluster.core.replace_node_status("er-2", node, _preload_content=False))
                 cluster.controls.clear_faults()
                 return
             time.sleep(0.01)

@@ -24,6 +24,7 @@ import time
 import pytest
 import yaml
 
+from tests.support.k8s_objects import read_out
 from tests.support.kubelet import PASS_INTERVAL
 from tests.support.node_configs import DEMO_CONFIG_PATH
 from tests.support.playbook_runner import run_playbook
@@ -80,8 +81,8 @@ def ensure_namespaces(cluster, names=("kubehw-device-plugins", "kubehw-dra-drive
     existing = set(n["metadata"]["name"] for n in json.loads(cluster.core.list_namespace(_preload_content=False).data)["items"])
     for name in names:
         if name not in existing:
-            cluster.core.create_namespace({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}},
-                                          _preload_content=False)
+            read_out(cluster.core.create_namespace(
+                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}, _preload_content=False))
 
 
 def node_statuses(cluster):
@@ -197,7 +198,8 @@ def test_site_check_run_rerun_verify_teardown(cluster, collections_path, tmp_pat
     # every GPU node labelled and set to dra while the device plugin's DaemonSet still runs: refused, nothing written
     def label(nodes, value):
         for node in nodes:
-            cluster.core.patch_node(node, {"metadata": {"labels": {ALLOCATION_LABEL: value}}}, _preload_content=False)
+            read_out(cluster.core.patch_node(node, {"metadata": {"labels": {ALLOCATION_LABEL: value}}},
+                                             _preload_content=False))
     label(("gpu-node-1", "gpu-node-2"), "dra")
     try:
         mark = cluster.mark()
@@ -301,7 +303,7 @@ def test_token_without_nodes_status_permission_is_refused_by_name(cluster, colle
     rules = len(role["rules"])
     role["rules"] = [r for r in role["rules"] if "nodes/status" not in r["resources"]]
     assert len(role["rules"]) == rules - 1
-    rbac.replace_cluster_role("kubehw-devices-nodes", role, _preload_content=False)
+    read_out(rbac.replace_cluster_role("kubehw-devices-nodes", role, _preload_content=False))
     before = node_statuses(cluster)["dongle-node-1"]
     proc, recap = play(collections_path, tmp_path, "advertise", env=credential_env(cluster, token))
     assert proc.returncode != 0
@@ -470,8 +472,8 @@ class MachineRoom(threading.Thread):
             refused = [r for r in self.cluster.controls.requests if r["path"].endswith("/eviction") and r["status"] == 429]
             if refused and not self.replaced:
                 self.replaced = True
-                self.cluster.core.create_namespaced_pod(self.namespace, web_pod("web-3", "gpu-node-1", self.owner),
-                                                        _preload_content=False)
+                read_out(self.cluster.core.create_namespaced_pod(
+                    self.namespace, web_pod("web-3", "gpu-node-1", self.owner), _preload_content=False))
 
 
 # one site run that drains, reboots and uncordons three nodes in turn: 230 s on a 2-core machine having a slow day
@@ -487,11 +489,11 @@ def test_driver_rollout_drains_reboots_and_uncordons_one_node_at_a_time(cluster,
 
     namespace, owner = cluster.namespace(), cluster.owner_object()
     for name, node in (("web-1", "gpu-node-1"), ("web-2", "gpu-node-2")):
-        cluster.core.create_namespaced_pod(namespace, web_pod(name, node, owner), _preload_content=False)
+        read_out(cluster.core.create_namespaced_pod(namespace, web_pod(name, node, owner), _preload_content=False))
     # at most one web pod may be down: the second node's eviction waits for the replacement
-    client.PolicyV1Api(cluster.api_client).create_namespaced_pod_disruption_budget(namespace, {
+    read_out(client.PolicyV1Api(cluster.api_client).create_namespaced_pod_disruption_budget(namespace, {
         "apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "web"},
-        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "web"}}}}, _preload_content=False)
+        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "web"}}}}, _preload_content=False))
     time.sleep(1.5)
     inventory, env = rollout_inventory(tmp_path, cluster)
     room = MachineRoom(cluster, str(tmp_path / "reboots"), namespace, owner)

@@ -29,6 +29,7 @@ import yaml
 
 from tests.support.control_plane import ControlPlane, ControlPlaneError
 from tests.support.k8s_binaries import REPO_ROOT, locate
+from tests.support.k8s_objects import read_out
 
 # what a node reports before any extended resource is advertised
 NODE_CAPACITY = {"cpu": "8", "memory": "32Gi", "pods": "110"}
@@ -134,9 +135,10 @@ class LocalCluster:
                                "value": node_conditions(stamp, stamp, ready=True)})
 
         def create(name):
-            core.create_node({"apiVersion": "v1", "kind": "Node",
-                              "metadata": {"name": name, "labels": dict(labels or {})}}, _preload_content=False)
-            core.patch_node_status(name, status_ops, _preload_content=False)
+            read_out(core.create_node({"apiVersion": "v1", "kind": "Node",
+                                       "metadata": {"name": name, "labels": dict(labels or {})}},
+                                      _preload_content=False))
+            read_out(core.patch_node_status(name, status_ops, _preload_content=False))
         with concurrent.futures.ThreadPoolExecutor(max_workers=threads) as pool:
             list(pool.map(create, names))
         return core

@@ -10,6 +10,7 @@ __metaclass__ = type
 import json
 import uuid
 
+from tests.support.k8s_objects import read_out
 from tests.support.leftovers import Snapshot
 
 
@@ -25,15 +26,15 @@ def test_removes_what_was_made_since_but_not_the_controller_managers_service_acc
     core = client.CoreV1Api(api_client)
     tag = uuid.uuid4().hex[:8]
     before = "leftovers-before-%s" % tag
-    core.create_namespaced_config_map("default", {"metadata": {"name": before}}, _preload_content=False)
+    read_out(core.create_namespaced_config_map("default", {"metadata": {"name": before}}, _preload_content=False))
     try:
         snapshot = Snapshot(api_client)
         made = "leftovers-made-%s" % tag
-        core.create_namespaced_config_map("default", {"metadata": {"name": made}}, _preload_content=False)
+        read_out(core.create_namespaced_config_map("default", {"metadata": {"name": made}}, _preload_content=False))
         # as the controller manager does for a controller it starts after the snapshot
         controller = "leftovers-controller-%s" % tag
-        core.create_namespaced_service_account("kube-system", {"metadata": {"name": controller}},
-                                               _preload_content=False)
+        read_out(core.create_namespaced_service_account("kube-system", {"metadata": {"name": controller}},
+                                                        _preload_content=False))
         try:
             assert snapshot.remove_newer() == []
             left = names(core, "default")
@@ -41,7 +42,7 @@ def test_removes_what_was_made_since_but_not_the_controller_managers_service_acc
             accounts = json.loads(core.list_namespaced_service_account("kube-system", _preload_content=False).data)
             assert controller in [a["metadata"]["name"] for a in accounts["items"]]
         finally:
-            core.delete_namespaced_service_account(controller, "kube-system", _preload_content=False)
+            read_out(core.delete_namespaced_service_account(controller, "kube-system", _preload_content=False))
     finally:
-        core.delete_namespaced_config_map(before, "default", _preload_content=False)
+        read_out(core.delete_namespaced_config_map(before, "default", _preload_content=False))
         api_client.close()

@@ -12,6 +12,7 @@ import json
 import uuid
 
 from tests.support.cluster import Cluster, wait_for
+from tests.support.k8s_objects import read_out
 from tests.support.write_observer import CONTROLLER_ANNOTATIONS, CONTROLLER_OBJECTS
 
 
@@ -19,8 +20,8 @@ def test_a_new_nodes_controller_annotations_are_not_writes_but_a_label_is(kubeco
     cluster = Cluster(kubeconfigs[0])
     name = "observed-%s" % uuid.uuid4().hex[:8]
     try:
-        cluster.core.create_node({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}},
-                                 _preload_content=False)
+        read_out(cluster.core.create_node({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}},
+                                          _preload_content=False))
         cluster.on_close("delete node %s" % name, lambda: cluster.core.delete_node(name, _preload_content=False))
         observer = cluster.observe_writes(names=[name], by_watch=True)
 
@@ -30,7 +31,7 @@ def test_a_new_nodes_controller_annotations_are_not_writes_but_a_label_is(kubeco
         # the TTL controller annotates the node after the observer read it: a MODIFIED event the observer must skip
         wait_for(annotated, timeout=60, what="kube-controller-manager's TTL annotation on %s" % name)
         assert observer.writes() == []
-        cluster.core.patch_node(name, {"metadata": {"labels": {"written": "yes"}}}, _preload_content=False)
+        read_out(cluster.core.patch_node(name, {"metadata": {"labels": {"written": "yes"}}}, _preload_content=False))
         assert observer.writes() == [("MODIFIED", "nodes/%s" % name)]
     finally:
         cluster.close()
@@ -56,16 +57,16 @@ def test_a_new_namespaces_controller_objects_are_not_writes_but_a_service_accoun
     name = "observed-%s" % uuid.uuid4().hex[:8]
     try:
         # the observer is made before kube-controller-manager fills the namespace, the race a loaded run met
-        cluster.core.create_namespace({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}},
-                                      _preload_content=False)
+        read_out(cluster.core.create_namespace({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}},
+                                               _preload_content=False))
         cluster.on_close("delete namespace %s" % name, lambda: cluster.core.delete_namespace(name, _preload_content=False))
         observer = cluster.observe_writes(namespaces=[name], by_watch=True)
 
         wait_for(lambda: _present(cluster, name) == set(CONTROLLER_OBJECTS), timeout=60,
                  what="kube-controller-manager's default ServiceAccount and CA ConfigMaps in %s" % name)
         assert observer.writes() == []
-        cluster.core.create_namespaced_service_account(name, {"apiVersion": "v1", "kind": "ServiceAccount",
-                                                              "metadata": {"name": "ours"}}, _preload_content=False)
+        read_out(cluster.core.create_namespaced_service_account(
+            name, {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "ours"}}, _preload_content=False))
         assert observer.writes() == [("ADDED", "%s/serviceaccounts/ours" % name)]
     finally:
         cluster.close()
