@@ -29,7 +29,6 @@ import yaml
 
 from tests.support.fault_proxy import FaultProxy, request_info
 from tests.support.faults import COMMIT_TIMEOUT_MESSAGE, CONTINUE_EXPIRED_MESSAGE
-from tests.support.k8s_objects import read_out
 from tests.support.kubeconfig import write_kubeconfig
 from tests.support.tls import make_client_cert, make_tls
 from tests.support.watch_mirror import shut_stream
@@ -201,7 +200,7 @@ def test_each_request_names_the_client_connection_it_came_on(proxy, core, namesp
     unread (its connection never goes back to the pool) and another client come on connections of their own."""
     core.read_namespace(namespace)
     core.read_namespace(namespace)
-    read_out(core.read_namespace(namespace, _preload_content=False))      # never read
+    core.read_namespace(namespace, _preload_content=False)      # never read, on purpose: its connection is not reused
     core.read_namespace(namespace)
     other = kubernetes.client.CoreV1Api(_client(proxy.write_kubeconfig(str(tmp_path / "other.kubeconfig"))))
     other.read_namespace(namespace)
