@@ -86,13 +86,18 @@ def ensure_namespaces(cluster, names=("kubehw-device-plugins", "kubehw-dra-drive
 
 
 def node_statuses(cluster):
-    """Every node's full status, minus the heartbeat times the kubelet moves on its own."""
+    """Every node's full status, minus the times of its conditions: the kubelet moves their heartbeat times on its
+    own, and on a loaded machine the node lifecycle controller may mark a node Unknown for a moment when its kubelet
+    stand-in's heartbeat is late, and the stand-in marks it Ready again, which moves the transition times (seen once
+    on a 2-core machine running the whole suite). The collection never writes conditions: their type, status, reason
+    and message are compared."""
     nodes = json.loads(cluster.core.list_node(_preload_content=False).data)["items"]
     result = {}
     for node in nodes:
         status = copy.deepcopy(node.get("status") or {})
         for cond in status.get("conditions") or []:
             cond.pop("lastHeartbeatTime", None)
+            cond.pop("lastTransitionTime", None)
         result[node["metadata"]["name"]] = status
     return result
 
