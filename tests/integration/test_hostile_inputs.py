@@ -80,6 +80,7 @@ CASES = [
     (ER, {"names": None}, "all_nodes", "no target"),
     (ER, {"names": None, "all_nodes": "false"}, "all_nodes", "no target"),
     (ER, {"all_nodes": "yes"}, "all_nodes", "cannot be combined with names"),
+    (ER, {"names": None, "name": "hostile-1", "all_nodes": True}, "all_nodes", "cannot be combined with name"),
     (ER, {"names": None, "all_nodes": "maybe"}, "all_nodes", "bool"),
     # --- k8s_node_extended_resource: names, quantities and sizes
     (ER, {"resources": {"hostile.example.com/dongle\n": 1}}, "dongle\\n", "letters, digits"),
