@@ -7,7 +7,9 @@ ROOT := $(abspath $(dir $(lastword $(MAKEFILE_LIST))))
 VENV := $(ROOT)/.venv
 BIN := $(VENV)/bin
 REPORTS := $(ROOT)/.cache/reports
-PYTHON ?= python3.11
+# The Python .venv is built on; unset, scripts/setup.sh picks Debian's python3.11 where present (built with
+# optimisations), else python3.11 from PATH.
+PYTHON ?=
 # Tools and ansible-playbook find kubehw.devices (this checkout) and the test collections here.
 export ANSIBLE_CONFIG := $(ROOT)/ansible.cfg
 export ANSIBLE_COLLECTIONS_PATH := $(ROOT)/.cache/collections
@@ -141,7 +143,7 @@ roles:
 		--logs $(REPORTS)/roles $(SCENARIOS)
 
 test:
-	@$(PYTHON) $(ROOT)/scripts/run_tests.py --reports $(REPORTS)
+	@$(or $(PYTHON),python3.11) $(ROOT)/scripts/run_tests.py --reports $(REPORTS)
 
 demo: setup
 	@$(PLAIN) bash $(ROOT)/scripts/demo.sh

@@ -20,7 +20,13 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 
-PYTHON="${PYTHON:-python3.11}"
+# The interpreter .venv is built on: $PYTHON if set, else Debian's python3.11 where present, else python3.11 from PATH.
+# Debian builds its Python with profile-guided and link-time optimisation; a default source build (pyenv's, first in
+# PATH on some machines) has neither, and everything the tests run in Python (pytest, ansible-playbook, the modules)
+# costs about a quarter more CPU on it (docs/development.md).
+if [ -z "${PYTHON:-}" ]; then
+    if [ -x /usr/bin/python3.11 ]; then PYTHON=/usr/bin/python3.11; else PYTHON=python3.11; fi
+fi
 VENV="$ROOT/.venv"
 CACHE="$ROOT/.cache"
 ANSIBLE_WHEEL_VERSION="12.3.0"
@@ -32,10 +38,14 @@ DEB_PACKAGES="mmdebstrap systemd-container dpkg-dev gpg iproute2 shellcheck ca-c
 
 log() { printf '[setup] %s\n' "$*"; }
 
+installed() {
+    dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'
+}
+
 install_debian_packages() {
     local missing=() pkg
     for pkg in $DEB_PACKAGES; do
-        if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed'; then
+        if ! installed "$pkg"; then
             missing+=("$pkg")
         fi
     done
@@ -54,16 +64,44 @@ install_debian_packages() {
     printf '%s\n' "${missing[@]}" >>"$CACHE/debian-packages-installed-by-setup.txt"
 }
 
+make_venv() {
+    # Debian splits venv and ensurepip (which ansible-test's sanity environments use too) out of its Python: install
+    # python3.X-venv when a venv cannot be made without it.
+    if "$PYTHON" -m venv "$VENV" >/dev/null 2>&1; then
+        return 0
+    fi
+    rm -rf "$VENV"
+    local package
+    package="python$("$PYTHON" -c 'import sys; print("%d.%d" % sys.version_info[:2])')-venv"
+    if installed "$package" || [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null 2>&1; then
+        log "ERROR: $PYTHON -m venv does not work; install $package (Debian) or name another Python in PYTHON"
+        "$PYTHON" -m venv "$VENV"   # shows why
+        return 1
+    fi
+    log "apt-get install $package (system-wide: $PYTHON -m venv needs it)"
+    DEBIAN_FRONTEND=noninteractive apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$package" >/dev/null
+    mkdir -p "$CACHE"
+    printf '%s\n' "$package" >>"$CACHE/debian-packages-installed-by-setup.txt"
+    "$PYTHON" -m venv "$VENV"
+}
+
 create_venv() {
-    local stamp="$VENV/.requirements.sha256" want
-    want="$(sha256sum <requirements-dev.txt | cut -d' ' -f1)"
+    # The stamp names the interpreter too: .venv is made again when another one is chosen.
+    local stamp="$VENV/.requirements.sha256" want interpreter
+    interpreter="$("$PYTHON" -c 'import sys; print(sys.executable)')"
+    want="$(sha256sum <requirements-dev.txt | cut -d' ' -f1) $interpreter"
     if [ -x "$VENV/bin/python" ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
         log ".venv up to date"
         return 0
     fi
+    if [ -x "$VENV/bin/python" ] && [ "$(cut -s -d' ' -f2- "$stamp" 2>/dev/null)" != "$interpreter" ]; then
+        log "making .venv again with $interpreter"
+        rm -rf "$VENV"
+    fi
     if [ ! -x "$VENV/bin/python" ]; then
-        log "creating .venv with $PYTHON"
-        "$PYTHON" -m venv "$VENV"
+        log "creating .venv with $interpreter"
+        make_venv
     fi
     log "installing requirements-dev.txt into .venv"
     "$VENV/bin/python" -m pip install -q --disable-pip-version-check -r requirements-dev.txt
