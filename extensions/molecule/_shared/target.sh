@@ -19,7 +19,7 @@ repo="$(cd "$here/../../.." && pwd)"
 cache="${KUBEHW_TARGET_CACHE:-$repo/.cache/molecule}"
 suite="${KUBEHW_TARGET_SUITE:-bookworm}"
 # Bump when the package list or the way the image is built changes, so stale images are rebuilt.
-image_rev=2
+image_rev=3
 image="$cache/$suite-minbase-r$image_rev.tar"
 include="systemd,systemd-sysv,dbus,python3,python3-apt,ca-certificates,gpg"
 
@@ -62,6 +62,9 @@ build_image() {
     # of installing usrmerge and perl. Package lists stay, as debootstrap leaves them: the roles install
     # from them. mmdebstrap itself empties /etc/machine-id (systemd then makes one per boot) and removes
     # the downloaded .debs.
+    # dpkg in the image unpacks without fsync (force-unsafe-io), as in Debian's official container images
+    # (/etc/dpkg/dpkg.cfg.d/docker-apt-speedup): a target lives for one scenario, and the packages its roles install
+    # would otherwise wait on a sync of every file they unpack.
     # Check-Valid-Until is off for the build only (a mirror may be a dated snapshot, whose sid Release has
     # expired); the customize hook keeps it off in the image only for suites whose Release expires.
     # shellcheck disable=SC2016  # "$1" in a hook is the root file system, expanded by mmdebstrap's shell
@@ -70,6 +73,7 @@ build_image() {
         --skip=cleanup/apt/lists \
         --aptopt='Acquire::Check-Valid-Until "false"' \
         --customize-hook='rm -f "$1/etc/apt/apt.conf.d/99mmdebstrap"' \
+        --customize-hook='echo force-unsafe-io >"$1/etc/dpkg/dpkg.cfg.d/kubehw-unsafe-io"' \
         --customize-hook='if grep -qs "^Valid-Until:" "$1"/var/lib/apt/lists/*_dists_'"$suite"'_*Release; then
             echo "Acquire::Check-Valid-Until \"false\";" >"$1/etc/apt/apt.conf.d/99kubehw-snapshot-mirror"; fi' \
         --format=tar "$suite" "$build_tmp" "$mirror" >&2
