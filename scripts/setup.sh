@@ -58,10 +58,15 @@ install_debian_packages() {
         return 0
     fi
     log "apt-get install ${missing[*]} (system-wide)"
+    apt_install_recorded "${missing[@]}"
+}
+
+apt_install_recorded() {
+    # Install Debian packages and record their names for make clean's list of what to purge.
     DEBIAN_FRONTEND=noninteractive apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null
     mkdir -p "$CACHE"
-    printf '%s\n' "${missing[@]}" >>"$CACHE/debian-packages-installed-by-setup.txt"
+    printf '%s\n' "$@" >>"$CACHE/debian-packages-installed-by-setup.txt"
 }
 
 make_venv() {
@@ -79,10 +84,7 @@ make_venv() {
         return 1
     fi
     log "apt-get install $package (system-wide: $PYTHON -m venv needs it)"
-    DEBIAN_FRONTEND=noninteractive apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$package" >/dev/null
-    mkdir -p "$CACHE"
-    printf '%s\n' "$package" >>"$CACHE/debian-packages-installed-by-setup.txt"
+    apt_install_recorded "$package"
     "$PYTHON" -m venv "$VENV"
 }
 
