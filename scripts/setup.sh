@@ -72,15 +72,15 @@ apt_install_recorded() {
 make_venv() {
     # Debian splits venv and ensurepip (which ansible-test's sanity environments use too) out of its Python: install
     # python3.X-venv when a venv cannot be made without it.
-    if "$PYTHON" -m venv "$VENV" >/dev/null 2>&1; then
+    local why package
+    if why="$("$PYTHON" -m venv "$VENV" 2>&1)"; then
         return 0
     fi
     rm -rf "$VENV"
-    local package
     package="python$("$PYTHON" -c 'import sys; print("%d.%d" % sys.version_info[:2])')-venv"
     if installed "$package" || [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null 2>&1; then
         log "ERROR: $PYTHON -m venv does not work; install $package (Debian) or name another Python in PYTHON"
-        "$PYTHON" -m venv "$VENV"   # shows why
+        printf '%s\n' "$why" >&2
         return 1
     fi
     log "apt-get install $package (system-wide: $PYTHON -m venv needs it)"
