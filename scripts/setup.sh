@@ -61,9 +61,14 @@ install_debian_packages() {
     apt_install_recorded "${missing[@]}"
 }
 
+apt_lists_updated=0
 apt_install_recorded() {
-    # Install Debian packages and record their names for make clean's list of what to purge.
-    DEBIAN_FRONTEND=noninteractive apt-get update -qq
+    # Install Debian packages and record their names for make clean's list of what to purge. The package lists are
+    # read from the mirror once per setup run, however many installs follow (the venv package, the others).
+    if [ "$apt_lists_updated" -eq 0 ]; then
+        DEBIAN_FRONTEND=noninteractive apt-get update -qq
+        apt_lists_updated=1
+    fi
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null
     mkdir -p "$CACHE"
     printf '%s\n' "$@" >>"$CACHE/debian-packages-installed-by-setup.txt"
