@@ -78,7 +78,7 @@ class ControlPlaneError(RuntimeError):
     pass
 
 
-def _alive(pid):
+def process_alive(pid):
     """The process runs (a zombie, exited but not yet reaped by its parent, does not)."""
     try:
         os.kill(pid, 0)
@@ -124,9 +124,9 @@ def stop_processes(state_dir):
             if pid and os.path.basename(exe.replace(" (deleted)", "")) == name:
                 os.kill(pid, signal.SIGTERM)
                 deadline = time.monotonic() + 10
-                while _alive(pid) and time.monotonic() < deadline:
+                while process_alive(pid) and time.monotonic() < deadline:
                     time.sleep(0.1)
-                if _alive(pid):
+                if process_alive(pid):
                     os.kill(pid, signal.SIGKILL)
             os.remove(path)
         except (ProcessLookupError, FileNotFoundError):
@@ -139,7 +139,7 @@ def reap_abandoned(base):
     reaped = []
     for name in sorted(os.listdir(base)) if os.path.isdir(base) else []:
         state = os.path.join(base, name)
-        if not os.path.isdir(os.path.join(state, "run")) or any(_alive(pid) for pid in owners(state)):
+        if not os.path.isdir(os.path.join(state, "run")) or any(process_alive(pid) for pid in owners(state)):
             continue
         stop_processes(state)
         shutil.rmtree(state, ignore_errors=True)

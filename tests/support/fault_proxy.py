@@ -16,6 +16,7 @@ This proxy gives tests those powers on a real one, with kube-apiserver's own Sta
     proxy.faults                         # the faults not yet used up: [{method, path_regex, status, count}]
     proxy.open_watches                   # the watches being relayed now: [{id, path, resource, query, since}]
     proxy.compact(expire_watches=False)
+    proxy.close_connections()            # drop every client connection, as an apiserver restart does
     proxy.stop()                         # also a context manager: with FaultProxy(path) as proxy: ...
 
 **Forwarding.** Every request goes upstream unchanged: method, path, query, body and headers (Content-Type,
@@ -95,7 +96,7 @@ import shutil
 import tempfile
 import threading
 
-from tests.support.kubeconfig import write_kubeconfig as _write_kubeconfig
+from tests.support import kubeconfig
 from tests.support.tls import make_tls, server_ssl_context
 from tests.support.fault_proxy_handler import Handler, ProxyServer
 from tests.support.fault_proxy_log import Credentials, ProxyTables, request_info
@@ -168,6 +169,10 @@ class FaultProxy:
         shutil.rmtree(self._tmpdir, ignore_errors=True)
         self._tmpdir = None
 
+    def close_connections(self):
+        """Close every client connection, kept-alive ones included, as an apiserver's restart or idle timeout does."""
+        self._httpd.close_all()
+
     def __enter__(self):
         return self.start()
 
@@ -178,8 +183,8 @@ class FaultProxy:
         """A kubeconfig for the proxy (its URL and CA) with token, else the upstream user's credentials."""
         # an upstream user with a client certificate: none in the proxy's kubeconfig (the proxy asks only for
         # certificates of its own CA), the proxy adds it upstream to every request that brings no credential
-        return _write_kubeconfig(path, self.url, self.ca_cert_path, token or self._upstream.token,
-                                 context="fault-proxy", user="fault-proxy-user", cluster="fault-proxy")
+        return kubeconfig.write_kubeconfig(path, self.url, self.ca_cert_path, token or self._upstream.token,
+                                           context="fault-proxy", user="fault-proxy-user", cluster="fault-proxy")
 
     # -- request log
     @property

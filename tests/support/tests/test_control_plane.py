@@ -19,7 +19,7 @@ def _running(plane):
     """The pids of plane's processes that are still running (its pid files)."""
     run = os.path.join(plane.state_dir, "run")
     pids = [int(open(os.path.join(run, name)).read()) for name in os.listdir(run)] if os.path.isdir(run) else []
-    return [pid for pid in pids if control_plane._alive(pid)]   # pylint: disable=protected-access
+    return [pid for pid in pids if control_plane.process_alive(pid)]
 
 
 def test_a_start_reaps_the_control_planes_of_killed_runs_and_only_those(tmp_path):
@@ -43,7 +43,7 @@ def test_a_start_reaps_the_control_planes_of_killed_runs_and_only_those(tmp_path
         killed_run.wait()
         newcomer = control_plane.ControlPlane(bins, os.path.join(base, "newcomer")).start()
         planes.append(newcomer)
-        assert [pid for pid in abandoned_pids if control_plane._alive(pid)] == []   # pylint: disable=protected-access
+        assert [pid for pid in abandoned_pids if control_plane.process_alive(pid)] == []
         assert not os.path.exists(abandoned.state_dir)
         assert len(_running(kept)) == 4 and len(_running(newcomer)) == 4
     finally:

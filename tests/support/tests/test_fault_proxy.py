@@ -558,7 +558,7 @@ def test_a_kept_alive_upstream_connection_the_apiserver_closed_is_not_reused(pro
         core = kubernetes.client.CoreV1Api(_client(via.write_kubeconfig(str(tmp_path / "k"))))
         core.list_namespace()
         # what an apiserver restart (or its idle timeout) does to the proxy's kept-alive connection
-        proxy._httpd.close_all()  # pylint: disable=protected-access
+        proxy.close_connections()
         # a create is never sent twice, so sent on the closed connection it would be lost (the client's socket dropped)
         core.create_namespaced_config_map(namespace, _config_map(name))
     assert [(r["method"], r["status"]) for r in proxy.requests] == [("GET", 200), ("POST", 201)]
