@@ -19,6 +19,8 @@ set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
+# shellcheck source=scripts/apt.sh
+. "$ROOT/scripts/apt.sh"
 
 # The interpreter .venv is built on: $PYTHON if set, else Debian's python3.11 where present, else python3.11 from PATH.
 # Debian builds its Python with profile-guided and link-time optimisation; a default source build (pyenv's, first in
@@ -53,7 +55,7 @@ install_debian_packages() {
         log "Debian packages present"
         return 0
     fi
-    if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null 2>&1; then
+    if ! can_apt_get_install; then
         log "WARNING: missing Debian packages (${missing[*]}); not root or no apt-get, role scenarios may fail"
         return 0
     fi
@@ -61,15 +63,9 @@ install_debian_packages() {
     apt_install_recorded "${missing[@]}"
 }
 
-apt_lists_updated=0
 apt_install_recorded() {
-    # Install Debian packages and record their names for make clean's list of what to purge. The package lists are
-    # read from the mirror once per setup run, however many installs follow (the venv package, the others).
-    if [ "$apt_lists_updated" -eq 0 ]; then
-        DEBIAN_FRONTEND=noninteractive apt-get update -qq
-        apt_lists_updated=1
-    fi
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+    # Install Debian packages and record their names for make clean's list of what to purge.
+    apt_get_install "$@"
     mkdir -p "$CACHE"
     printf '%s\n' "$@" >>"$CACHE/debian-packages-installed-by-setup.txt"
 }
@@ -83,7 +79,7 @@ make_venv() {
     fi
     rm -rf "$VENV"
     package="python$("$PYTHON" -c 'import sys; print("%d.%d" % sys.version_info[:2])')-venv"
-    if installed "$package" || [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null 2>&1; then
+    if installed "$package" || ! can_apt_get_install; then
         log "ERROR: $PYTHON -m venv does not work; install $package (Debian) or name another Python in PYTHON"
         printf '%s\n' "$why" >&2
         return 1
