@@ -162,7 +162,7 @@ class FaultProxy:
         self._httpd.shutdown()
         self._watches.end_all()
         self._httpd.server_close()
-        self._httpd.close_all()
+        self.close_connections()
         for thread in self._threads:
             thread.join(5)
         self._httpd = None
