@@ -6,8 +6,8 @@ envtest starts its own.
 
     bin_dir = k8s_binaries.locate()          # $KUBEHW_K8S_ASSETS, ../shared/k8s/bin, or what `make setup`
                                              # downloaded; None when there are none
-    plane = ControlPlane(bin_dir, state_dir).start()   # free ports, a fresh etcd; certificates, tokens, logs in
-                                                       # state_dir
+    plane = ControlPlane(bin_dir, state_dir).start()   # free ports (PORT_FLOOR), a fresh etcd; certificates,
+                                                       # tokens, logs in state_dir
     plane.kubeconfig, plane.agent_kubeconfig, plane.ca_cert, plane.audit_log
     plane.stop(wipe=True)
 
@@ -30,6 +30,7 @@ __metaclass__ = type
 
 import base64
 import os
+import random
 import shutil
 import signal
 import socket
@@ -50,24 +51,62 @@ TOKENS = (("kubehw-admin-token", "admin", "admin-uid", "system:masters"),
 AUDIT_POLICY = "apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [\"RequestReceived\"]\nrules:\n- level: Metadata\n"
 
 
-def free_ports(count):
-    """count distinct TCP ports free on 127.0.0.1 now (each with its neighbour free too, for etcd's peer port)."""
-    found, held = [], []
+# Ports are picked below the kernel's ephemeral range (net.ipv4.ip_local_port_range), from PORT_FLOOR up: the kernel
+# hands ports of that range to every bind(0) and every outgoing connection of the machine, so a port found free there
+# may be some client's by the time a component binds it (a CI run once lost kube-scheduler's that way); below it only
+# a process that names the port can take it.
+PORT_FLOOR = 10000
+# start() tries again with new ports when a component finds its port taken all the same (another control plane
+# starting at the same moment picked it too): up to this many times in all
+PORT_ATTEMPTS = 3
+
+
+def unassigned_port_range(path="/proc/sys/net/ipv4/ip_local_port_range"):
+    """(first, last): the ports from PORT_FLOOR up to just below the kernel's ephemeral range, or None where that
+    range cannot be read or leaves fewer than 1,000 ports below it."""
+    try:
+        with open(path) as f:
+            low = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    if low - PORT_FLOOR < 1000:
+        return None
+    return PORT_FLOOR, low - 1
+
+
+def _bind(port):
+    """A socket bound to 127.0.0.1:port (0: a port the kernel picks), or None where the port is taken."""
+    sock = socket.socket()
+    try:
+        sock.bind(("127.0.0.1", port))
+    except OSError:
+        sock.close()
+        return None
+    return sock
+
+
+def free_ports(count, port_range=None):
+    """count distinct TCP ports free on 127.0.0.1 now, each with its neighbour free too (for etcd's peer port): below
+    the kernel's ephemeral range (unassigned_port_range()), else any the kernel picks."""
+    port_range = port_range or unassigned_port_range()
+    found, held = [], []    # held: every socket stays bound until all are found, so no port is found twice
+    tries = count * 200
     try:
         while len(found) < count:
-            sock = socket.socket()
-            sock.bind(("127.0.0.1", 0))
-            port = sock.getsockname()[1]
-            held.append(sock)
-            neighbour = socket.socket()
-            try:
-                neighbour.bind(("127.0.0.1", port + 1))
-            except OSError:
+            if tries == 0:
+                raise ControlPlaneError("no %d free ports on 127.0.0.1 (with their neighbours) in %s" % (
+                    count, "%d-%d" % port_range if port_range else "the kernel's ephemeral range"))
+            tries -= 1
+            sock = _bind(random.randint(port_range[0], port_range[1] - 1) if port_range else 0)
+            if sock is None:
                 continue
-            finally:
-                neighbour.close()
-            if port not in found and port + 1 not in found:
-                found.append(port)
+            held.append(sock)
+            port = sock.getsockname()[1]
+            neighbour = _bind(port + 1)
+            if neighbour is None:
+                continue
+            held.append(neighbour)
+            found.append(port)
     finally:
         for sock in held:
             sock.close()
@@ -76,6 +115,14 @@ def free_ports(count):
 
 class ControlPlaneError(RuntimeError):
     pass
+
+
+class PortTaken(ControlPlaneError):
+    """A component exited while starting because its port was taken (PORT_TAKEN in its log)."""
+
+
+# what etcd and the Kubernetes components log (from Go's net package) when their port is taken
+PORT_TAKEN = "address already in use"
 
 
 def process_alive(pid):
@@ -174,6 +221,7 @@ class ControlPlane:
         self.ca_cert = os.path.join(self.pki, "ca.crt")
         self.api_port = None
         self._procs = {}    # the components this object started: name -> Popen
+        self._log_starts = {}   # name -> where its log stood when this object last started it (log_tail(since=))
         self.controller_manager_args = list(controller_manager_args)
 
     def add_owner(self, pid=None):
@@ -197,14 +245,25 @@ class ControlPlane:
         if missing:
             raise ControlPlaneError("%s has no executable %s" % (self.bin_dir, ", ".join(missing)))
         self.stop()     # a leftover of an interrupted run under the same folder
-        shutil.rmtree(os.path.join(self.state_dir, "etcd-data"), ignore_errors=True)
         for folder in (self.pki, self.logs, os.path.join(self.state_dir, "run")):
             os.makedirs(folder, exist_ok=True)
-        os.makedirs(os.path.join(self.state_dir, "etcd-data"), mode=0o700)
         self.add_owner()
-        api, etcd, kcm, sched = free_ports(4)
-        self.api_port = api
         deadline = time.monotonic() + timeout
+        for attempt in range(1, PORT_ATTEMPTS + 1):
+            try:
+                return self._start_on(free_ports(4), deadline)
+            except PortTaken as err:
+                if attempt == PORT_ATTEMPTS:
+                    raise ControlPlaneError("%s (%d attempts, each with new ports)" % (err, attempt))
+        raise AssertionError("not reached")
+
+    def _start_on(self, ports, deadline):
+        """Start the components on these ports (apiserver, etcd and etcd + 1, controller manager, scheduler) with a
+        fresh etcd; raise PortTaken, with everything stopped again, when a component finds its port taken."""
+        api, etcd, kcm, sched = ports
+        shutil.rmtree(os.path.join(self.state_dir, "etcd-data"), ignore_errors=True)
+        os.makedirs(os.path.join(self.state_dir, "etcd-data"), mode=0o700)
+        self.api_port = api
         try:
             self._write_credentials(api)
             self._spawn("etcd", [
@@ -290,6 +349,7 @@ class ControlPlane:
         logs/<name>.log, its pid in run/<name>.pid."""
         log = open(os.path.join(self.logs, name + ".log"), "ab")
         try:
+            self._log_starts[name] = log.tell()
             proc = subprocess.Popen([os.path.join(self.bin_dir, name)] + args, stdin=subprocess.DEVNULL, stdout=log,
                                     stderr=subprocess.STDOUT, start_new_session=True, close_fds=True)
         finally:
@@ -309,8 +369,9 @@ class ControlPlane:
         while True:
             proc = self._procs[name]
             if proc.poll() is not None:
-                raise ControlPlaneError("%s exited (code %s) while starting:\n%s"
-                                        % (name, proc.returncode, self.log_tail(name)))
+                tail = self.log_tail(name, since=self._log_starts.get(name, 0))
+                error = PortTaken if PORT_TAKEN in tail else ControlPlaneError
+                raise error("%s exited (code %s) while starting:\n%s" % (name, proc.returncode, tail))
             try:
                 with urllib.request.urlopen(request, timeout=2, context=context) as resp:
                     if healthy(resp.read().strip()):
@@ -321,9 +382,11 @@ class ControlPlane:
                 raise ControlPlaneError("%s not healthy at %s in time:\n%s" % (name, url, self.log_tail(name)))
             time.sleep(0.1)
 
-    def log_tail(self, name, lines=20):
+    def log_tail(self, name, lines=20, since=0):
+        """The last lines of a component's log (of what it wrote from byte `since` on)."""
         try:
             with open(os.path.join(self.logs, name + ".log"), "rb") as f:
+                f.seek(since)
                 return b"\n".join(f.read().splitlines()[-lines:]).decode("utf-8", "replace")
         except OSError:
             return "(no log)"
