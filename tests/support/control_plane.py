@@ -249,13 +249,12 @@ class ControlPlane:
             os.makedirs(folder, exist_ok=True)
         self.add_owner()
         deadline = time.monotonic() + timeout
-        for attempt in range(1, PORT_ATTEMPTS + 1):
+        for _attempt in range(PORT_ATTEMPTS):
             try:
                 return self._start_on(free_ports(4), deadline)
             except PortTaken as err:
-                if attempt == PORT_ATTEMPTS:
-                    raise ControlPlaneError("%s (%d attempts, each with new ports)" % (err, attempt))
-        raise AssertionError("not reached")
+                taken = err
+        raise ControlPlaneError("%s (%d attempts, each with new ports)" % (taken, PORT_ATTEMPTS))
 
     def _start_on(self, ports, deadline):
         """Start the components on these ports (apiserver, etcd and etcd + 1, controller manager, scheduler) with a
