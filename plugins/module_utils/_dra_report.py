@@ -5,7 +5,8 @@
 
 ``current_pools`` is the one definition of a driver's published devices (the newest generation of each
 pool, complete pools only); ``report`` is ``extended_resource_info``'s DRA section; ``published_by_node``,
-``nodes_missing_devices`` and ``node_results`` are ``dra_driver_deploy``'s wait for a driver's devices.
+``nodes_missing_devices`` and ``node_results`` are ``dra_driver_deploy``'s wait for a driver's devices,
+``still_published`` and ``describe_published`` its wait for them to go.
 
 Private to the collection: the interface may change without notice.
 """
@@ -140,6 +141,12 @@ def still_published(slices, nodes):
             count, devices = left.get(node, (0, 0))
             left[node] = (count + 1, devices + len(spec.get("devices") or []))
     return left
+
+
+def describe_published(left):
+    """still_published()'s answer as a task message names it: "gpu-2 (4 device(s) in 1 ResourceSlice(s)), ..."."""
+    return ", ".join("%s (%d device(s) in %d ResourceSlice(s))" % (node, devices, count)
+                     for node, (count, devices) in sorted(left.items()))
 
 
 def node_results(published, node_names, driver):

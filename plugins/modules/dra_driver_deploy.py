@@ -136,7 +136,9 @@ options:
       - With O(state=absent), V(rollout) waits until the DaemonSet is deleted, and V(devices) also until none of the
         nodes its kubelet-plugin pods ran on publishes a ResourceSlice of the driver any more (the kubelet removes
         them once the driver's plugin there has stopped), by watching the driver's slices; a timeout names each node
-        and what it still publishes. A run that deletes no DaemonSet does not wait.
+        and what it still publishes. A run that deletes no DaemonSet does not wait; with V(devices) it reads the
+        driver's ResourceSlices once and warns naming each node that still publishes some (for example one whose
+        kubelet was down when an earlier run removed the driver).
     type: str
     choices: [none, rollout, devices]
     default: devices
@@ -364,6 +366,7 @@ from ansible_collections.kubehw.devices.plugins.module_utils._pod_spec import (
 from ansible_collections.kubehw.devices.plugins.module_utils._pod_spec import positive_int as whole_number
 # The ResourceSlice aggregation and the builders live in module_utils; the names stay importable from here.
 from ansible_collections.kubehw.devices.plugins.module_utils._dra_report import (  # pylint: disable=unused-import
+    describe_published,
     node_results,
     nodes_missing_devices,
     published_by_node,
@@ -819,6 +822,8 @@ class DraDriverDeploy(ds_task.DaemonSetTask):
             self.wait_deleted()
         if plugin_nodes:
             self._wait_unpublished(plugin_nodes, served)
+        elif live_ds is None and served and self.params["wait"] == "devices":
+            self._warn_still_published(served)
 
     def _plugin_nodes(self, live_ds):
         """The nodes the DaemonSet's pods run on (or are bound to)."""
@@ -841,9 +846,22 @@ class DraDriverDeploy(ds_task.DaemonSetTask):
                 "Timed out after %ss waiting for the nodes that ran DaemonSet %s/%s to stop publishing ResourceSlices "
                 "of driver %s: %s. The kubelet removes a node's slices once the driver's plugin there has stopped; a "
                 "node whose kubelet is down keeps them (set wait: rollout not to wait for them)"
-                % (self.params["wait_timeout"], self.namespace, self.name, self.driver, ", ".join(
-                    "%s (%d device(s) in %d ResourceSlice(s))" % (node, devices, count)
-                    for node, (count, devices) in sorted(left.items()))))
+                % (self.params["wait_timeout"], self.namespace, self.name, self.driver, describe_published(left)))
+
+    def _warn_still_published(self, version):
+        """A run that found no DaemonSet to delete waits for nothing; it says which nodes still publish ResourceSlices of
+        the driver (those of a node whose kubelet was down when an earlier run removed the driver, or of another
+        deployment of the same driver), read once."""
+        slices = self.client.list_all(self._slices_fn(version), what="list the ResourceSlices of driver %s" % self.driver,
+                                      field_selector="spec.driver=%s" % self.driver).get("items") or []
+        nodes = set((item.get("spec") or {}).get("nodeName") for item in slices) - set([None, ""])
+        left = still_published(slices, nodes)
+        if left:
+            self.warnings.append(
+                "No DaemonSet %s/%s was left to delete, so nothing was waited for, but nodes still publish ResourceSlices "
+                "of driver %s: %s. A node's kubelet removes them once the driver's plugin there has stopped (a node whose "
+                "kubelet was down keeps them until it runs again); another deployment of the driver publishes its own"
+                % (self.namespace, self.name, self.driver, describe_published(left)))
 
     def _remove(self, kind, live):
         self.add_diff(kind, self._display(live), live, None)

@@ -248,7 +248,7 @@ def test_error_event_mid_wait_then_timeout_names_each_node_and_what_is_missing(c
 
 
 @pytest.mark.node_config(NODES)
-def test_absent_with_a_kubelet_down_deletes_everything_then_times_out_naming_the_node_that_still_publishes(
+def test_absent_with_a_kubelet_down_deletes_everything_times_out_naming_the_node_that_still_publishes_and_a_rerun_warns(
         cluster, ansible, namespace):
     cluster.require_controlled("stops a node's kubelet, which then leaves its ResourceSlices as they are")
     run = ansible([task(namespace)])
@@ -256,6 +256,7 @@ def test_absent_with_a_kubelet_down_deletes_everything_then_times_out_naming_the
     cluster.controls.set_node_unreachable("gpu-2")
     try:
         run = ansible([dict(task(namespace, "Remove", state="absent", wait_timeout=5), ignore_errors=True),
+                       task(namespace, "Remove again", state="absent", wait_timeout=5),
                        task(namespace, "Remove without waiting for devices", state="absent", wait="rollout")])
     finally:
         cluster.controls.set_node_unreachable("gpu-2", False)
@@ -267,5 +268,14 @@ def test_absent_with_a_kubelet_down_deletes_everything_then_times_out_naming_the
     # gpu-1's kubelet removed its slice; everything was deleted before the wait
     assert not exists(cluster.apps.read_namespaced_daemon_set, DS, namespace)
     assert not device_class_exists(cluster, "gpu.example.com")
+    # a rerun finds nothing to delete and so waits for nothing, but names the node that still publishes
+    again = run.result("Remove again")
+    assert not again["failed"] and not again["changed"] and again["waited_for"] == "none", run.output()
+    assert again.get("warnings") == [
+        "No DaemonSet %s/%s was left to delete, so nothing was waited for, but nodes still publish ResourceSlices of "
+        "driver gpu.example.com: gpu-2 (4 device(s) in 1 ResourceSlice(s)). A node's kubelet removes them once the "
+        "driver's plugin there has stopped (a node whose kubelet was down keeps them until it runs again); another "
+        "deployment of the driver publishes its own" % (namespace, DS)], run.output()
     again = run.result("Remove without waiting for devices")
     assert not again["failed"] and not again["changed"] and again["waited_for"] == "none", run.output()
+    assert not again.get("warnings"), run.output()

@@ -17,6 +17,7 @@ import json
 import pytest
 
 from ansible.module_utils import basic
+from ansible.module_utils.common import warnings as module_warnings
 
 try:
     from ansible.module_utils.testing import patch_module_args
@@ -36,7 +37,12 @@ from ansible_collections.kubehw.devices.plugins.module_utils._errors import Kube
 
 
 def run_module(module, capsys, args, check=False, diff=False):
-    """Run ``module.main()`` with ``args`` (check/diff mode as asked) and return its JSON result."""
+    """Run ``module.main()`` with ``args`` (check/diff mode as asked) and return its JSON result.
+
+    A module process starts with no warnings; in this one process ansible-core would return every earlier run's too
+    (it keeps them in module-level collections, a list before 2.19 and a dict since), so they are emptied first."""
+    module_warnings._global_warnings.clear()  # pylint: disable=protected-access
+    module_warnings._global_deprecations.clear()  # pylint: disable=protected-access
     args = dict(args)
     if check:
         args["_ansible_check_mode"] = True

@@ -481,13 +481,23 @@ class FakeApi(object):
 class FakeDra(object):
     version = None
 
-    def __init__(self, classes=None, server="v1.36.2", served=("v1",)):
+    def __init__(self, classes=None, server="v1.36.2", served=("v1",), slices=()):
         self.server = server
         self.served = list(served)
         self.classes = classes or {}
+        self.slices = list(slices)
+        self.slice_lists = []
         self.writes = []
         self.dry_runs = []
         self.discoveries = 0
+        self.custom = self      # the module lists ResourceSlices through the CustomObjectsApi
+
+    def list_cluster_custom_object(self, group, version, plural, field_selector=None, **kwargs):
+        assert (group, version, plural) == ("resource.k8s.io", "v1", "resourceslices")
+        self.slice_lists.append(field_selector)
+        driver = field_selector.split("=", 1)[1] if field_selector else None
+        return {"items": [copy.deepcopy(s) for s in self.slices if driver in (None, s["spec"]["driver"])],
+                "metadata": {"resourceVersion": "7"}}
 
     def served_versions(self):
         return list(self.served)
@@ -589,6 +599,32 @@ def test_a_driver_of_the_same_name_in_another_namespace_keeps_its_cluster_role_a
     fakes(api, dra_api)
     out = run_module(mod, capsys, params(namespace="team-a", state="absent", device_classes=False))
     assert ("write", "delete_cluster_role_binding") in api.calls and ("write", "delete_cluster_role") in api.calls
+
+
+def test_a_rerun_that_finds_nothing_to_delete_names_the_nodes_that_still_publish(fakes, capsys):
+    """An earlier run deleted everything but timed out on a node whose kubelet was down: a rerun has no DaemonSet to
+    delete and so nothing to wait for, and says in a warning which nodes still publish the driver's slices (one
+    read; not those of another driver, nor a slice of no node). Without wait: devices it does not look."""
+    slices = [rs("n1", "n1", 1, 1, ["gpu-0", "gpu-1"]), rs("n3", "n3", 1, 1, ["gpu-0"], driver="gpu.nvidia.com"),
+              {"spec": {"driver": "gpu.example.com", "allNodes": True, "devices": [{"name": "shared"}]}}]
+    for check in (False, True):
+        api, dra_api = FakeApi(), FakeDra(slices=slices)
+        fakes(api, dra_api)
+        out = run_module(mod, capsys, params(state="absent"), check=check)
+        assert not out.get("failed") and not out["changed"] and out["waited_for"] == "none", out
+        assert dra_api.slice_lists == ["spec.driver=gpu.example.com"]
+        assert ("No DaemonSet kubehw-dra-drivers/dra-example-driver-kubeletplugin was left to delete, so nothing was "
+                "waited for, but nodes still publish ResourceSlices of driver gpu.example.com: n1 (2 device(s) in 1 "
+                "ResourceSlice(s)).") in json.dumps(out.get("warnings")), out
+        assert [c for c in api.calls if c[0] == "write"] == [] and dra_api.writes == []
+    api, dra_api = FakeApi(), FakeDra(slices=slices[1:])
+    fakes(api, dra_api)
+    out = run_module(mod, capsys, params(state="absent"))
+    assert not out.get("failed") and not out.get("warnings") and dra_api.slice_lists == ["spec.driver=gpu.example.com"]
+    api, dra_api = FakeApi(), FakeDra(slices=slices)
+    fakes(api, dra_api)
+    out = run_module(mod, capsys, params(state="absent", wait="rollout"))
+    assert not out.get("failed") and not out.get("warnings") and dra_api.slice_lists == [], out
 
 
 def test_check_mode_predicts_every_object_and_writes_nothing(fakes, capsys):
