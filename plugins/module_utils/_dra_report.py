@@ -131,13 +131,14 @@ def nodes_missing_devices(published, node_names, min_count):
     return missing
 
 
-def still_published(slices, nodes):
-    """{node: (ResourceSlices, devices)} of ``nodes`` that still have ResourceSlices among ``slices`` (one driver's)."""
+def still_published(slices, nodes=None):
+    """{node: (ResourceSlices, devices)} of ``nodes`` (every node when None) that still have ResourceSlices among
+    ``slices`` (one driver's); a slice of no one node (``allNodes``, a node selector) counts for none."""
     left = {}
     for item in slices:
         spec = item.get("spec") or {}
         node = spec.get("nodeName")
-        if node in nodes:
+        if node and (nodes is None or node in nodes):
             count, devices = left.get(node, (0, 0))
             left[node] = (count + 1, devices + len(spec.get("devices") or []))
     return left

@@ -854,8 +854,7 @@ class DraDriverDeploy(ds_task.DaemonSetTask):
         deployment of the same driver), read once."""
         slices = self.client.list_all(self._slices_fn(version), what="list the ResourceSlices of driver %s" % self.driver,
                                       field_selector="spec.driver=%s" % self.driver).get("items") or []
-        nodes = set((item.get("spec") or {}).get("nodeName") for item in slices) - set([None, ""])
-        left = still_published(slices, nodes)
+        left = still_published(slices)
         if left:
             self.warnings.append(
                 "No DaemonSet %s/%s was left to delete, so nothing was waited for, but nodes still publish ResourceSlices "

@@ -427,6 +427,8 @@ def test_a_removed_drivers_nodes_still_publish_while_any_slice_of_theirs_is_left
     assert mod.still_published(slices, ["n1", "n2", "n4"]) == {"n1": (2, 3), "n2": (1, 0)}
     assert mod.still_published(slices[2:], ["n1"]) == {}
     assert mod.still_published([], ["n1"]) == {}
+    # every node's: the slice of no one node still counts for none
+    assert mod.still_published(slices) == {"n1": (2, 3), "n2": (1, 0), "n3": (1, 1)}
 
 
 # -- requests a run sends ----------------------------------------------------------------------------------
