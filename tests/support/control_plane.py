@@ -365,10 +365,11 @@ class ControlPlane:
             context.check_hostname = False
             context.verify_mode = ssl.CERT_NONE
         request = urllib.request.Request(url, headers={"Authorization": "Bearer " + token} if token else {})
+        since = self._log_starts.get(name, 0)   # this start's lines only, not an earlier attempt's
         while True:
             proc = self._procs[name]
             if proc.poll() is not None:
-                tail = self.log_tail(name, since=self._log_starts.get(name, 0))
+                tail = self.log_tail(name, since=since)
                 error = PortTaken if PORT_TAKEN in tail else ControlPlaneError
                 raise error("%s exited (code %s) while starting:\n%s" % (name, proc.returncode, tail))
             try:
@@ -378,7 +379,8 @@ class ControlPlane:
             except (OSError, ValueError):
                 pass
             if time.monotonic() > deadline:
-                raise ControlPlaneError("%s not healthy at %s in time:\n%s" % (name, url, self.log_tail(name)))
+                raise ControlPlaneError("%s not healthy at %s in time:\n%s"
+                                        % (name, url, self.log_tail(name, since=since)))
             time.sleep(0.1)
 
     def log_tail(self, name, lines=20, since=0):
