@@ -8,6 +8,7 @@ __metaclass__ = type
 import glob
 import json
 import os
+import shutil
 import subprocess
 import tarfile
 
@@ -32,10 +33,29 @@ def _run(args, env=None, cwd=None):
     return proc
 
 
+# What a working checkout may hold besides the collection: tool environments, caches, test and benchmark output, a
+# collections tree made for a test run, built tarballs. None of it may ship.
+CHECKOUT_STATE = ('.venv/bin/python', '.cache/collections/x', '.ansible/tmp/x', '.molecule/default/state.yml',
+                  '.benchmarks/run.json', 'collections/ansible_collections/x', 'ansible_collections/kubehw/x',
+                  '.pytest_cache/v', '.hypothesis/examples/x', 'tests/output/junit.xml', 'plugins/modules/__pycache__/x.pyc',
+                  'changelogs/.plugin-cache.yaml', 'benchmarks/results/x.tmp', 'kubehw-devices-0.0.1.tar.gz')
+# The top of the tarball: what users run and read, and the two files ansible-galaxy writes.
+SHIPPED = {'MANIFEST.json', 'FILES.json', 'README.md', 'COPYING', 'CHANGELOG.rst', 'changelogs', 'docs', 'meta',
+           'playbooks', 'plugins', 'roles'}
+TEST_COLLECTIONS = os.path.join(ROOT, '.cache', 'collections', 'ansible_collections')
+
+
 @pytest.fixture(scope='module')
 def installed(tmp_path_factory):
-    """Build the tarball from this checkout and install it into an empty collections path."""
+    """Build the tarball from a copy of this checkout that holds every kind of state a working checkout may hold,
+    and install it, with its declared dependency from the local copy make setup keeps, into an empty path."""
     base = tmp_path_factory.mktemp('build')
+    checkout = base / 'devices'
+    shutil.copytree(ROOT, str(checkout), ignore=shutil.ignore_patterns('.venv', '.cache', '.git'))
+    for path in CHECKOUT_STATE:
+        target = checkout / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(u'state\n')
     dist = base / 'dist'
     collections = base / 'collections'
     # an empty config, so the checkout's ansible.cfg (collections_path) cannot leak into the check
@@ -48,26 +68,36 @@ def installed(tmp_path_factory):
         ANSIBLE_CONFIG=str(config),
         ANSIBLE_NOCOLOR='1',
     )
-    _run([tool('ansible-galaxy'), 'collection', 'build', ROOT, '--output-path', str(dist)], env=env)
+    _run([tool('ansible-galaxy'), 'collection', 'build', str(checkout), '--output-path', str(dist)], env=env)
     with open(os.path.join(ROOT, 'galaxy.yml')) as handle:
         galaxy = yaml.safe_load(handle)
     tarball = dist / ('%s-%s-%s.tar.gz' % (galaxy['namespace'], galaxy['name'], galaxy['version']))
     assert tarball.is_file(), 'build produced %s' % sorted(p.name for p in dist.iterdir())
-    _run([tool('ansible-galaxy'), 'collection', 'install', '--offline', '-p', str(collections), str(tarball)], env=env)
-    return {'tarball': tarball, 'galaxy': galaxy, 'env': env,
+    install = [tool('ansible-galaxy'), 'collection', 'install', '--offline', '-p', str(collections), str(tarball)]
+    # without its declared dependency at hand, the offline install refuses, naming it
+    alone = subprocess.run(install, env=env, capture_output=True, text=True, check=False, timeout=300)
+    dependencies = [os.path.join(TEST_COLLECTIONS, *name.split('.')) for name in sorted(galaxy['dependencies'])]
+    _run(install + dependencies, env=env)
+    return {'tarball': tarball, 'galaxy': galaxy, 'env': env, 'alone': alone, 'collections': collections,
             'path': collections / 'ansible_collections' / galaxy['namespace'] / galaxy['name']}
 
 
-def test_tarball_holds_the_collection_and_no_local_state(installed):
+def test_tarball_holds_what_users_run_and_no_checkout_state(installed):
     with tarfile.open(str(installed['tarball'])) as archive:
         names = archive.getnames()
-    assert 'MANIFEST.json' in names
-    assert 'meta/runtime.yml' in names
-    assert 'COPYING' in names
-    leaked = [n for n in names if n.split('/')[0] in ('.venv', '.cache', '.git', '.ci') or n.startswith('tests/output/')]
-    assert leaked == []
+    assert set(name.split('/')[0] for name in names) == SHIPPED
+    assert 'meta/runtime.yml' in names and 'CHANGELOG.rst' in names and 'changelogs/changelog.yaml' in names
+    assert [n for n in names if '__pycache__' in n or n.endswith(('.pyc', '.tar.gz', '.plugin-cache.yaml'))] == []
     for module in MODULES:
         assert 'plugins/modules/%s.py' % module in names
+
+
+def test_dependencies_are_declared_and_installed(installed):
+    assert installed['galaxy']['dependencies'] == {'kubernetes.core': '>=3.0.0'}
+    alone = installed['alone']
+    assert alone.returncode != 0 and 'kubernetes.core' in alone.stderr, alone.stderr
+    with open(str(installed['collections'] / 'ansible_collections' / 'kubernetes' / 'core' / 'MANIFEST.json')) as handle:
+        assert json.load(handle)['collection_info']['name'] == 'core'
 
 
 def test_installed_manifest_names_the_collection(installed):

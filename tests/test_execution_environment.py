@@ -7,6 +7,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import os
+import shlex
 import shutil
 import subprocess
 
@@ -24,31 +25,48 @@ def _run(args, cwd=None, env=None):
     return proc
 
 
-def test_ansible_builder_creates_a_build_context(tmp_path):
-    work = tmp_path / "ee"
-    work.mkdir()
-    shutil.copy(os.path.join(EE_DIR, "execution-environment.yml"), str(work))
+def build_commands():
+    """The build lines of the definition's header comment, as a user copies them."""
+    with open(os.path.join(EE_DIR, "execution-environment.yml")) as handle:
+        return [line.lstrip("#").strip() for line in handle
+                if line.startswith("#   ansible-galaxy ") or line.startswith("#   ansible-builder ")]
+
+
+def test_the_build_commands_of_the_header_work_from_the_collection_root(tmp_path):
+    """The header's commands, run as written from a copy of the collection root: the tarball lands where the
+    definition copies it from, and ansible-builder makes a build context holding it (`create` writes what `build`
+    would hand to a container engine, which this machine lacks)."""
+    galaxy_build, builder_build = build_commands()
+    root = tmp_path / "devices"
+    shutil.copytree(ROOT, str(root), ignore=shutil.ignore_patterns(".venv", ".cache", ".git", "__pycache__"))
     env = dict(os.environ, ANSIBLE_CONFIG=str(tmp_path / "none.cfg"))
-    _run([tool("ansible-galaxy"), "collection", "build", ROOT, "--output-path", str(work)], env=env)
-    assert (work / "kubehw-devices-0.1.0.tar.gz").exists()
-    _run([tool("ansible-builder"), "create", "-f", "execution-environment.yml", "--context", "context"],
-         cwd=str(work))
-    names = [n for n in ("Containerfile", "Dockerfile") if (work / "context" / n).exists()]
+    _run([tool(word) if i == 0 else word for i, word in enumerate(shlex.split(galaxy_build))], cwd=str(root), env=env)
+    with open(os.path.join(ROOT, "galaxy.yml")) as handle:
+        version = yaml.safe_load(handle)["version"]
+    tarball = "kubehw-devices-%s.tar.gz" % version
+    assert (root / "playbooks" / "awx" / tarball).exists()
+    args = shlex.split(builder_build)
+    assert args[:2] == ["ansible-builder", "build"] and args[-1].endswith(":" + version)
+    definition = args[args.index("-f") + 1]
+    _run([tool("ansible-builder"), "create", "-f", definition, "--context", str(tmp_path / "context")],
+         cwd=str(root))
+    context = tmp_path / "context"
+    names = [n for n in ("Containerfile", "Dockerfile") if (context / n).exists()]
     assert names, "ansible-builder wrote no Containerfile or Dockerfile"
-    containerfile = (work / "context" / names[0]).read_text()
+    containerfile = (context / names[0]).read_text()
     assert "ansible-galaxy collection install" in containerfile and "introspect" in containerfile
-    copied = work / "context" / "_build" / "collections" / "kubehw-devices-0.1.0.tar.gz"
-    assert copied.exists()
-    requirements = yaml.safe_load((work / "context" / "_build" / "requirements.yml").read_text())
-    assert requirements["collections"][0]["type"] == "file"
+    assert (context / "_build" / "collections" / tarball).exists()
+    requirements = yaml.safe_load((context / "_build" / "requirements.yml").read_text())
+    assert requirements["collections"] == [{"name": "/build/collections/" + tarball, "type": "file"}]
 
 
 def test_builder_introspection_reads_our_requirements(tmp_path):
     install = tmp_path / "collections"
     env = dict(os.environ, ANSIBLE_CONFIG=str(tmp_path / "none.cfg"))
     _run([tool("ansible-galaxy"), "collection", "build", ROOT, "--output-path", str(tmp_path)], env=env)
-    _run([tool("ansible-galaxy"), "collection", "install", "--force", "-p", str(install),
-          str(tmp_path / "kubehw-devices-0.1.0.tar.gz")], env=env)
+    tarball = [p for p in os.listdir(str(tmp_path)) if p.endswith(".tar.gz")]
+    _run([tool("ansible-galaxy"), "collection", "install", "--offline", "--no-deps", "--force", "-p", str(install),
+          str(tmp_path / tarball[0])], env=env)
     out = _run([tool("ansible-builder"), "introspect", "--sanitize", str(install)]).stdout
     data = yaml.safe_load(out)
     assert data, out

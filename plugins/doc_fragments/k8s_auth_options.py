@@ -103,11 +103,25 @@ options:
     elements: str
   request_timeout:
     description:
-      - Seconds to wait for each answer of the API server.
-      - Requests answered with 429, 5xx or a dropped connection are retried with backoff
-        (honouring C(Retry-After)) for at most 45 seconds in total.
+      - Seconds to wait for the API server's answer to each request, once connected.
     type: float
     default: 30
+  connect_timeout:
+    description:
+      - Seconds to wait for a connection to the API server (TCP and TLS) before the request fails.
+      - An address that has not answered yet and refuses the connection, does not resolve, or does not connect
+        within this time is reported at once, without retries; asking again does not mend a wrong O(host), port or
+        network.
+    type: float
+    default: 5
+  retry_timeout:
+    description:
+      - Seconds in all for which one request is asked again, with backoff (honouring C(Retry-After)), when the
+        server answers 429 or 5xx or the connection drops after the server has answered once (an apiserver
+        restarting, a load balancer's hiccup).
+      - V(0) fails at the first such error.
+    type: float
+    default: 45
 requirements:
   - kubernetes >= 24.2.0
 """

@@ -9,7 +9,7 @@ __metaclass__ = type
 DOCUMENTATION = r"""
 name: k8s_nodes
 short_description: Kubernetes nodes as inventory hosts, grouped by the accelerators the cluster knows they have
-version_added: 0.1.0
+version_added: 1.0.0
 description:
   - One host per Kubernetes Node, read in one paged list (C(limit) and C(continue); an expired C(continue) token
     starts the list again), optionally narrowed by label and field selectors and a node name pattern.
@@ -66,16 +66,18 @@ options:
     default: 500
   retry_timeout:
     description:
-      - Seconds in all for which an API server that cannot be reached, or answers 429 or 5xx, is asked again
-        (with backoff) before the inventory fails. The default rides out an apiserver restart, as the modules do;
-        V(0) fails at the first such error, so an unreachable cluster is reported within seconds.
+      - Seconds in all for which a request answered with 429 or 5xx, or whose connection drops after the server
+        has answered once, is asked again (with backoff) before the inventory fails. The default rides out an
+        apiserver restart, as the modules do; V(0) fails at the first such error.
+      - An address that never answered (refused, unknown host, no connection within O(connect_timeout)) is
+        reported at once, whatever this says.
     type: float
     default: 45
     env:
       - name: KUBEHW_INVENTORY_RETRY_TIMEOUT
   allocation_label:
     description:
-      - The node label that says what serves a GPU node's devices, as the M(kubehw.devices.accelerator_node) role
+      - The node label that says what serves a GPU node's devices, as the C(kubehw.devices.accelerator_node) role
         reads it (C(accelerator_node_allocation_label)). V(dra) puts the host in C(dra_gpu_nodes) and sets
         C(accelerator_node_allocation=dra); V(device-plugin) sets C(accelerator_node_allocation=device_plugin).
         Either value makes the host a member of C(gpu_nodes).
@@ -129,7 +131,11 @@ from ansible.plugins.inventory import BaseInventoryPlugin, Cacheable, Constructa
 
 from ansible_collections.kubehw.devices.plugins.module_utils import _client
 from ansible_collections.kubehw.devices.plugins.module_utils import _device_plugin_presets as presets
-from ansible_collections.kubehw.devices.plugins.module_utils._connection import AUTH_ARG_SPEC
+from ansible_collections.kubehw.devices.plugins.module_utils._connection import (
+    AUTH_ARG_SPEC,
+    TIMEOUT_FLOORS,
+    timeout_problem,
+)
 from ansible_collections.kubehw.devices.plugins.module_utils._errors import KubeHwError
 from ansible_collections.kubehw.devices.plugins.module_utils._extended_resources import (
     ExtendedResourceError, extended_resource_name_problem, quantity_value, whole_quantity)
@@ -196,7 +202,6 @@ def check_options(options):
     checked["name_regex"] = _name_regex(options.get("name_pattern"))
     _check_address_types(options.get("address_types"))
     _check_page_size(options.get("page_size"))
-    _check_retry_timeout(options.get("retry_timeout"))
     _check_keys_and_grouping_rule(options)
     _check_connection_options(options)
     return checked
@@ -245,11 +250,6 @@ def _check_page_size(page_size):
         raise ConfigProblem("page_size %r must be a whole number of at least 1" % (page_size,))
 
 
-def _check_retry_timeout(seconds):
-    if seconds is not None and (isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or seconds < 0):
-        raise ConfigProblem("retry_timeout %r must be a number of seconds, 0 or more" % (seconds,))
-
-
 def _check_keys_and_grouping_rule(options):
     """allocation_label and static_resources_annotation, and the static_resource_nodes conditional."""
     for option in ("allocation_label", "static_resources_annotation"):
@@ -263,10 +263,11 @@ def _check_keys_and_grouping_rule(options):
 
 
 def _check_connection_options(options):
-    """request_timeout and proxy_headers (the other connection options are the client's to check)."""
-    timeout = options.get("request_timeout")
-    if timeout is not None and not timeout > 0:
-        raise ConfigProblem("request_timeout %r must be a number of seconds above 0" % (timeout,))
+    """The timeouts and proxy_headers (the other connection options are the client's to check)."""
+    for option, _zero_allowed in TIMEOUT_FLOORS:
+        problem = options.get(option) is not None and timeout_problem(option, options[option])
+        if problem:
+            raise ConfigProblem(problem)
     # Ansible checks the type of a dict option, not its keys; the client would fail on an unknown one
     headers = options.get("proxy_headers") or {}
     allowed = sorted(AUTH_ARG_SPEC["proxy_headers"]["options"])
@@ -467,7 +468,7 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
                 path, "s" if len(unknown) > 1 else "", ", ".join(repr(k) for k in unknown), self.NAME))
         names = ("label_selectors", "field_selectors", "name_pattern", "address_types", "page_size",
                  "allocation_label", "static_resources_annotation", "static_resource_nodes", "request_timeout",
-                 "proxy_headers", "retry_timeout")
+                 "connect_timeout", "proxy_headers", "retry_timeout")
         try:
             options = check_options(dict((name, self.get_option(name)) for name in names))
         except ConfigProblem as exc:
@@ -494,9 +495,7 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
     def _list_nodes(self, path, options):
         server = None
         try:
-            retry_timeout = options.get("retry_timeout")
-            client = _client.KubeClient(params=self._auth_params(), retry_deadline=_client.RETRY_DEADLINE
-                                        if retry_timeout is None else float(retry_timeout))
+            client = _client.KubeClient(params=self._auth_params())
             server = client.configuration.host
             kwargs = {"limit": options["page_size"], "what": "list nodes"}
             if options.get("label_selectors"):

@@ -7,7 +7,8 @@
 Private to the collection: the interface may change without notice.
 
 One client factory (``KubeClient``), bounded retries with backoff for 429/5xx/connection resets
-(creates only when the request certainly did not reach the server), paginated
+(creates only when the request certainly did not reach the server), fast failure on an address that never
+answered (refused, unknown host, no connection within ``connect_timeout``), paginated
 lists (``list_all``), and a watch helper that lists once and then follows a
 watch stream it reads itself, relisting on ERROR events. The connection settings are in
 ``_connection.py``, the error type in ``_errors.py``.
@@ -20,6 +21,7 @@ __metaclass__ = type
 import gc
 import json
 import random
+import socket
 import time
 
 from ansible.module_utils.basic import missing_required_lib
@@ -27,6 +29,7 @@ from ansible.module_utils.common.text.converters import to_native, to_text
 from ansible_collections.kubehw.devices.plugins.module_utils import _kubernetes_library
 from ansible_collections.kubehw.devices.plugins.module_utils._connection import (
     build_configuration,
+    check_timeouts,
     protect_kubeconfig_secrets,
     resolve_auth_params,
 )
@@ -35,9 +38,6 @@ from ansible_collections.kubehw.devices.plugins.module_utils._kubernetes_library
 from ansible_collections.kubehw.devices.plugins.module_utils._rest_api import RestApi, Requests
 
 RETRY_STATUSES = frozenset([429, 500, 502, 503, 504])
-# Bounded retries: enough to ride out an apiserver restart or a burst of 429s,
-# short enough that a broken cluster fails a play within a minute.
-RETRY_DEADLINE = 45.0
 RETRY_BASE_DELAY = 0.2
 RETRY_MAX_DELAY = 5.0
 # Page size of every list, as kubectl and client-go's pager use.
@@ -70,7 +70,7 @@ def _retry_after(exc, body=None):
 class KubeClient(object):
     """A configured Kubernetes API client with retries and JSON helpers."""
 
-    def __init__(self, module=None, params=None, retry_deadline=RETRY_DEADLINE, sleep=time.sleep):
+    def __init__(self, module=None, params=None, sleep=time.sleep):
         if not import_kubernetes():
             if module is not None:
                 module.fail_json(msg=missing_required_lib("kubernetes"),
@@ -80,8 +80,16 @@ class KubeClient(object):
             protect_kubeconfig_secrets(module)
             params = module.params
         self.auth = resolve_auth_params(params)
+        check_timeouts(self.auth)
         self.request_timeout = self.auth["request_timeout"]
-        self.retry_deadline = retry_deadline
+        self.connect_timeout = self.auth["connect_timeout"]
+        # retry_timeout: how long 429, 5xx and dropped connections are retried, in all, for one request
+        self.retry_deadline = self.auth["retry_timeout"]
+        # Whether the server has answered this client at least once (any HTTP status). Until it has, a refused
+        # connection, an unknown host or a connection or answer that does not come in time is the address's fault
+        # (a typo, a wrong port, a closed network) and is reported at once; after it, the same failures are an
+        # apiserver restarting or a load balancer's hiccup, and are retried within retry_timeout.
+        self.answered = False
         self._sleep = sleep
         self.configuration = build_configuration(self.auth)
         self.api_client = _kubernetes_library.kubernetes.client.ApiClient(configuration=self.configuration)
@@ -112,7 +120,7 @@ class KubeClient(object):
         """
         what = kwargs.pop("what", None) or getattr(fn, "__name__", "call the Kubernetes API").replace("_", " ")
         create = kwargs.pop("create", False)
-        kwargs.setdefault("_request_timeout", self.request_timeout)
+        kwargs.setdefault("_request_timeout", self.timeouts())
         started = time.monotonic()
         attempt = 0
         # whether an earlier attempt may have been applied although its answer was lost
@@ -121,11 +129,14 @@ class KubeClient(object):
             attempt += 1
             delay = None
             try:
-                return fn(*args, **kwargs)
+                answer = fn(*args, **kwargs)
+                self.answered = True
+                return answer
             except _kubernetes_library.ApiException as exc:
                 if not exc.status and "SSLError" in to_native(exc.reason or ""):
                     # The generated client reports a TLS failure as an ApiException with status 0.
                     raise self._tls_error(what, to_native(exc.reason).replace("SSLError", "", 1).strip())
+                self.answered = self.answered or bool(exc.status)
                 if exc.status not in RETRY_STATUSES:
                     error = error_from_api_exception(exc, what)
                     error.after_lost_answer = lost_answer
@@ -143,6 +154,12 @@ class KubeClient(object):
                 if isinstance(exc, _kubernetes_library.urllib3.exceptions.MaxRetryError) and isinstance(
                         exc.reason, _kubernetes_library.urllib3.exceptions.SSLError):
                     raise self._tls_error(what, to_native(exc.reason))
+                address_problem = self._address_problem(exc)
+                if address_problem:
+                    error = KubeHwError("Failed to %s: %s" % (what, address_problem), reason="ConnectionError")
+                    # a read timeout comes after the request was sent: a create may have been stored
+                    error.ambiguous = create and not _never_sent(exc)
+                    raise error
                 error = KubeHwError(
                     "Failed to %s: connection to %s failed: %s" % (what, self.configuration.host, to_native(exc)),
                     reason="ConnectionError")
@@ -156,6 +173,40 @@ class KubeClient(object):
                 error.msg += " (gave up after %d attempts in %.1fs)" % (attempt, time.monotonic() - started)
                 raise error
             self._sleep(delay)
+
+    def timeouts(self, read=None):
+        """The ``_request_timeout`` of a request: (connect_timeout, seconds to wait for the answer; request_timeout
+        unless ``read`` is given)."""
+        return (self.connect_timeout, self.request_timeout if read is None else read)
+
+    def _address_problem(self, exc):
+        """What is wrong with the address, for a connection failure that no retry can mend: the host name does not
+        resolve, the connection is refused, or neither a connection nor an answer comes in time, while the server has
+        not answered this client yet. None for a failure worth retrying (a reset, or any failure after an answer)."""
+        if self.answered:
+            return None
+        server = self.configuration.host
+        cause = _root_cause(exc)
+        timeouts = _kubernetes_library.urllib3.exceptions
+        if isinstance(cause, socket.gaierror):
+            problem = "the host name of the API server %s does not resolve (%s)" % (server, to_native(cause))
+        elif isinstance(cause, ConnectionRefusedError):
+            problem = "the API server %s refused the connection (nothing listens on that address and port)" % server
+        elif isinstance(_unwrap(exc), timeouts.ReadTimeoutError):
+            problem = ("the API server %s accepted the connection but sent no answer in time (connect_timeout %ss for "
+                       "the TLS handshake, request_timeout %ss for the answer)"
+                       % (server, self.connect_timeout, self.request_timeout))
+        elif isinstance(_unwrap(exc), timeouts.ConnectTimeoutError) and not isinstance(
+                _unwrap(exc), timeouts.NewConnectionError):
+            problem = "no connection to the API server %s within connect_timeout (%ss)" % (
+                server, self.connect_timeout)
+        elif isinstance(cause, OSError) and not isinstance(cause, (ConnectionResetError, ConnectionAbortedError,
+                                                                               BrokenPipeError)):
+            problem = "cannot connect to the API server %s: %s" % (server, to_native(cause))
+        else:
+            return None
+        return ("%s. Check host, or the server of the kubeconfig's context; an address that never answered is not "
+                "retried" % problem)
 
     def _tls_error(self, what, detail):
         return KubeHwError(
@@ -343,7 +394,7 @@ class KubeClient(object):
         response = self.call(
             list_fn, watch=True, resource_version=resource_version, allow_watch_bookmarks=True,
             timeout_seconds=int(remaining + 0.999), _preload_content=False,
-            _request_timeout=remaining + self.request_timeout, what=what, **list_kwargs)
+            _request_timeout=self.timeouts(remaining + self.request_timeout), what=what, **list_kwargs)
         try:
             for line in _stream_lines(response):
                 try:
@@ -494,6 +545,27 @@ def _watch_error(status):
         return problem, 0.0
     delay = details.get("retryAfterSeconds")
     return problem, float(delay) if isinstance(delay, (int, float)) and delay >= 0 else None
+
+
+def _unwrap(exc):
+    """The error behind urllib3's MaxRetryError (the error itself otherwise)."""
+    if isinstance(exc, _kubernetes_library.urllib3.exceptions.MaxRetryError) and exc.reason is not None:
+        return exc.reason
+    return exc
+
+
+def _root_cause(exc):
+    """The innermost exception a connection failure was raised from (socket.gaierror, ConnectionRefusedError...):
+    urllib3 wraps it once or twice, as the cause or the context of its own error."""
+    seen = set()
+    exc = _unwrap(exc)
+    while id(exc) not in seen:
+        seen.add(id(exc))
+        inner = exc.__cause__ or exc.__context__
+        if inner is None:
+            break
+        exc = _unwrap(inner)
+    return exc
 
 
 def _never_sent(exc):

@@ -68,7 +68,12 @@ AUTH_ARG_SPEC = dict(
     impersonate_user=dict(type="str"),
     impersonate_groups=dict(type="list", elements="str"),
     request_timeout=dict(type="float", default=30.0),
+    connect_timeout=dict(type="float", default=5.0),
+    retry_timeout=dict(type="float", default=45.0),
 )
+
+# The timeout options: the smallest value each takes, and whether that value itself is allowed.
+TIMEOUT_FLOORS = (("request_timeout", False), ("connect_timeout", False), ("retry_timeout", True))
 
 FALSE_STRINGS = ("0", "false", "no", "off", "n", "f")
 
@@ -157,9 +162,27 @@ def resolve_auth_params(params, environ=None):
             elif option == "kubeconfig" and value.lstrip().startswith("{"):
                 value = json.loads(value)
         resolved[option] = value
-    if resolved.get("request_timeout") is None:
-        resolved["request_timeout"] = AUTH_ARG_SPEC["request_timeout"]["default"]
+    for option, _zero_allowed in TIMEOUT_FLOORS:
+        if resolved.get(option) is None:
+            resolved[option] = AUTH_ARG_SPEC[option]["default"]
     return resolved
+
+
+def timeout_problem(option, value):
+    """Why a timeout option's value cannot work (None when it can): a number of seconds above 0, or 0 and above for
+    retry_timeout (0: no retry). The one wording of this rule for every module and the inventory plugin."""
+    zero_allowed = dict(TIMEOUT_FLOORS)[option]
+    if not isinstance(value, bool) and isinstance(value, (int, float)) and (value >= 0 if zero_allowed else value > 0):
+        return None
+    return "%s %r must be a number of seconds %s" % (option, value, "0 or more" if zero_allowed else "above 0")
+
+
+def check_timeouts(auth):
+    """Raise a KubeHwError (ConfigError) naming the first timeout option whose value cannot work."""
+    for option, _zero_allowed in TIMEOUT_FLOORS:
+        problem = timeout_problem(option, auth.get(option))
+        if problem:
+            raise KubeHwError(problem, reason="ConfigError")
 
 
 def build_configuration(auth):

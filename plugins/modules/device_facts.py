@@ -11,7 +11,7 @@ DOCUMENTATION = r'''
 ---
 module: device_facts
 short_description: Discover GPUs, FPGAs, accelerator NICs and USB dongles on a Linux host
-version_added: 0.1.0
+version_added: 1.0.0
 description:
   - Reads PCI devices, USB devices, device nodes, loaded kernel modules and driver versions
     from sysfs, C(/dev) and C(/proc), without vendor tools such as C(nvidia-smi) or C(lspci).

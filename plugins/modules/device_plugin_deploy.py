@@ -10,7 +10,7 @@ __metaclass__ = type
 DOCUMENTATION = r"""
 module: device_plugin_deploy
 short_description: Roll out a device-plugin DaemonSet and wait until its resource reaches the nodes
-version_added: 0.1.0
+version_added: 1.0.0
 description:
   - Builds a device-plugin DaemonSet from a O(preset) (NVIDIA, AMD, Intel GPU, generic devices) or from
     your own image, compares it with the live object semantically, and writes only when it differs.

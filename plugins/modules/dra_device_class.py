@@ -10,7 +10,7 @@ __metaclass__ = type
 DOCUMENTATION = r"""
 module: dra_device_class
 short_description: Create, update or delete a Dynamic Resource Allocation DeviceClass
-version_added: 0.2.0
+version_added: 1.0.0
 description:
   - Manages one cluster-scoped C(DeviceClass) of the API group C(resource.k8s.io) (Dynamic Resource
     Allocation). A DeviceClass holds the CEL selectors a device must satisfy to be allocated through it, the opaque

@@ -10,7 +10,7 @@ __metaclass__ = type
 DOCUMENTATION = r"""
 module: dra_driver_deploy
 short_description: Roll out a Dynamic Resource Allocation driver and wait until its devices are published
-version_added: 0.2.0
+version_added: 1.0.0
 description:
   - Deploys a DRA driver from a O(preset) the way M(kubehw.devices.device_plugin_deploy) deploys device plugins,
     sharing its rollout code. It writes the kubelet-plugin DaemonSet (plugin registration and DRA sockets under

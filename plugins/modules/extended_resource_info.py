@@ -10,7 +10,7 @@ __metaclass__ = type
 DOCUMENTATION = r"""
 module: extended_resource_info
 short_description: Report the extended resources of Kubernetes nodes and the pods that use them
-version_added: 0.1.0
+version_added: 1.0.0
 description:
   - Reads nodes and reports, per node, the extended resources in C(status.capacity) (advertised)
     and C(status.allocatable) (what the scheduler can hand out), and the pods that request them.
@@ -82,7 +82,6 @@ options:
       - Mutually exclusive with O(wait_allocatable).
     type: list
     elements: str
-    version_added: 0.2.0
   wait_released_in:
     description:
       - The status field O(wait_released) reads.
@@ -93,7 +92,6 @@ options:
     type: str
     choices: [allocatable, capacity]
     default: allocatable
-    version_added: 0.2.0
   wait_timeout:
     description:
       - Seconds to wait for O(wait_allocatable) or O(wait_released).

@@ -10,7 +10,7 @@ __metaclass__ = type
 DOCUMENTATION = r"""
 module: k8s_node_drain
 short_description: Cordon and drain a Kubernetes node through the Eviction API, or uncordon it
-version_added: 0.1.0
+version_added: 1.0.0
 description:
   - With O(state=drained), marks the node unschedulable (C(spec.unschedulable=true), what C(kubectl cordon)
     does), then evicts its pods through the Eviction API (C(POST .../pods/<name>/eviction)), so every
@@ -273,7 +273,7 @@ class NodeDrain(object):
                 # whole (not streamed): only then does its connection serve the next eviction, instead of each
                 # eviction opening a TLS connection of its own.
                 self.client.core.create_namespaced_pod_eviction(
-                    meta["name"], meta["namespace"], body, _request_timeout=self.client.request_timeout)
+                    meta["name"], meta["namespace"], body, _request_timeout=self.client.timeouts())
                 return True
             # the library was imported with the client (KubeClient), before this module sends anything
             except _kubernetes_library.ApiException as exc:

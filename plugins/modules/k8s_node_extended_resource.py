@@ -10,7 +10,7 @@ __metaclass__ = type
 DOCUMENTATION = r"""
 module: k8s_node_extended_resource
 short_description: Advertise extended resources on Kubernetes nodes, idempotently
-version_added: 0.1.0
+version_added: 1.0.0
 description:
   - Sets, updates or removes extended resources (such as C(example.com/dongle)) in the
     C(status.capacity) of Kubernetes nodes, which is how a cluster learns that a node has
@@ -25,6 +25,8 @@ description:
   - Quantities are compared by value, so V(1Ki) on a node equals V(1024) in the task and is not rewritten.
 author:
   - kubehw.devices contributors (@kubehw)
+requirements:
+  - jsonpatch >= 1.32
 extends_documentation_fragment:
   - kubehw.devices.k8s_auth_options
   - kubehw.devices.attributes.action_group

@@ -10,7 +10,7 @@ __metaclass__ = type
 DOCUMENTATION = r"""
 module: k8s_runtime_class
 short_description: Create, update or delete a Kubernetes RuntimeClass
-version_added: 0.1.0
+version_added: 1.0.0
 description:
   - Manages one cluster-scoped C(RuntimeClass) (C(node.k8s.io/v1)), the name pods give in C(runtimeClassName)
     to run on a runtime handler the nodes configure, such as the C(nvidia) runtime that the

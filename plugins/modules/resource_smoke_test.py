@@ -10,7 +10,7 @@ __metaclass__ = type
 DOCUMENTATION = r"""
 module: resource_smoke_test
 short_description: Prove that pods can request an extended resource, with a pod that is always cleaned up
-version_added: 0.1.0
+version_added: 1.0.0
 description:
   - Creates one pod that requests O(count) units of O(resource) (as a limit, which the apiserver
     copies into requests), waits until the scheduler binds it or reports why it cannot, optionally
@@ -66,7 +66,6 @@ options:
       - The identity then also needs C(create), C(list), C(watch) and C(delete) on C(resourceclaimtemplates)
         and C(resourceclaims) in O(namespace).
     type: str
-    version_added: 0.2.0
   count:
     description:
       - How many units the pod requests (with O(device_class), how many devices the claim asks for,
@@ -222,7 +221,6 @@ exit_code:
   returned: when completed
   type: int
   sample: 0
-  version_added: 0.2.0
 deleted:
   description:
     - Whether every pod of the run was deleted at the end; with O(device_class), also its claims (gone, not

@@ -184,8 +184,9 @@ def test_a_plain_node_is_in_no_group_of_the_plugin_and_has_no_ansible_host():
     ({"static_resources_annotation": ""}, "static_resources_annotation '' is not a label or annotation key"),
     ({"static_resource_nodes": " "}, "static_resource_nodes ' ' must be a Jinja2 conditional"),
     ({"request_timeout": 0}, "request_timeout 0 must be a number of seconds above 0"),
-    ({"retry_timeout": -1}, "retry_timeout -1 must be a number of seconds, 0 or more"),
-    ({"retry_timeout": True}, "retry_timeout True must be a number of seconds, 0 or more"),
+    ({"connect_timeout": -2}, "connect_timeout -2 must be a number of seconds above 0"),
+    ({"retry_timeout": -1}, "retry_timeout -1 must be a number of seconds 0 or more"),
+    ({"retry_timeout": True}, "retry_timeout True must be a number of seconds 0 or more"),
     ({"proxy_headers": {"user_agent": "x", "proxy_auth": "u:p"}},
      "proxy_headers has unknown key 'proxy_auth': use basic_auth, proxy_basic_auth, user_agent"),
 ])
@@ -254,7 +255,7 @@ def page(names, token=None):
 
 def plugin_with(monkeypatch, answers, **option_values):
     fake = FakeClient(answers)
-    monkeypatch.setattr(k8s_nodes._client, "KubeClient", lambda params, retry_deadline: fake)
+    monkeypatch.setattr(k8s_nodes._client, "KubeClient", lambda params: fake)
     plugin = InventoryModule()
     plugin._options = dict((name, None) for name in AUTH_ARG_SPEC)
     plugin._options.update(option_values)
@@ -286,36 +287,41 @@ def test_a_refused_list_is_one_parser_error(monkeypatch):
     assert "https://fake:6443 answered 403 Forbidden" in str(err.value)
 
 
-@pytest.mark.parametrize("retry_timeout", [0, 1.5])
-def test_an_unreachable_server_is_one_parser_error_naming_the_host_option_within_retry_timeout(retry_timeout):
-    # the real client against a port nobody listens on, asked again for retry_timeout seconds, not the default 45
+@pytest.mark.parametrize("retry_timeout", [None, 0, 1.5])
+def test_an_unreachable_server_is_one_parser_error_naming_the_host_option_at_once(retry_timeout):
+    # the real client against a port nobody listens on: an address that never answered is not asked again, whatever
+    # retry_timeout says (the default, 45, included)
     plugin = InventoryModule()
     plugin._options = dict((name, None) for name in AUTH_ARG_SPEC)
-    plugin._options.update(host="https://127.0.0.1:9", request_timeout=5.0)
+    plugin._options.update(host="https://127.0.0.1:9", request_timeout=5.0, retry_timeout=retry_timeout)
     started = time.monotonic()
     with pytest.raises(AnsibleParserError) as err:
         plugin._list_nodes("x.k8s_nodes.yml", options(retry_timeout=retry_timeout))
-    assert time.monotonic() - started < retry_timeout + 3
+    assert time.monotonic() - started < 1.5
     message = str(err.value)
     assert "the API server at https://127.0.0.1:9 could not be reached; check host (K8S_AUTH_HOST)" in message
     assert "\n" not in message
 
 
-def test_the_retry_timeout_reaches_the_client(monkeypatch):
+def test_the_timeouts_reach_the_client(monkeypatch):
     seen = []
-    monkeypatch.setattr(k8s_nodes._client, "KubeClient", lambda params, retry_deadline: seen.append(retry_deadline)
-                        or FakeClient([page(["a"])]))
+    monkeypatch.setattr(k8s_nodes._client, "KubeClient", lambda params: seen.append(
+        dict((k, v) for k, v in resolve_auth_params(params).items() if k.endswith("_timeout")))
+        or FakeClient([page(["a"])]))
     plugin = InventoryModule()
     plugin._options = dict((name, None) for name in AUTH_ARG_SPEC)
-    plugin._list_nodes("x.k8s_nodes.yml", options(retry_timeout=3))
-    plugin._list_nodes("x.k8s_nodes.yml", options(retry_timeout=None))
-    assert seen == [3.0, 45.0]
+    plugin._options.update(retry_timeout=3, connect_timeout=2.5)
+    plugin._list_nodes("x.k8s_nodes.yml", options(retry_timeout=3, connect_timeout=2.5))
+    plugin._options.update(retry_timeout=None, connect_timeout=None)
+    plugin._list_nodes("x.k8s_nodes.yml", options())
+    assert seen == [{"request_timeout": 30.0, "connect_timeout": 2.5, "retry_timeout": 3},
+                    {"request_timeout": 30.0, "connect_timeout": 5.0, "retry_timeout": 45.0}]
 
 
 def test_connection_options_come_from_k8s_auth_variables_as_in_the_modules(monkeypatch):
     seen = {}
 
-    def client(params, retry_deadline):
+    def client(params):
         seen.update(resolve_auth_params(params))
         raise KubeHwError("stop", reason="ConfigError")
     monkeypatch.setattr(k8s_nodes._client, "KubeClient", client)

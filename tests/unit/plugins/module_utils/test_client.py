@@ -6,6 +6,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import json
+import socket
 
 import kubernetes
 import pytest
@@ -155,7 +156,8 @@ def test_retries_429_honouring_retry_after(no_env):
     assert fn.calls == 3
     assert sleeps[0] == 2.0
     assert 0 < sleeps[1] <= 0.5
-    assert all(kw["_request_timeout"] == 30.0 for kw in fn.kwargs)
+    # (connect_timeout, request_timeout): the options' defaults
+    assert all(kw["_request_timeout"] == (5.0, 30.0) for kw in fn.kwargs)
 
 
 def test_retries_dropped_connections(no_env):
@@ -167,8 +169,7 @@ def test_retries_dropped_connections(no_env):
 def test_retries_are_bounded_in_total_time(no_env):
     sleeps = []
     fn = Flaky(*[fake_api_exception(500)] * 100)
-    client = make_client(sleeps)
-    client.retry_deadline = 2.0
+    client = make_client(sleeps, retry_timeout=2.0)
     with pytest.raises(KubeHwError) as err:
         client.call(fn, what='patch status of node "n1"')
     assert err.value.status == 500
@@ -250,9 +251,109 @@ def test_create_is_not_retried_after_a_reset_or_read_timeout(no_env, error):
                                        None, "/", reason=urllib3.exceptions.NewConnectionError(None, "refused")),
                                    ConnectionRefusedError("refused")])
 def test_create_is_retried_when_it_never_reached_the_server(no_env, error):
+    client = answered_client([])
     fn = Flaky(error)
-    assert make_client([]).call(fn, create=True) == "ok"
+    assert client.call(fn, create=True) == "ok"
     assert fn.calls == 2
+
+
+def answered_client(sleeps, **params):
+    """A client whose server has answered once (the first request of a module's task went through)."""
+    client = make_client(sleeps, **params)
+    assert client.call(Flaky()) == "ok" and client.answered
+    return client
+
+
+def refused():
+    """What urllib3 raises for a refused connection: NewConnectionError, raised from ConnectionRefusedError."""
+    try:
+        try:
+            raise ConnectionRefusedError(111, "Connection refused")
+        except ConnectionRefusedError as exc:
+            raise urllib3.exceptions.NewConnectionError(None, "Failed to establish a new connection: %s" % exc)
+    except urllib3.exceptions.NewConnectionError as exc:
+        return exc
+
+
+def unknown_host():
+    try:
+        try:
+            raise socket.gaierror(-2, "Name or service not known")
+        except socket.gaierror as exc:
+            raise urllib3.exceptions.NewConnectionError(None, "Failed to resolve: %s" % exc)
+    except urllib3.exceptions.NewConnectionError as exc:
+        return exc
+
+
+ADDRESS_FAILURES = [
+    (refused, "refused the connection"),
+    (unknown_host, "does not resolve"),
+    (lambda: urllib3.exceptions.ConnectTimeoutError(None, "timed out"), "within connect_timeout (5.0s)"),
+    (lambda: urllib3.exceptions.ReadTimeoutError(None, "/", "read timed out"),
+     "sent no answer in time (connect_timeout 5.0s for the TLS handshake, request_timeout 30.0s for the answer)"),
+    (lambda: urllib3.exceptions.MaxRetryError(None, "/", reason=refused()), "refused the connection"),
+]
+
+
+@pytest.mark.parametrize("failure, words", ADDRESS_FAILURES)
+def test_an_address_that_never_answered_fails_at_once_naming_the_server(no_env, failure, words):
+    sleeps = []
+    fn = Flaky(*[failure() for _ in range(20)])
+    with pytest.raises(KubeHwError) as err:
+        make_client(sleeps).call(fn, what="list nodes")
+    assert fn.calls == 1 and sleeps == []
+    assert err.value.reason == "ConnectionError"
+    assert err.value.msg.startswith("Failed to list nodes: ")
+    assert words in err.value.msg and "https://api.example:6443" in err.value.msg
+    assert "not retried" in err.value.msg
+
+
+@pytest.mark.parametrize("failure, words", ADDRESS_FAILURES)
+def test_the_same_failures_are_retried_once_the_server_has_answered(no_env, failure, words):
+    sleeps = []
+    client = answered_client(sleeps)
+    fn = Flaky(failure(), failure())
+    assert client.call(fn) == "ok"
+    assert fn.calls == 3 and len(sleeps) == 2
+
+
+def test_a_reset_is_retried_even_before_the_first_answer(no_env):
+    fn = Flaky(urllib3.exceptions.ProtocolError("Connection aborted.", ConnectionResetError(104, "reset")))
+    assert make_client([]).call(fn) == "ok" and fn.calls == 2
+
+
+def test_an_http_error_counts_as_an_answer(no_env):
+    client = make_client([])
+    with pytest.raises(KubeHwError):
+        client.call(Flaky(fake_api_exception(404)))
+    assert client.answered
+    assert client.call(Flaky(refused())) == "ok"
+
+
+def test_retry_timeout_zero_fails_at_the_first_retryable_error(no_env):
+    sleeps = []
+    fn = Flaky(fake_api_exception(503), fake_api_exception(503))
+    with pytest.raises(KubeHwError) as err:
+        make_client(sleeps, retry_timeout=0).call(fn)
+    assert fn.calls == 1 and sleeps == [] and err.value.status == 503
+
+
+def test_connect_timeout_goes_with_every_request(no_env):
+    fn = Flaky()
+    make_client([], connect_timeout=1.5, request_timeout=7).call(fn)
+    assert fn.kwargs[0]["_request_timeout"] == (1.5, 7)
+
+
+@pytest.mark.parametrize("option, value, words", [
+    ("request_timeout", 0, "request_timeout 0 must be a number of seconds above 0"),
+    ("connect_timeout", -1.0, "connect_timeout -1.0 must be a number of seconds above 0"),
+    ("retry_timeout", -0.5, "retry_timeout -0.5 must be a number of seconds 0 or more"),
+    ("connect_timeout", True, "connect_timeout True must be a number of seconds above 0"),
+])
+def test_a_timeout_that_cannot_work_is_refused_before_any_request(no_env, option, value, words):
+    with pytest.raises(KubeHwError) as err:
+        make_client([], **{option: value})
+    assert err.value.msg == words and err.value.reason == "ConfigError"
 
 
 def test_other_verbs_are_still_retried_after_a_5xx(no_env):
