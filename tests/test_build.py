@@ -15,6 +15,7 @@ import tarfile
 import pytest
 import yaml
 
+from tests.support.collection_install import build_tarball, dependency_sources, galaxy_info, run, user_env
 from tests.support.playbook_runner import tool
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -42,7 +43,6 @@ CHECKOUT_STATE = ('.venv/bin/python', '.cache/collections/x', '.ansible/tmp/x', 
 # The top of the tarball: what users run and read, and the two files ansible-galaxy writes.
 SHIPPED = {'MANIFEST.json', 'FILES.json', 'README.md', 'COPYING', 'CHANGELOG.rst', 'changelogs', 'docs', 'meta',
            'playbooks', 'plugins', 'roles'}
-TEST_COLLECTIONS = os.path.join(ROOT, '.cache', 'collections', 'ansible_collections')
 
 
 @pytest.fixture(scope='module')
@@ -56,28 +56,14 @@ def installed(tmp_path_factory):
         target = checkout / path
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(u'state\n')
-    dist = base / 'dist'
     collections = base / 'collections'
-    # an empty config, so the checkout's ansible.cfg (collections_path) cannot leak into the check
-    config = base / 'ansible.cfg'
-    config.write_text(u'[defaults]\n')
-    env = dict(os.environ)
-    env.update(
-        ANSIBLE_COLLECTIONS_PATH=str(collections),
-        ANSIBLE_COLLECTIONS_SCAN_SYS_PATH='false',
-        ANSIBLE_CONFIG=str(config),
-        ANSIBLE_NOCOLOR='1',
-    )
-    _run([tool('ansible-galaxy'), 'collection', 'build', str(checkout), '--output-path', str(dist)], env=env)
-    with open(os.path.join(ROOT, 'galaxy.yml')) as handle:
-        galaxy = yaml.safe_load(handle)
-    tarball = dist / ('%s-%s-%s.tar.gz' % (galaxy['namespace'], galaxy['name'], galaxy['version']))
-    assert tarball.is_file(), 'build produced %s' % sorted(p.name for p in dist.iterdir())
-    install = [tool('ansible-galaxy'), 'collection', 'install', '--offline', '-p', str(collections), str(tarball)]
+    env = user_env(base / 'home', {'ANSIBLE_COLLECTIONS_PATH': str(collections), 'ANSIBLE_COLLECTIONS_SCAN_SYS_PATH': 'false'})
+    tarball = build_tarball(checkout, base / 'dist', env)
+    install = [tool('ansible-galaxy'), 'collection', 'install', '--offline', '-p', str(collections), tarball]
     # without its declared dependency at hand, the offline install refuses, naming it
-    alone = subprocess.run(install, env=env, capture_output=True, text=True, check=False, timeout=300)
-    dependencies = [os.path.join(TEST_COLLECTIONS, *name.split('.')) for name in sorted(galaxy['dependencies'])]
-    _run(install + dependencies, env=env)
+    alone = run(install, env, base)
+    _run(install + dependency_sources(), env=env)
+    galaxy = galaxy_info()
     return {'tarball': tarball, 'galaxy': galaxy, 'env': env, 'alone': alone, 'collections': collections,
             'path': collections / 'ansible_collections' / galaxy['namespace'] / galaxy['name']}
 

@@ -10,7 +10,8 @@ Kubernetes, the k8s_nodes inventory plugin, and kubernetes.core.k8s_info, side b
              a local listener whose accept queue is full, so the kernel drops every new SYN
   silent     a port that accepts connections and never says a word (a wrong service behind a load balancer)
 
-Each task runs with its module's defaults (no timeout option set), as a user with a typo in host would run it. The
+Each task runs with its module's defaults (no timeout option set), as a user with a typo in host would run it; Ansible's
+task timeout stops a task still waiting after TASK_LIMIT seconds. The
 seconds are the task's own (from the task's start to its failed result, read through the kubehw_results callback),
 not ansible-playbook's start. --collection runs the kubehw.devices modules of another checkout (a `git worktree` of an
 earlier commit), for a before and after. No cluster is needed: nothing here reaches one.
@@ -49,6 +50,8 @@ TASKS = {
     "k8s_runtime_class": {"name": "bench", "handler": "nvidia"},
 }
 CORE_K8S_INFO = ("kubernetes.core.k8s_info", {"kind": "Node", "name": "bench-node"})
+# Ansible's task timeout: a task that has not failed by then is stopped and counted as this many seconds ("stopped").
+TASK_LIMIT = 180
 
 
 class Addresses(object):
@@ -96,7 +99,8 @@ def plays(host, modules):
     tasks = []
     for module in modules:
         fqcn, args = CORE_K8S_INFO if module == "k8s_info" else ("kubehw.devices." + module, TASKS[module])
-        tasks.append({"name": module, fqcn: dict(args, host=host, api_key="benchmark-token"), "ignore_errors": True})
+        tasks.append({"name": module, fqcn: dict(args, host=host, api_key="benchmark-token"), "ignore_errors": True,
+                      "timeout": TASK_LIMIT})
     return [{"name": "wrong address", "hosts": "localhost", "connection": "local", "gather_facts": False,
              "vars": {"ansible_python_interpreter": sys.executable}, "tasks": tasks}]
 
@@ -130,6 +134,8 @@ def main():
             for result in run.results:
                 seconds = round(result["_returned_at"] - result["_started_at"], 2)
                 message = result.get("msg") or ""
+                if result.get("timedout"):
+                    message = "stopped by the task timeout (%d s): still waiting" % TASK_LIMIT
                 rows.append({"collection": args.label, "kind": kind, "task": result["task"], "seconds": seconds,
                              "failed": bool(result.get("failed")), "message": message[:300]})
                 print("%-10s %-28s %7.2f s  %s" % (kind, result["task"], seconds, message[:110]), flush=True)
@@ -146,7 +152,8 @@ def main():
         if os.path.exists(args.out):
             with open(args.out) as f:
                 data = json.load(f)
-        data["rows"] = [r for r in data["rows"] if r["collection"] != args.label] + rows
+        data["rows"] = [r for r in data["rows"]
+                        if (r["collection"], r["kind"]) not in set((args.label, kind) for kind in args.kinds)] + rows
         data["machine"] = {"cpus": os.cpu_count(), "python": platform.python_version()}
         with open(args.out, "w") as f:
             json.dump(data, f, indent=1, sort_keys=True)
