@@ -65,7 +65,7 @@ help:
 	@echo "make setup         .venv with pinned tools, Debian packages (system-wide, as root), test collections, the"
 	@echo "                   Kubernetes binaries (../shared/k8s/bin, else the pinned release, downloaded and verified)"
 	@echo "make sanity        ansible-test sanity on a copy of the checkout (no ignore file)"
-	@echo "make units         pytest tests/unit, the build/install test and the CI tooling tests"
+	@echo "make units         pytest tests/unit, the build/install and release tests and the CI tooling tests"
 	@echo "make integration   pytest tests/integration on a real control plane of release binaries, one per pytest worker"
 	@echo "                   (state in .cache/real-control-plane), else the cluster of KUBECONFIG, else not run (and says"
 	@echo "                   why); the module suites' modules run as the least-privilege identity of rbac.yaml.j2"
@@ -74,7 +74,7 @@ help:
 	@echo "                   meta/ee-requirements.txt (venv in .cache/min-versions)"
 	@echo "make core-2.18     plugin unit tests and the inventory suite with ansible-core 2.18 and the pinned libraries"
 	@echo "                   (venv in .cache/core-2.18)"
-	@echo "make lint          ansible-lint --profile production"
+	@echo "make lint          ansible-lint --profile production, antsibull-docs lint-collection-docs"
 	@echo "make roles         every molecule scenario (extensions/molecule), two at a time (ROLES_JOBS);"
 	@echo "                   SCENARIOS=\"a b\" runs only those"
 	@echo "make node          the real-node suite: a real kubelet and containerd (Debian sid in systemd-nspawn, containerd set"
@@ -100,7 +100,7 @@ define run_pytest
 endef
 
 units:
-	$(call run_pytest,units,tests/unit tests/test_build.py tests/test_ci_tooling.py tests/test_docs.py)
+	$(call run_pytest,units,tests/unit tests/test_build.py tests/test_release.py tests/test_ci_tooling.py tests/test_docs.py)
 
 # The stages that need a Kubernetes API run through scripts/cluster_stage.sh: each pytest worker starts a real control
 # plane of its own from Kubernetes release binaries (tests/support/k8s_binaries.py), with a kubelet stand-in per test for the nodes it needs;
@@ -127,9 +127,12 @@ core-2.18:
 		--ansible-core $(CORE_218) --libraries pinned
 	$(call cluster_pytest,core-2.18,$(CORE_SUITES),$(CORE_218_VENV)/bin/python)
 
+# ansible-lint, then antsibull-docs on the documentation users read (plugins' and roles' markup, links between them);
+# both run, and either failing fails the stage.
 lint:
-	@echo "ansible-lint --profile production"
-	@$(PLAIN) $(BIN)/ansible-lint --profile production
+	@$(PLAIN) rc=0; echo "ansible-lint --profile production"; $(BIN)/ansible-lint --profile production || rc=1; \
+		echo "antsibull-docs lint-collection-docs --plugin-docs"; \
+		$(BIN)/antsibull-docs lint-collection-docs --plugin-docs $(ROOT) || rc=1; exit $$rc
 
 # One real node for the whole run (the tests share its kubelet and restart it), so one pytest process. The first
 # test's time includes the node's set-up (packages from the mirror while other stages run): --timeout 900.

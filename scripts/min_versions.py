@@ -32,7 +32,7 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FLOORED = ('kubernetes', 'urllib3', 'jsonpatch')
-NOT_NEEDED = ('ansible-lint', 'yamllint', 'molecule', 'ansible-builder', 'antsibull-changelog')
+NOT_NEEDED = ('ansible-lint', 'yamllint', 'molecule', 'ansible-builder', 'antsibull-changelog', 'antsibull-docs')
 # name, operator, version; an environment marker (`; python_version < "3.11"`) and a comment may follow.
 REQUIREMENT = re.compile(r'^([A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:\[[^\]]*\])?\s*(==|>=)\s*([^\s;,#]+)\s*(?:;[^#]*)?(?:#.*)?$')
 
