@@ -50,9 +50,20 @@ LANES = (
     ('roles', 'min-versions', 'core-2.18', 'lint'),
     ('node',),
 )
-# A stage that could not run here (no control plane for the cluster stages) writes its reason to <stage>.not-run and exits 0:
-# it counts neither as passed nor as failed, and the summary says why.
+# A stage that could not run here (no control plane for the cluster stages, no machine for the real node) writes its
+# reason to <stage>.not-run and exits 0. On a developer's machine it counts neither as passed nor as failed: the table
+# says why and the last line starts with "incomplete:". Where every stage must run (CI=true, as CI sets it, or
+# KUBEHW_REQUIRE_ALL_STAGES=1) it fails with that reason: a run that could not reach Kubernetes proved nothing of the
+# modules.
 NOT_RUN_SUFFIX = '.not-run'
+INCOMPLETE = 'incomplete:'
+
+
+def every_stage_required(environ=None):
+    """Whether a stage that cannot run fails the run: under CI (CI=true) or KUBEHW_REQUIRE_ALL_STAGES=1."""
+    environ = os.environ if environ is None else environ
+    return (environ.get('CI', '').strip().lower() in ('true', '1', 'yes')
+            or environ.get('KUBEHW_REQUIRE_ALL_STAGES', '').strip() == '1')
 PYTEST_EXIT_MEANING = {
     1: 'tests failed',
     2: 'interrupted',
@@ -87,6 +98,8 @@ class Stage(object):
         self.cpu = 0.0
         self.note = ''
         self.ok = False
+        # the stage left a reason why it could not run here (REPORTS/<stage>.not-run)
+        self.not_run = False
 
 
 def stage_command(name):
@@ -165,8 +178,9 @@ class Running(object):
         return True
 
 
-def evaluate(name, rc, reports, seconds, cpu=0.0):
-    """The Stage of a finished stage from its exit code and the reports it left."""
+def evaluate(name, rc, reports, seconds, cpu=0.0, required=None):
+    """The Stage of a finished stage from its exit code and the reports it left. required: whether a stage that could
+    not run fails (default: every_stage_required())."""
     stage = Stage(name)
     stage.seconds = seconds
     stage.cpu = cpu
@@ -174,7 +188,13 @@ def evaluate(name, rc, reports, seconds, cpu=0.0):
     not_run = os.path.join(reports, name + NOT_RUN_SUFFIX)
     if rc == 0 and os.path.exists(not_run):
         with open(not_run) as handle:
-            stage.note = 'not run: ' + handle.read().strip()
+            reason = handle.read().strip()
+        stage.not_run = True
+        if every_stage_required() if required is None else required:
+            stage.note = 'could not run (every stage must, under CI=true or KUBEHW_REQUIRE_ALL_STAGES=1): ' + reason
+            stage.failed = 1
+            return stage
+        stage.note = 'not run: ' + reason
         stage.ok = True
         return stage
     if name in PYTEST_STAGES:
@@ -336,6 +356,10 @@ def summary(stages, wall=None):
     final = '%d passed, %d failed' % (passed, failed)
     if skipped:
         final += ', %d skipped' % skipped
+    not_run = [s.name for s in stages if s.not_run and s.ok]
+    if not_run:
+        lines.append('not run here: %s (see the table); CI runs every stage' % ', '.join(not_run))
+        final = '%s %s' % (INCOMPLETE, final)
     lines.append(final)
     return lines, failed == 0
 

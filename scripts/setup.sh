@@ -32,7 +32,8 @@ fi
 VENV="$ROOT/.venv"
 CACHE="$ROOT/.cache"
 ANSIBLE_WHEEL_VERSION="12.3.0"
-# Collections the tests, molecule scenarios and lint need; none is a runtime dependency.
+# Collections the tests, molecule scenarios and lint need; kubernetes.core is also galaxy.yml's one dependency, which
+# the install tests take from here in place of Galaxy.
 TEST_COLLECTIONS="kubernetes.core community.general community.docker ansible.posix"
 # Debian packages the role scenarios and the real node use: root file systems, nspawn targets, local apt repos, the
 # relays between the real node's network and the host's (socat).
@@ -160,7 +161,7 @@ prepare_kubernetes_binaries() {
     fi
     log "no Kubernetes binaries (KUBEHW_K8S_ASSETS, ../shared/k8s/bin): downloading the pinned release"
     if ! found="$("$VENV/bin/python" -m tests.support.k8s_binaries download)"; then
-        log "WARNING: could not download the Kubernetes binaries; make demo and the integration stages need them"
+        log "WARNING: could not download the Kubernetes binaries; make demo and the cluster stages need them (under CI=true those stages fail)"
         return 0
     fi
     log "Kubernetes binaries: $found"

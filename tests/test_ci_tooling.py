@@ -595,9 +595,11 @@ def test_run_molecule_refuses_a_scenario_name_it_does_not_have(capsys, monkeypat
     assert "no scenario named defualt; there are: " in capsys.readouterr().err
 
 
-def test_a_cluster_stage_without_a_control_plane_says_so_and_does_not_fail(tmp_path):
-    """No control plane folder and no KUBECONFIG (a user's machine): `make integration` prints that it did not run and
-    why, exits 0, and the summary shows the stage as not run, neither passed nor failed."""
+def test_a_cluster_stage_without_a_control_plane_says_so_and_fails_only_where_every_stage_must_run(tmp_path):
+    """No control plane folder and no KUBECONFIG: `make integration` prints that it did not run and why and exits 0.
+    On a developer's machine the summary shows the stage as not run, neither passed nor failed, and the last line
+    starts with "incomplete:"; under CI=true (or KUBEHW_REQUIRE_ALL_STAGES=1) the stage fails with that reason, so
+    a CI machine that cannot get the Kubernetes binaries fails its run."""
     env = dict((k, v) for k, v in os.environ.items() if k != 'KUBECONFIG')
     env['KUBEHW_K8S_ASSETS'] = str(tmp_path / 'no-binaries-here')
     proc = subprocess.run(['bash', os.path.join(ROOT, 'scripts', 'cluster_stage.sh'), 'integration', str(tmp_path),
@@ -606,6 +608,26 @@ def test_a_cluster_stage_without_a_control_plane_says_so_and_does_not_fail(tmp_p
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert 'integration: did not run: ' in proc.stdout and 'KUBECONFIG unset' in proc.stdout, proc.stdout
     assert not (tmp_path / 'integration.xml').exists()
-    stage = run_tests.evaluate('integration', 0, str(tmp_path), 0.1)
+    reason = 'no Kubernetes binaries (%s) and KUBECONFIG unset' % env['KUBEHW_K8S_ASSETS']
+    units = run_tests.Stage('units')
+    units.ok, units.passed = True, 12
+
+    stage = run_tests.evaluate('integration', 0, str(tmp_path), 0.1, required=False)
     assert stage.ok and (stage.passed, stage.failed, stage.skipped) == (0, 0, 0)
-    assert stage.note == 'not run: no Kubernetes binaries (%s) and KUBECONFIG unset' % env['KUBEHW_K8S_ASSETS']
+    assert stage.note == 'not run: ' + reason
+    lines, ok = run_tests.summary([units, stage])
+    assert ok and lines[-2:] == ['not run here: integration (see the table); CI runs every stage',
+                                 'incomplete: 12 passed, 0 failed']
+
+    stage = run_tests.evaluate('integration', 0, str(tmp_path), 0.1, required=True)
+    assert not stage.ok and (stage.passed, stage.failed) == (0, 1)
+    assert stage.note == 'could not run (every stage must, under CI=true or KUBEHW_REQUIRE_ALL_STAGES=1): ' + reason
+    lines, ok = run_tests.summary([units, stage])
+    assert not ok and lines[-1] == '12 passed, 1 failed'
+
+
+@pytest.mark.parametrize('environ, required', [
+    ({}, False), ({'CI': 'true'}, True), ({'CI': 'True'}, True), ({'CI': 'false'}, False),
+    ({'KUBEHW_REQUIRE_ALL_STAGES': '1'}, True), ({'KUBEHW_REQUIRE_ALL_STAGES': '0'}, False)])
+def test_every_stage_is_required_under_ci_or_when_asked(environ, required):
+    assert run_tests.every_stage_required(environ) is required
