@@ -64,6 +64,8 @@ def every_stage_required(environ=None):
     environ = os.environ if environ is None else environ
     return (environ.get('CI', '').strip().lower() in ('true', '1', 'yes')
             or environ.get('KUBEHW_REQUIRE_ALL_STAGES', '').strip() == '1')
+
+
 PYTEST_EXIT_MEANING = {
     1: 'tests failed',
     2: 'interrupted',

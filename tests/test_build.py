@@ -13,7 +13,6 @@ import subprocess
 import tarfile
 
 import pytest
-import yaml
 
 from tests.support.collection_install import build_tarball, dependency_sources, galaxy_info, run, user_env
 from tests.support.playbook_runner import tool

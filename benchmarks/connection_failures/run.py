@@ -66,7 +66,7 @@ class Addresses(object):
         # Backlog 0: the kernel keeps one completed connection waiting; two fill the queue, and SYNs after that
         # are dropped, so a client's connect never completes (what a firewall that drops packets looks like).
         blackhole = self._listener(0)
-        for _ in range(2):
+        for _filler in range(2):
             filler = socket.socket()
             filler.setblocking(False)
             filler.connect_ex(blackhole.getsockname())
@@ -115,7 +115,7 @@ def inventory_seconds(host, workdir, collections):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("--kinds", nargs="+", default=["refused", "unknown", "blackhole", "silent"])
     parser.add_argument("--collection", default=ROOT, help="the kubehw.devices checkout to run (default: this one)")
     parser.add_argument("--label", default="this checkout")

@@ -117,9 +117,9 @@ compose:
 keyed_groups:
   - key: kubehw_node.labels['topology.kubernetes.io/zone'] | default('')
     prefix: zone
-cache: true
-cache_plugin: ansible.builtin.jsonfile
-cache_connection: ~/.cache/kubehw-inventory
+# No cache: moving a node to DRA is a relabel and a run, and a cached list would hide the new label until it expired.
+# On a large fleet, turn it on (cache: true, cache_plugin: ansible.builtin.jsonfile, cache_connection: ~/.cache/kubehw-inventory)
+# and run with --flush-cache after relabelling a node.
 """
 
 import json

@@ -38,6 +38,8 @@ from ansible_collections.kubehw.devices.plugins.module_utils._kubernetes_library
 from ansible_collections.kubehw.devices.plugins.module_utils._rest_api import RestApi, Requests
 
 RETRY_STATUSES = frozenset([429, 500, 502, 503, 504])
+# A connection that was made and then dropped: worth asking again even before the server's first answer.
+DROPPED = (ConnectionResetError, ConnectionAbortedError, BrokenPipeError)
 RETRY_BASE_DELAY = 0.2
 RETRY_MAX_DELAY = 5.0
 # Page size of every list, as kubectl and client-go's pager use.
@@ -200,8 +202,7 @@ class KubeClient(object):
                 _unwrap(exc), timeouts.NewConnectionError):
             problem = "no connection to the API server %s within connect_timeout (%ss)" % (
                 server, self.connect_timeout)
-        elif isinstance(cause, OSError) and not isinstance(cause, (ConnectionResetError, ConnectionAbortedError,
-                                                                               BrokenPipeError)):
+        elif isinstance(cause, OSError) and not isinstance(cause, DROPPED):
             problem = "cannot connect to the API server %s: %s" % (server, to_native(cause))
         else:
             return None

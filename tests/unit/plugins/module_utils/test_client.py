@@ -298,7 +298,7 @@ ADDRESS_FAILURES = [
 @pytest.mark.parametrize("failure, words", ADDRESS_FAILURES)
 def test_an_address_that_never_answered_fails_at_once_naming_the_server(no_env, failure, words):
     sleeps = []
-    fn = Flaky(*[failure() for _ in range(20)])
+    fn = Flaky(*[failure() for _attempt in range(20)])
     with pytest.raises(KubeHwError) as err:
         make_client(sleeps).call(fn, what="list nodes")
     assert fn.calls == 1 and sleeps == []
