@@ -13,6 +13,7 @@ import subprocess
 import tarfile
 
 import pytest
+import yaml
 
 from tests.support.collection_install import build_tarball, dependency_sources, galaxy_info, run, user_env
 from tests.support.playbook_runner import tool
@@ -113,3 +114,29 @@ def test_module_doc_renders_from_installed_copy(installed, module):
     assert fqcn in text.stdout
     assert 'OPTIONS' in text.stdout
     assert 'ERROR' not in text.stderr
+
+
+def readme_requirements():
+    """The requirements.yml the README's install section shows (as comments of its shell block)."""
+    with open(os.path.join(ROOT, 'README.md')) as handle:
+        section = handle.read().split('\n## Install\n', 1)[1].split('\n## ', 1)[0]
+    lines = section.split('# or, in a requirements.yml', 1)[1].splitlines()[1:]
+    return yaml.safe_load('\n'.join(line[4:] for line in lines if line.startswith('#   ')))
+
+
+def test_the_readmes_requirements_file_installs_from_git(tmp_path):
+    """The README's requirements.yml, pointed at this repository's HEAD (a git URL of the same kind, on this machine)
+    with the dependency's local copy beside it, installs the collection built from the commit into an empty path."""
+    (entry,) = readme_requirements()['collections']
+    assert entry['type'] == 'git' and entry['name'].endswith('/devices.git')
+    assert str(entry['version']) == galaxy_info()['version']
+    local = dict(entry, name='git+file://' + ROOT, version='HEAD')
+    requirements = {'collections': [local] + [{'name': path, 'type': 'dir'} for path in dependency_sources()]}
+    (tmp_path / 'requirements.yml').write_text(yaml.safe_dump(requirements))
+    collections = tmp_path / 'collections'
+    env = user_env(tmp_path / 'home', {'ANSIBLE_COLLECTIONS_SCAN_SYS_PATH': 'false'})
+    _run([tool('ansible-galaxy'), 'collection', 'install', '-r', 'requirements.yml', '--offline', '-p',
+          str(collections)], env=env, cwd=str(tmp_path))
+    with open(str(collections / 'ansible_collections' / 'kubehw' / 'devices' / 'MANIFEST.json')) as handle:
+        assert json.load(handle)['collection_info']['version'] == galaxy_info()['version']
+    assert not (collections / 'ansible_collections' / 'kubehw' / 'devices' / 'tests').exists()

@@ -324,10 +324,19 @@ QUICK_START_ENV = {"ANSIBLE_INVENTORY_ENABLED": "kubehw.devices.k8s_nodes", "ANS
 
 
 def test_the_quick_start_fails_on_a_refused_token_with_the_plugins_line(cluster, collections_path, tmp_path):
+    """With the quick start's environment (and not the harness's own ANSIBLE_INVENTORY_UNPARSED_FAILED), the
+    plugin's line stops the run before any play; without ANSIBLE_INVENTORY_ANY_UNPARSED_IS_FAILED, Ansible goes on
+    with an empty inventory and only the site playbook's own inventory check stops it."""
     url, ca = cluster.server()
     config = write_config(tmp_path, "revoked", host=url, ca_cert=ca, api_key="revoked-token-of-this-test")
+    without_harness = {"ANSIBLE_INVENTORY_UNPARSED_FAILED": None}
+    lacking = run_playbook("kubehw.devices.site", str(tmp_path), inventory=config, collections=collections_path,
+                           env=dict(without_harness, ANSIBLE_INVENTORY_ENABLED="kubehw.devices.k8s_nodes"))
+    assert lacking.returncode != 0
+    assert "PLAY [Check that the inventory names hosts to act on]" in lacking.stdout, lacking.output()
+    assert "names no host in gpu_nodes or static_resource_nodes" in lacking.stdout, lacking.output()
     run = run_playbook("kubehw.devices.site", str(tmp_path), inventory=config, collections=collections_path,
-                       env=QUICK_START_ENV)
+                       env=dict(QUICK_START_ENV, **without_harness))
     one_line_failure(run, "answered 401 Unauthorized: its credentials were not accepted; fix api_key")
     assert "revoked-token-of-this-test" not in run.stdout + run.stderr
     assert "PLAY [" not in run.stdout          # no play ran over an empty inventory
