@@ -25,9 +25,11 @@ __metaclass__ = type
 
 import argparse
 import fcntl
+import glob
 import json
 import os
 import pty
+import re
 import subprocess
 import sys
 import termios
@@ -102,6 +104,8 @@ class Stage(object):
         self.ok = False
         # the stage left a reason why it could not run here (REPORTS/<stage>.not-run)
         self.not_run = False
+        self.ansible_core = ''
+
 
 
 def stage_command(name):
@@ -180,12 +184,36 @@ class Running(object):
         return True
 
 
+ANSIBLE_CORE_HEADER = re.compile(r'^ansible-core (\S+)$', re.M)
+VENV_RELEASE = re.compile(r"""^__version__ = ['"]([^'"]+)['"]""", re.M)
+
+
+def ansible_core_of(name, reports):
+    """The ansible-core a stage ran: the pytest header of its log (tests/conftest.py), else the one in .venv (sanity,
+    lint and the role scenarios run .venv's tools)."""
+    try:
+        with open(os.path.join(reports, '%s.log' % name), errors='replace') as handle:
+            found = ANSIBLE_CORE_HEADER.search(handle.read())
+        if found:
+            return found.group(1)
+    except OSError:
+        pass
+    for release in glob.glob(os.path.join(ROOT, '.venv', 'lib', 'python3*', 'site-packages', 'ansible', 'release.py')):
+        with open(release) as handle:
+            found = VENV_RELEASE.search(handle.read())
+        if found:
+            return found.group(1)
+    return ''
+
+
 def evaluate(name, rc, reports, seconds, cpu=0.0, required=None):
     """The Stage of a finished stage from its exit code and the reports it left. required: whether a stage that could
     not run fails (default: every_stage_required())."""
     stage = Stage(name)
     stage.seconds = seconds
     stage.cpu = cpu
+    if name != 'setup':
+        stage.ansible_core = ansible_core_of(name, reports)
     report, rc_file = report_paths(name, reports)
     not_run = os.path.join(reports, name + NOT_RUN_SUFFIX)
     if rc == 0 and os.path.exists(not_run):
@@ -344,16 +372,16 @@ def summary(stages, wall=None):
     """The summary lines and whether everything passed. wall: the run's elapsed seconds (stages overlap, so
     the total row shows that, not the sum of the stages' seconds); cpu is user+sys seconds of each stage's
     processes."""
-    rows = [['stage', 'result', 'passed', 'failed', 'skipped', 'seconds', 'cpu', 'note']]
+    rows = [['stage', 'result', 'passed', 'failed', 'skipped', 'seconds', 'cpu', 'ansible-core', 'note']]
     for s in stages:
         rows.append([s.name, 'ok' if s.ok else 'FAIL', str(s.passed), str(s.failed), str(s.skipped),
-                     '%.1f' % s.seconds, '%.1f' % s.cpu, s.note])
+                     '%.1f' % s.seconds, '%.1f' % s.cpu, s.ansible_core, s.note])
     passed = sum(s.passed for s in stages)
     failed = sum(s.failed for s in stages)
     skipped = sum(s.skipped for s in stages)
     total = wall if wall is not None else sum(s.seconds for s in stages)
     rows.append(['total', 'ok' if failed == 0 else 'FAIL', str(passed), str(failed), str(skipped), '%.1f' % total,
-                 '%.1f' % sum(s.cpu for s in stages), ''])
+                 '%.1f' % sum(s.cpu for s in stages), '', ''])
     lines = ['', '##### summary'] + table(rows, numeric=(2, 3, 4, 5, 6))
     final = '%d passed, %d failed' % (passed, failed)
     if skipped:

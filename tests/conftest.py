@@ -3,3 +3,12 @@
 
 from __future__ import absolute_import, division, print_function
 __metaclass__ = type
+
+
+def pytest_report_header(config):
+    """The ansible-core this pytest runs with, first in every stage's log: make test's summary reads it from there."""
+    try:
+        from ansible.release import __version__
+    except ImportError:
+        return None
+    return "ansible-core %s" % __version__

@@ -631,3 +631,27 @@ def test_a_cluster_stage_without_a_control_plane_says_so_and_fails_only_where_ev
     ({'KUBEHW_REQUIRE_ALL_STAGES': '1'}, True), ({'KUBEHW_REQUIRE_ALL_STAGES': '0'}, False)])
 def test_every_stage_is_required_under_ci_or_when_asked(environ, required):
     assert run_tests.every_stage_required(environ) is required
+
+
+def test_the_summary_names_the_ansible_core_each_stage_ran(tmp_path):
+    """A pytest stage's own header names its ansible-core (tests/conftest.py); a stage without one (sanity, lint,
+    the role scenarios) ran .venv's."""
+    (tmp_path / 'core-2.18.log').write_text('platform linux\nansible-core 2.18.19\nrootdir: /x\n')
+    (tmp_path / 'lint.log').write_text('ansible-lint --profile production\n')
+    pinned = run_tests.ansible_core_of('lint', str(tmp_path))
+    assert re.match(r'2\.[0-9]+\.[0-9]+\Z', pinned), pinned
+    core = run_tests.evaluate('core-2.18', 0, str(tmp_path), 1.0)
+    lint = run_tests.evaluate('lint', 0, str(tmp_path), 1.0)
+    assert (core.ansible_core, lint.ansible_core) == ('2.18.19', pinned)
+    lines, _ok = run_tests.summary([core, lint])
+    header = lines[2]
+    assert 'ansible-core' in header.split()
+    column = header.index('ansible-core')
+    assert lines[3][column:].startswith('2.18.19') and lines[4][column:].startswith(pinned)
+
+
+def test_every_pytest_stage_names_its_ansible_core_in_its_header():
+    proc = subprocess.run([sys.executable, '-m', 'pytest', '-p', 'no:cacheprovider', '--co',
+                           'tests/test_release.py'], cwd=ROOT, capture_output=True, text=True, check=False)
+    import ansible.release
+    assert 'ansible-core %s\n' % ansible.release.__version__ in proc.stdout, proc.stdout

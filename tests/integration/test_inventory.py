@@ -270,8 +270,9 @@ PLANTED = "{{ lookup('pipe', 'touch %s') }}"
 
 def test_values_read_from_the_cluster_are_never_templated(cluster, collections_path, tmp_path):
     """A lookup planted in a node's annotation and address runs neither in `ansible-inventory --graph`/`--list` with
-    the shipped example configuration (whose keyed_groups reads kubehw_node) nor in a play that connects to the host
-    and templates every variable the plugin set; each arrives as the literal string. Runs on the ansible-core of the
+    the shipped example configuration (whose keyed_groups reads kubehw_node), plus groups, keyed_groups and compose of a
+    user's built from the annotation and the address, nor in a play that connects to the host and templates every
+    variable the plugin set and every group name; each arrives as the literal string (a group name sanitised). Runs on the ansible-core of the
     stage: make integration (the pinned 2.19), make min-versions (the floor, 2.17) and make core-2.18."""
     import ansible.release
 
@@ -287,9 +288,17 @@ def test_values_read_from_the_cluster_are_never_templated(cluster, collections_p
         config = yaml.safe_load(f)
     config.update(kubeconfig=cluster.kubeconfig.split(os.pathsep)[0], label_selectors=["kubehw-it/inventory=" + mark],
                   cache_connection=str(tmp_path / "cache"))
-    # the play reaches the host without ssh or sudo; the example's own keyed_groups stays
+    # the play reaches the host without ssh or sudo; the example's own keyed_groups stays, and a user's groups,
+    # keyed_groups and compose built from the annotation and the address are added: group names and composed
+    # variables made of cluster data must stay untrusted too
     config["compose"] = {"ansible_connection": "'local'", "ansible_become": "false",
-                         "ansible_python_interpreter": "'%s'" % sys.executable}
+                         "ansible_python_interpreter": "'%s'" % sys.executable,
+                         "kubehw_it_note": "kubehw_node.annotations['example.com/note']",
+                         "kubehw_it_address": "ansible_host"}
+    config["groups"] = {"kubehw_it_noted": "kubehw_node.annotations['example.com/note'] is search('lookup')"}
+    config["keyed_groups"] = list(config.get("keyed_groups") or []) + [
+        {"key": "kubehw_node.annotations['example.com/note']", "prefix": "note"},
+        {"key": "kubehw_node.addresses | map(attribute='address') | list", "prefix": "addr"}]
     path = tmp_path / "example.k8s_nodes.yml"
     path.write_text(yaml.safe_dump(config))
 
@@ -308,13 +317,21 @@ def test_values_read_from_the_cluster_are_never_templated(cluster, collections_p
                    "ansible.builtin.copy": {
                        "dest": str(seen), "mode": "0600",
                        "content": "{{ hostvars[inventory_hostname] | dict2items | selectattr('key', 'match', "
-                                  "'^(kubehw_|ansible_host$|extended_resources_static$)') | items2dict | to_json }}"}}]}]
+                                  "'^(kubehw_|ansible_host$|extended_resources_static$|group_names$)') | items2dict "
+                                  "| to_json }}"}},
+                  {"name": "Template every group name", "ansible.builtin.debug": {
+                      "msg": "{{ group_names | map('regex_replace', '^', 'group ') | list }}"}}]}]
     run = run_playbook(plays, str(tmp_path), inventory=str(path), collections=collections_path)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     written = json.loads(seen.read_text())
     assert written["ansible_host"] == PLANTED % planted_address
     assert written["kubehw_node"]["annotations"]["example.com/note"] == PLANTED % planted_annotation
     assert written["kubehw_node"]["addresses"] == [{"type": "InternalIP", "address": PLANTED % planted_address}]
+    assert written["kubehw_it_note"] == PLANTED % planted_annotation
+    assert written["kubehw_it_address"] == PLANTED % planted_address
+    groups = written["group_names"]
+    assert "kubehw_it_noted" in groups
+    assert [g for g in groups if g.startswith("note_")] and [g for g in groups if g.startswith("addr_")], groups
     ran = [p for p in (planted_annotation, planted_address) if os.path.exists(p)]
     assert ran == [], "ansible-core %s ran cluster data as a template" % ansible.release.__version__
 
