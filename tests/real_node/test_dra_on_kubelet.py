@@ -20,7 +20,9 @@ NAMESPACE = "kubehw-rn-dra"
 DRIVER = "test-driver.cdi.k8s.io"
 # The test driver's CDI spec for a prepared claim sets claim_<claim>_<request>=true in the container.
 SEES_THE_CLAIM = ["sh", "-c", "env | grep '^claim_.*=true'"]
-CDI_OFF = "/etc/containerd/conf.d/zz-kubehw-test-cdi-off.toml"
+# The toolkit role's containerd drop-in (its enable_cdi = true is what turns CDI on: the node's main configuration
+# has it off, tests/support/real_node_files/runtime.yml).
+TOOLKIT_DROPIN = "/etc/containerd/conf.d/99-nvidia.toml"
 
 
 def driver_task(state="present"):
@@ -77,12 +79,17 @@ def test_the_driver_publishes_devices_and_a_claim_reaches_the_container(deployed
     assert smoke["claims_deleted"] is True
 
 
-def test_without_cdi_in_containerd_the_claim_never_reaches_the_container_and_the_smoke_test_says_why(
+def test_without_the_roles_cdi_setting_the_claim_never_reaches_the_container_and_the_smoke_test_says_why(
         deployed, real_node, ansible, node_name):
+    """The toolkit role's drop-in without its enable_cdi line: the main configuration's CDI-off stands, the CRI plugin
+    ignores the CDI devices the kubelet passes, and the container never sees the claim. So the passing test above
+    passes because of the role's setting."""
     del deployed
-    # What an old or hand-edited containerd configuration does: the CRI plugin ignores the CDI devices it is given.
-    real_node.run(["sh", "-c", "printf 'version = 2\\n[plugins.\"io.containerd.grpc.v1.cri\"]\\n  enable_cdi = false\\n'"
-                               " > " + CDI_OFF])
+    dropin = real_node.run(["cat", TOOLKIT_DROPIN]).stdout
+    assert "enable_cdi = true" in dropin, dropin
+    saved = "/run/kubehw-node/99-nvidia.toml.saved"
+    real_node.run(["cp", "-p", TOOLKIT_DROPIN, saved])
+    real_node.run(["sed", "-i", "/enable_cdi/d", TOOLKIT_DROPIN])
     try:
         real_node.restart_containerd()
         run = ansible(smoke_task(node_name))
@@ -92,7 +99,7 @@ def test_without_cdi_in_containerd_the_claim_never_reaches_the_container_and_the
         assert "claim_" not in smoke["log"]
         assert "prepared by the driver" in smoke["msg"] and "enable_cdi = true" in smoke["msg"], smoke["msg"]
     finally:
-        real_node.run(["rm", "-f", CDI_OFF])
+        real_node.run(["mv", saved, TOOLKIT_DROPIN])
         real_node.restart_containerd()
     run = ansible(smoke_task(node_name))
     assert run.rc == 0, run.output()
