@@ -417,7 +417,9 @@ def test_site_with_only_the_plugin_reaches_the_hand_written_inventorys_nodes(clu
                                                _preload_content=False))
     # the plugin first, on the fresh cluster: it must do the work (roll out, advertise), not find it done
     by_plugin, recap_plugin, proc = site(collections_path, tmp_path, DEMO_PLUGIN_INVENTORY, cluster.kubeconfig)
-    assert set(recap_plugin) == {"gpu-node-1", "gpu-node-2", "dongle-node-1"}, proc.stdout[-3000:]
+    # localhost: the playbook's inventory check, which changes nothing
+    assert set(recap_plugin) == {"gpu-node-1", "gpu-node-2", "dongle-node-1", "localhost"}, proc.stdout[-3000:]
+    assert recap_plugin["localhost"] == 0
     assert recap_plugin["dongle-node-1"] >= 1 and recap_plugin["gpu-node-1"] >= 1, proc.stdout[-3000:]
     capacity = dict((n["metadata"]["name"], n["status"].get("capacity") or {}) for n in json.loads(
         cluster.core.list_node(_preload_content=False).data)["items"])
