@@ -107,7 +107,6 @@ class Stage(object):
         self.ansible_core = ''
 
 
-
 def stage_command(name):
     """The command line of one stage."""
     return ['make', '--no-print-directory', '-C', ROOT, name]
