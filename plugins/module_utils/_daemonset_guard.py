@@ -29,6 +29,12 @@ def image_repository(image):
     return "/".join(last)
 
 
+def image_name(image):
+    """The last path component of an image's repository (``k8s-dra-driver-gpu`` of
+    ``nvcr.io/nvidia/k8s-dra-driver-gpu:v25.12.0``): what stays the same wherever a site mirrors the image."""
+    return image_repository(image).rsplit("/", 1)[-1]
+
+
 def _runs_image(ds, repositories):
     """Whether a container of the DaemonSet's pods runs an image of one of these repositories (a mirror's copy too:
     the repository's last path components match)."""
@@ -54,11 +60,27 @@ def _domain(resource):
     return resource.split("/", 1)[0] if "/" in resource else None
 
 
+def _serves_nothing(ds, programs):
+    """Whether every container of the DaemonSet's pods runs one of these programs (named in its command or args, as
+    a word or a path's last part): a vendor's helper from the device plugin's image (feature discovery, an MPS
+    control daemon) that hands out no device. A container that names none of them (or runs the image's own
+    entrypoint) may be the device plugin."""
+    containers = (((ds.get("spec") or {}).get("template") or {}).get("spec") or {}).get("containers") or []
+    if not programs or not containers:
+        return False
+    for container in containers:
+        words = " ".join(str(w) for w in (container.get("command") or []) + (container.get("args") or [])).split()
+        if not any(word.rsplit("/", 1)[-1] in programs for word in words):
+            return False
+    return True
+
+
 def device_plugin_daemonsets(daemonsets, plugin):
     """The DaemonSets that serve the preset's device-plugin resources, recognised by what they are, not by our labels:
     the collection's device plugin serving a resource of the vendor's domain (nvidia.com/gpu, or a MIG or time-sliced
     name such as nvidia.com/mig-1g.10gb or nvidia.com/gpu.shared), or any DaemonSet that carries one of the vendor's
-    upstream labels (on itself, its selector or its pod template) or runs the vendor's device-plugin image."""
+    upstream labels (on itself, its selector or its pod template) or runs the vendor's device-plugin image, unless
+    each of its containers runs a program of the vendor's that serves nothing (feature discovery, MPS daemon)."""
     domains = set(_domain(r) for r in plugin["resources"])
     found = []
     for ds in daemonsets:
@@ -69,7 +91,8 @@ def device_plugin_daemonsets(daemonsets, plugin):
         ours = managed_here(ds) and labels.get(COMPONENT_LABEL) == "device-plugin" and \
             any(_domain(r) in domains for r in served)
         upstream = any(labels.get(k) == v for k, v in plugin["labels"])
-        if ours or upstream or _runs_image(ds, plugin.get("images") or ()):
+        if ours or ((upstream or _runs_image(ds, plugin.get("images") or ()))
+                    and not _serves_nothing(ds, plugin.get("non_serving_programs") or ())):
             found.append(ds)
     return found
 

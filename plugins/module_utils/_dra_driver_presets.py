@@ -141,6 +141,9 @@ NVIDIA = {
     # keeps v25.12.0's name so an existing deployment is updated in place, not run twice.
     "name": "nvidia-dra-driver-gpu-kubelet-plugin",
     "image": _NVIDIA_IMAGE,
+    # Other images of the same driver: NVIDIA's own chart (nvidia-dra-driver-gpu, v25.12.0 and before) runs this one.
+    # A DaemonSet running either, under any registry (a mirror's copy too), is another installation of gpu.nvidia.com.
+    "previous_images": [NVIDIA_PREVIOUS_IMAGE],
     # The containers that read NVIDIA_DRIVER_ROOT, and the volumes that mount it, get driver_root (build_daemonset).
     "driver_root": NVIDIA_DEFAULT_DRIVER_ROOT,
     "init_containers": [{
@@ -243,6 +246,12 @@ NVIDIA = {
                    ("app", "nvidia-device-plugin-daemonset")],
         # the image, wherever it is mirrored: a DaemonSet named and labelled otherwise is still the device plugin
         "images": ["nvidia/k8s-device-plugin"],
+        # What else runs from that image and under those labels and serves no resource: gpu-feature-discovery and
+        # the MPS control daemon (NVIDIA/k8s-device-plugin v0.20.0 deployments/helm/nvidia-device-plugin/templates/
+        # daemonset-gfd.yml, daemonset-mps-control-daemon.yml; NVIDIA/gpu-operator v26.7.0 assets/
+        # gpu-feature-discovery/, assets/state-mps-control-daemon/), each beside a config-manager sidecar. A
+        # DaemonSet all of whose containers run one of these programs is not a device plugin.
+        "non_serving_programs": ["gpu-feature-discovery", "mps-control-daemon", "config-manager"],
     },
 }
 

@@ -530,8 +530,10 @@ class DraDriverDeploy(ds_task.DaemonSetTask):
         daemonsets = listing.get("items") or []
         pod_spec = desired_ds["spec"]["template"]["spec"]
         nodes = self.nodes()
+        # the driver's images by name, not by registry: NVIDIA's chart, kubernetes-sigs' chart or a mirror of either
         images = [image for image in (self.preset["image"], self.params.get("image")) if image]
-        twins = guard.same_driver_daemonsets(daemonsets, self.driver, [guard.image_repository(i) for i in images],
+        images += list(self.preset.get("previous_images") or ())
+        twins = guard.same_driver_daemonsets(daemonsets, self.driver, sorted(set(guard.image_name(i) for i in images)),
                                              (self.namespace, self.name))
         twin_overlap = guard.overlapping_nodes(pod_spec, twins, nodes)
         if twin_overlap:

@@ -848,12 +848,18 @@ def test_a_node_whose_allocatable_shows_the_resource_is_refused_without_a_daemon
     assert "gpu-2" not in out["msg"] and writes_of(api, dra_api) == []
 
 
-def test_a_second_installation_of_the_same_driver_is_refused(fakes, capsys):
-    """A Helm release of gpu.nvidia.com in another namespace: two kubelet plugins of one driver per node."""
+@pytest.mark.parametrize("image", [
+    "registry.k8s.io/dra-driver-nvidia/dra-driver-nvidia-gpu:v0.4.0",      # kubernetes-sigs' chart
+    "nvcr.io/nvidia/k8s-dra-driver-gpu:v25.12.0",                          # NVIDIA's chart (nvidia-dra-driver-gpu)
+    "mirror.example:5000/nvidia/k8s-dra-driver-gpu:v25.8.1",               # NVIDIA's, from a site's mirror
+    "mirror.example:5000/dra-driver-nvidia-gpu@sha256:" + "0" * 64,        # kubernetes-sigs', mirrored by digest
+], ids=["sigs-chart", "nvidia-chart", "nvidia-mirrored", "sigs-mirrored"])
+def test_a_second_installation_of_the_same_driver_is_refused(fakes, capsys, image):
+    """A Helm release of gpu.nvidia.com in another namespace, from either chart's image wherever it is mirrored: two
+    kubelet plugins of one driver per node."""
     helm = plugin_daemonset(namespace="nvidia-dra-driver-gpu", name="nvidia-dra-driver-gpu-kubelet-plugin",
                             labels={"app.kubernetes.io/managed-by": "Helm"})
-    helm["spec"]["template"]["spec"]["containers"][0]["image"] = \
-        "registry.k8s.io/dra-driver-nvidia/dra-driver-nvidia-gpu:v0.4.0"
+    helm["spec"]["template"]["spec"]["containers"][0]["image"] = image
     api, dra_api = FakeApi(daemonsets=[helm], nodes=[gpu_node("gpu-1")]), FakeDra()
     fakes(api, dra_api)
     out = run_module(mod, capsys, params(preset="nvidia"))
