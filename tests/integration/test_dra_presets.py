@@ -23,11 +23,14 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import copy
 import json
+import os
 import threading
 import time
 
 import pytest
+import yaml
 from kubernetes import client
 from kubernetes import config as kube_config
 from kubernetes.client.rest import ApiException
@@ -38,6 +41,7 @@ from tests.support.k8s_objects import read_out
 from tests.support.node_configs import NO_NODES
 
 MODULE = "kubehw.devices.dra_driver_deploy"
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
 NOT_READY = "node.kubernetes.io/not-ready"
 # the tests make nodes of their own, with a kubelet stand-in of their own where the nodes need kubelets
@@ -212,6 +216,71 @@ def test_nvidias_static_manifest_on_a_joining_node_is_recognised_before_any_writ
     assert res["failed"] and not res["changed"], run.output()
     assert ("Refusing to deploy the DRA driver gpu.nvidia.com: the device plugin DaemonSet %s/%s (%s) serves "
             "nvidia.com/gpu" % (plugin_namespace, plugin, node)) in res["msg"], res["msg"]
+    assert observer.writes() == []
+
+
+VENDOR_DAEMONSETS = os.path.join(REPO_ROOT, "tests", "unit", "plugins", "module_utils", "vendor_daemonsets.yml")
+
+
+def vendor_daemonset(source_prefix, namespace, name, pool):
+    """A row of the vendor table (each from a published chart or manifest) as a DaemonSet of this test: its own
+    namespace and name, kept on this test's nodes by a node selector, tolerating the GPU taint as upstream does."""
+    with open(VENDOR_DAEMONSETS) as handle:
+        (row,) = [r for r in yaml.safe_load(handle) if r["source"].startswith(source_prefix)]
+    ds = copy.deepcopy(row["daemonset"])
+    ds.update(apiVersion="apps/v1", kind="DaemonSet")
+    ds["metadata"].update(namespace=namespace, name=name)
+    pod = ds["spec"]["template"]["spec"]
+    pod.update(nodeSelector=pool, tolerations=[{"key": "nvidia.com/gpu", "operator": "Exists"}])
+    return ds
+
+
+def test_nvidias_feature_discovery_and_mps_daemon_pass_and_nvidias_own_driver_chart_is_a_second_installation(
+        cluster, ansible):
+    """The GPU Operator installed for NVIDIA's DRA driver (devicePlugin.enabled=false) still runs GPU feature
+    discovery, and the device plugin chart runs GFD and the MPS control daemon, all from the device plugin's image:
+    none hands out a GPU, so the driver is not refused for them (check mode, nothing written). NVIDIA's own DRA
+    chart (nvcr.io/nvidia/k8s-dra-driver-gpu) on the same node is the same driver: refused, naming it."""
+    namespace, driver = cluster.namespace(), cluster.unique_name("nvdra")
+    pool = {"kubehw-it.example.com/gpu-pool": driver}
+    (node,) = cluster.create_nodes([{"what": "gpu", "labels": dict(pool, **{"nvidia.com/gpu.present": "true"})}])
+    helpers = [("NVIDIA/gpu-operator v26.7.0 assets/gpu-feature-discovery", "gfd-operator"),
+               ("NVIDIA/k8s-device-plugin v0.20.0 deployments/helm/nvidia-device-plugin/templates/daemonset-gfd",
+                "gfd-chart"),
+               ("NVIDIA/k8s-device-plugin v0.20.0 deployments/helm/nvidia-device-plugin/templates/"
+                "daemonset-mps-control", "mps-chart")]
+    for source, name in helpers:
+        read_out(cluster.apps.create_namespaced_daemon_set(
+            namespace, vendor_daemonset(source, namespace, name, pool), _preload_content=False))
+    observer = cluster.observe_writes(namespaces=[namespace], names=[driver])
+    run = ansible([{"name": "Deploy", MODULE: dict(namespace=namespace, name=driver, preset="nvidia",
+                                                   node_selector=pool, device_classes=False, wait="none"),
+                    "check_mode": True}])
+    res = run.result("Deploy")
+    assert not res.get("failed") and res["changed"], run.output()
+    assert observer.writes() == []
+
+    # NVIDIA's own chart (nvidia-dra-driver-gpu v25.12.0 templates/kubeletplugin.yaml): its kubelet plugin, in a
+    # namespace of its own
+    twin_namespace = cluster.unique_name("nvidia-dra")
+    labels = {"app.kubernetes.io/name": "nvidia-dra-driver-gpu", "app.kubernetes.io/instance": "nvidia-dra"}
+    twin = {"apiVersion": "apps/v1", "kind": "DaemonSet",
+            "metadata": {"name": "nvidia-dra-driver-gpu-kubelet-plugin", "namespace": twin_namespace,
+                         "labels": dict(labels, **{"app.kubernetes.io/managed-by": "Helm"})},
+            "spec": {"selector": {"matchLabels": labels}, "template": {"metadata": {"labels": labels}, "spec": {
+                "nodeSelector": pool, "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists"}],
+                "containers": [{"name": "gpus", "image": "nvcr.io/nvidia/k8s-dra-driver-gpu:v25.12.0",
+                                "command": ["gpu-kubelet-plugin"]}]}}}}
+    read_out(cluster.core.create_namespace(
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": twin_namespace}}, _preload_content=False))
+    cluster.on_close("delete namespace %s" % twin_namespace,
+                     lambda: cluster.core.delete_namespace(twin_namespace, _preload_content=False))
+    read_out(cluster.apps.create_namespaced_daemon_set(twin_namespace, twin, _preload_content=False))
+    observer = cluster.observe_writes(namespaces=[namespace], names=[driver])
+    run, res = deploy(ansible, namespace, driver, preset="nvidia", node_selector=pool)
+    assert res["failed"] and not res["changed"], run.output()
+    assert ("DaemonSet %s/nvidia-dra-driver-gpu-kubelet-plugin (%s) already runs it" % (twin_namespace, node)
+            in res["msg"]), res["msg"]
     assert observer.writes() == []
 
 
