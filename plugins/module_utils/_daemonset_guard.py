@@ -1,8 +1,9 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) kubehw.devices contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The guard dra_driver_deploy runs before any write: nothing else may hand out the devices of the driver's preset on
-a node the driver runs on, or will run on once it has joined. A device plugin is recognised by what it is (the
+"""The guards both deploy modules run before any write: nothing else may hand out the same devices on a node the
+DaemonSet runs on, or will run on once it has joined. dra_driver_deploy's: no device plugin of the preset's devices,
+no second installation of the driver. device_plugin_deploy's: no DRA driver publishing the plugin's devices. A device plugin is recognised by what it is (the
 collection's by the resources it serves, anyone's by the vendor's upstream labels on the DaemonSet, its selector or
 its pod template, or by its image), a node by the resource in its allocatable, a second installation of the same
 driver by the driver annotation or the image. Pure functions over listed objects; the module lists them.
@@ -113,7 +114,7 @@ def same_driver_daemonsets(daemonsets, driver, images, own):
     return found
 
 
-def _eligible_nodes(pod_spec, nodes):
+def eligible_nodes(pod_spec, nodes):
     """The nodes a DaemonSet of this template runs on now, and those it will run on once they finish joining
     (held back only by the not-ready, unreachable or network-unavailable taints, or not Ready yet)."""
     return set(ds_rollout.selected_nodes(pod_spec, nodes)) | set(ds_rollout.joining_nodes(pod_spec, nodes))
@@ -122,11 +123,11 @@ def _eligible_nodes(pod_spec, nodes):
 def overlapping_nodes(pod_spec, daemonsets, nodes):
     """{"namespace/name": [nodes]}: the nodes each DaemonSet runs on, or will once they have joined, that pod_spec
     runs on too, or will."""
-    wanted = _eligible_nodes(pod_spec, nodes)
+    wanted = eligible_nodes(pod_spec, nodes)
     out = {}
     for ds in daemonsets:
         template_spec = ((ds.get("spec") or {}).get("template") or {}).get("spec")
-        shared = sorted(wanted & _eligible_nodes(template_spec, nodes))
+        shared = sorted(wanted & eligible_nodes(template_spec, nodes))
         if shared:
             meta = ds.get("metadata") or {}
             out["%s/%s" % (meta.get("namespace"), meta.get("name"))] = shared
@@ -137,7 +138,7 @@ def nodes_serving(pod_spec, nodes, resources):
     """{node: "resource=count"} for the nodes pod_spec runs on (or will) whose allocatable already holds one of these
     extended resources above 0: a device plugin serves them there, whatever DaemonSet (or none we can see) runs it.
     Allocatable, not capacity: the kubelet zeroes allocatable as soon as a plugin goes, capacity only minutes later."""
-    wanted = _eligible_nodes(pod_spec, nodes)
+    wanted = eligible_nodes(pod_spec, nodes)
     out = {}
     for node in nodes:
         name = node["metadata"]["name"]
@@ -174,3 +175,24 @@ def same_driver_message(driver, overlap, option):
             "two kubelet plugins of one driver on a node publish and prepare the same devices twice. Remove the other "
             "installation, narrow both to different nodes (node_selector), or set %s: true if you mean it. Nothing "
             "was written." % (driver, "; ".join(parts), option))
+
+
+def dra_drivers_of(resources, dra_presets):
+    """The DRA drivers that hand out the devices these device-plugin resources name: each DRA preset's driver whose
+    device plugin serves a resource of the same domain (nvidia.com/gpu and gpu.nvidia.com; gpu.intel.com/i915 and
+    gpu.intel.com), sorted."""
+    domains = set(_domain(r) for r in resources)
+    return sorted(set(preset["driver"] for preset in dra_presets.values()
+                      if preset.get("device_plugin")
+                      and any(_domain(r) in domains for r in preset["device_plugin"]["resources"])))
+
+
+def dra_overlap_message(daemonset, resources, published, option):
+    """The device plugin's refusal: the DRA drivers that already publish the same devices on node(s) the plugin would
+    run on. published: {driver: "node (n device(s) in m ResourceSlice(s)), ..."}."""
+    found = "; ".join("the DRA driver %s publishes devices on %s" % (driver, nodes)
+                      for driver, nodes in sorted(published.items()))
+    return ("Refusing to deploy the device plugin %s: %s, node(s) this plugin would run on (joining nodes included), "
+            "and both would hand out the same devices (%s). Narrow the plugin and the driver to different nodes "
+            "(node_selector on both; the migration in docs/dra.md), remove the driver, or set %s: true if you mean "
+            "it. Nothing was written." % (daemonset, found, " or ".join(resources), option))

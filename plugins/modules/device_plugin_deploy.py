@@ -226,6 +226,17 @@ options:
         foreign ConfigMap does (O(adopt_configmap)).
     type: bool
     default: false
+  allow_dra_overlap:
+    description:
+      - Before any write, the module lists the ResourceSlices of the DRA drivers that hand out the same devices
+        (V(gpu.nvidia.com) for C(nvidia.com/*) resources, V(gpu.intel.com) for C(gpu.intel.com/*)) and refuses when
+        one publishes devices on a node the plugin would run on (joining nodes included), naming the driver and the
+        nodes, since both would hand out the same devices. Set V(true) only when that is meant, for example while moving
+        nodes between the two one by one (the migration in the collection's C(docs/dra.md)).
+      - On a cluster that serves no C(resource.k8s.io/v1), or for an identity that may not list ResourceSlices, there
+        is nothing to check (the latter with a warning).
+    type: bool
+    default: false
   adopt_configmap:
     description:
       - Let the V(nvidia) preset take over a ConfigMap C(<name>-config) that this module did not create (one neither
@@ -497,6 +508,7 @@ diff:
   elements: dict
 """
 
+import functools
 import time
 
 from ansible.module_utils.basic import AnsibleModule
@@ -507,6 +519,10 @@ from ansible_collections.kubehw.devices.plugins.module_utils._connection import 
 )
 from ansible_collections.kubehw.devices.plugins.module_utils._errors import KubeHwError
 from ansible_collections.kubehw.devices.plugins.module_utils import _daemonset_compare as compare
+from ansible_collections.kubehw.devices.plugins.module_utils import _daemonset_guard as guard
+from ansible_collections.kubehw.devices.plugins.module_utils import _dra
+from ansible_collections.kubehw.devices.plugins.module_utils import _dra_driver_presets as dra_presets
+from ansible_collections.kubehw.devices.plugins.module_utils._dra_report import describe_published, still_published
 from ansible_collections.kubehw.devices.plugins.module_utils import _daemonset_manifest as manifest
 from ansible_collections.kubehw.devices.plugins.module_utils import _daemonset_rollout as ds_rollout
 from ansible_collections.kubehw.devices.plugins.module_utils import _daemonset_task as ds_task
@@ -553,6 +569,7 @@ def argument_spec():
         delete_old_pods=dict(type="bool", default=False),
         adopt_configmap=dict(type="bool", default=False),
         adopt_daemonset=dict(type="bool", default=False),
+        allow_dra_overlap=dict(type="bool", default=False),
         allow_empty_rollout=dict(type="bool", default=False),
         labels=dict(type="dict"),
         annotations=dict(type="dict"),
@@ -616,6 +633,7 @@ class DevicePluginDeploy(ds_task.DaemonSetTask):
         # Every read and every refusal before the first write.
         live = self._read_daemonset_to_replace(desired)
         live_cm, stale_cm = self._read_configmap_to_replace(configmap, desired, live)
+        self._check_dra_overlap(desired, resources)
         before_gen = (live or {}).get("metadata", {}).get("generation")
         self.result["generation"]["before"] = before_gen
 
@@ -639,6 +657,40 @@ class DevicePluginDeploy(ds_task.DaemonSetTask):
             return
         current = self._write_configmap_and_daemonset(desired, configmap, live, live_cm, cm_diffs, ds_diffs)
         self._wait(current, resources, stale_cm)
+
+    def _check_dra_overlap(self, desired, resources):
+        """Refuse before any write when a DRA driver of the same devices already publishes on a node the plugin would
+        run on, or will once it has joined (the other direction of dra_driver_deploy's guard). One list of
+        ResourceSlices per such driver; the nodes are listed only when a driver publishes something."""
+        if self.params.get("allow_dra_overlap"):
+            return
+        published = {}
+        for driver in guard.dra_drivers_of(resources, dra_presets.PRESETS):
+            slices_fn = functools.partial(self.client.custom.list_cluster_custom_object, _dra.GROUP, _dra.VERSION,
+                                          "resourceslices")
+            try:
+                listing = self.client.list_all(slices_fn, field_selector="spec.driver=%s" % driver,
+                                               what="list the ResourceSlices of DRA driver %s" % driver)
+            except KubeHwError as err:
+                if err.status == 404:
+                    return      # no resource.k8s.io/v1 on this cluster: no DRA driver publishes anything
+                if err.status != 403:
+                    raise
+                self.warnings.append(
+                    "Could not check whether the DRA driver %s already publishes the devices of %s on this plugin's "
+                    "nodes: the identity may not list ResourceSlices (%s). playbooks/rbac.yml grants it with "
+                    "kubehw_rbac_dra: true." % (driver, " or ".join(resources), err.msg))
+                continue
+            if listing.get("items"):
+                published[driver] = listing["items"]
+        if not published:
+            return
+        wanted = guard.eligible_nodes(desired["spec"]["template"]["spec"], self.nodes())
+        overlap = dict((driver, describe_published(still_published(items, wanted)))
+                       for driver, items in published.items() if still_published(items, wanted))
+        if overlap:
+            raise TaskFailed(guard.dra_overlap_message("%s/%s" % (self.namespace, self.name), resources, overlap,
+                                                       "allow_dra_overlap"))
 
     def _read_daemonset_to_replace(self, desired):
         """The live DaemonSet (None when there is none); refuses one whose selector differs or that someone else

@@ -12,6 +12,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import functools
 import json
 import re
 import uuid
@@ -572,3 +573,41 @@ def test_device_plugin_role_passes_the_runtime_class(cluster, ansible, namespace
     assert "runtimeClassName" not in emptied["spec"]["template"]["spec"]
     if cluster.controlled:
         assert cluster.writes(mark) == []
+
+
+def test_a_dra_driver_publishing_the_same_gpus_on_the_plugins_nodes_is_refused_before_any_write(
+        cluster, ansible, namespace):
+    """The other direction of dra_driver_deploy's guard: gpu.nvidia.com already publishes GPUs (a ResourceSlice, as
+    its kubelet plugin writes it) on a node the NVIDIA device plugin would run on. The plugin is refused, naming the
+    driver and the node, and nothing is written; a node of the same driver outside the plugin's selection does not
+    count; allow_dra_overlap: true deploys it (check mode here)."""
+    pool = "kubehw-it.example.com/dp-pool"
+    served, elsewhere = cluster.create_nodes([
+        {"what": "dra-gpu", "labels": {pool: namespace, "nvidia.com/gpu.present": "true"}},
+        {"what": "dra-other", "labels": {pool: "other-" + namespace, "nvidia.com/gpu.present": "true"}}])
+    from kubernetes import client
+    custom = client.CustomObjectsApi(cluster.api_client)
+    for node in (served, elsewhere):
+        name = cluster.unique_name("slice")
+        custom.create_cluster_custom_object("resource.k8s.io", "v1", "resourceslices", {
+            "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": name},
+            "spec": {"driver": "gpu.nvidia.com", "nodeName": node,
+                     "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+                     "devices": [{"name": "gpu-0"}, {"name": "gpu-1"}]}})
+        cluster.on_close("delete ResourceSlice %s" % name, functools.partial(
+            custom.delete_cluster_custom_object, "resource.k8s.io", "v1", "resourceslices", name))
+    mark = cluster.mark()
+    run = ansible([dict(task(namespace, wait="none", node_selector={pool: namespace}), ignore_errors=True),
+                   dict(task(namespace, name="Anyway", wait="none", node_selector={pool: namespace},
+                             allow_dra_overlap=True), check_mode=True)])
+    res = run.result("Deploy")
+    assert res["failed"] and res["changed"] is False, res
+    assert ("Refusing to deploy the device plugin %s/nvidia-device-plugin: the DRA driver gpu.nvidia.com publishes "
+            "devices on %s (2 device(s) in 1 ResourceSlice(s)), node(s) this plugin would run on"
+            % (namespace, served)) in res["msg"], res["msg"]
+    assert elsewhere not in res["msg"] and "allow_dra_overlap: true" in res["msg"]
+    assert not exists(cluster.apps.read_namespaced_daemon_set, "nvidia-device-plugin", namespace)
+    if cluster.controlled:
+        assert ds_writes(cluster, mark) == []
+    anyway = run.result("Anyway")
+    assert not anyway.get("failed") and anyway["changed"] is True, anyway

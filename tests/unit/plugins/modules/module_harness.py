@@ -62,7 +62,7 @@ class FakeClient(object):
 
     def __init__(self, module):
         type(self).constructed += 1
-        self.core = self.apps = self.node_api = self.rbac = type(self).api
+        self.core = self.apps = self.node_api = self.rbac = self.custom = type(self).api
         self.api_client = None
 
     # True: errors are worded as KubeClient words them ("Failed to <what>: <status> <message>")

@@ -44,6 +44,8 @@ class FakeApi(object):
                                            "conditions": [{"type": "Ready", "status": "True"}]}}}
         self.pods = []
         self.missing_namespace = False
+        self.slices = []            # ResourceSlices of DRA drivers
+        self.slices_error = None    # what listing them answers instead (404: no resource.k8s.io/v1; 403)
 
     def writes(self):
         return [(c[0], c[1], c[2]) for c in self.calls if c[0] in ("POST", "PUT", "DELETE")]
@@ -164,6 +166,13 @@ class FakeApi(object):
 
     def list_node(self, **kw):
         return {"items": copy.deepcopy(list(self.nodes.values()))}
+
+    def list_cluster_custom_object(self, group, version, plural, field_selector=None, **kw):
+        self.calls.append(("GET", plural, field_selector))
+        if self.slices_error is not None:
+            raise self.slices_error
+        driver = field_selector.split("=", 1)[1]
+        return {"items": [s for s in self.slices if s["spec"]["driver"] == driver]}
 
 
 class FakeClient(module_harness.FakeClient):
@@ -498,3 +507,51 @@ def test_validate_runs_once_per_call(api, capsys, monkeypatch):
     monkeypatch.setattr(manifest, "validate", lambda params: calls.append(1) or real(params))
     run(capsys, {"preset": "nvidia"})
     assert calls == [1]
+
+
+def resource_slice(driver, node, devices=2):
+    return {"metadata": {"name": "%s-%s" % (node, driver)},
+            "spec": {"driver": driver, "nodeName": node, "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+                     "devices": [{"name": "gpu-%d" % i} for i in range(devices)]}}
+
+
+def test_a_dra_driver_publishing_the_same_devices_on_the_plugins_node_is_refused_before_any_write(api, capsys):
+    """The other direction of dra_driver_deploy's guard: gpu.nvidia.com already publishes GPUs on gpu-1, where the
+    NVIDIA device plugin would run; another driver's slices, and gpu.nvidia.com on a node the plugin does not
+    select, do not count."""
+    api.slices = [resource_slice("gpu.nvidia.com", "gpu-1"), resource_slice("gpu.example.com", "gpu-1"),
+                  resource_slice("gpu.nvidia.com", "cpu-9")]
+    api.nodes["gpu-1"]["metadata"]["labels"] = {"pool": "gpu"}
+    api.nodes["cpu-9"] = {"metadata": {"name": "cpu-9", "labels": {"pool": "cpu"}},
+                          "status": {"conditions": [{"type": "Ready", "status": "True"}]}}
+    result = run(capsys, {"preset": "nvidia", "node_selector": {"pool": "gpu"}, "wait": "none"})
+    assert result.get("failed") and not result["changed"], result
+    assert ("Refusing to deploy the device plugin %s/nvidia-device-plugin: the DRA driver gpu.nvidia.com publishes "
+            "devices on gpu-1 (2 device(s) in 1 ResourceSlice(s)), node(s) this plugin would run on" % NS) in result["msg"]
+    assert "cpu-9" not in result["msg"] and "allow_dra_overlap: true" in result["msg"]
+    assert api.writes() == []
+    assert ("GET", "resourceslices", "spec.driver=gpu.nvidia.com") in api.calls
+
+
+def test_allow_dra_overlap_deploys_the_plugin_anyway(api, capsys):
+    api.slices = [resource_slice("gpu.nvidia.com", "gpu-1")]
+    result = run(capsys, {"preset": "nvidia", "wait": "none", "allow_dra_overlap": True})
+    assert not result.get("failed") and result["changed"], result
+    assert not [c for c in api.calls if c[1] == "resourceslices"]
+
+
+@pytest.mark.parametrize("status, warned", [(404, False), (403, True)])
+def test_a_cluster_without_dra_or_an_identity_that_may_not_list_slices_has_nothing_to_check(api, capsys, status,
+                                                                                            warned):
+    api.slices_error = KubeHwError("no", status=status, reason="NotFound" if status == 404 else "Forbidden")
+    result = run(capsys, {"preset": "nvidia", "wait": "none"})
+    assert not result.get("failed") and result["changed"], result
+    warnings = [w for w in result.get("warnings") or [] if "gpu.nvidia.com" in str(w)]
+    assert bool(warnings) is warned, result.get("warnings")
+
+
+def test_a_plugin_of_devices_no_dra_driver_serves_lists_no_slice(api, capsys):
+    result = run(capsys, {"preset": "custom", "name": "dp", "image": "a:1", "resource_names": ["a.com/b"],
+                          "wait": "none"})
+    assert not result.get("failed"), result
+    assert not [c for c in api.calls if c[1] == "resourceslices"]
