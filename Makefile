@@ -24,7 +24,7 @@ PYTEST_OPTS := -p no:cacheprovider --durations=10 --dist loadgroup
 # PYTEST_JOBS=0 runs in one process (easier to debug).
 PYTEST_JOBS ?= 2
 
-.PHONY: help setup sanity units integration min-versions core-2.18 lint roles node test demo clean
+.PHONY: help setup sanity units integration min-versions core-2.18 lint roles node test test-one demo clean
 
 # Colour only on a terminal. When a recipe's stdout is a file or a pipe (`make test > log`, CI) every
 # tool is told: NO_COLOR (molecule, ansible-lint and other rich/click tools), PY_COLORS (pytest),
@@ -80,6 +80,8 @@ help:
 	@echo "make node          the real-node suite: a real kubelet and containerd (Debian sid in systemd-nspawn, containerd set"
 	@echo "                   up by the collection's roles) run Kubernetes' test device plugin and DRA test driver through"
 	@echo "                   the modules; says why when this machine cannot run it"
+	@echo "make test-one      TEST=path[::name] (any pytest selection, ARGS for more options): one test, one process,"
+	@echo "                   on a real control plane of its own as make integration starts them"
 	@echo "make clean         remove test output and reports; says what it leaves (.venv, caches, system packages)"
 	@echo "make help          this list"
 
@@ -147,6 +149,15 @@ roles:
 
 test:
 	@$(or $(PYTHON),python3.11) $(ROOT)/scripts/run_tests.py --reports $(REPORTS)
+
+# One test (file, node id or -k ARGS), in one process, through the cluster stages' script: an integration test gets a
+# real control plane of its own, any other test runs as under make units.
+TEST ?=
+ARGS ?=
+test-one:
+	@test -n "$(TEST)" || { echo "make test-one TEST=tests/integration/test_dra.py::test_name [ARGS='-k ...']"; exit 2; }
+	@$(PLAIN) bash $(ROOT)/scripts/cluster_stage.sh test-one $(REPORTS) $(BIN)/python -p no:cacheprovider -n 0 -rs \
+		$(ARGS) $(TEST)
 
 demo: setup
 	@$(PLAIN) bash $(ROOT)/scripts/demo.sh

@@ -655,3 +655,11 @@ def test_every_pytest_stage_names_its_ansible_core_in_its_header():
                            'tests/test_release.py'], cwd=ROOT, capture_output=True, text=True, check=False)
     import ansible.release
     assert 'ansible-core %s\n' % ansible.release.__version__ in proc.stdout, proc.stdout
+
+
+def test_make_test_one_needs_a_test_and_runs_just_that_one():
+    proc = _make('test-one')
+    assert proc.returncode != 0 and 'make test-one TEST=' in proc.stdout, proc.stdout
+    proc = _make('test-one', 'TEST=tests/test_release.py', 'ARGS=-k execution_environment')
+    assert proc.returncode == 0, proc.stdout
+    assert re.search(r'^=+ 1 passed, 3 deselected', proc.stdout, re.M), proc.stdout
