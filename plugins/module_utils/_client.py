@@ -189,17 +189,17 @@ class KubeClient(object):
             return None
         server = self.configuration.host
         cause = _root_cause(exc)
-        timeouts = _kubernetes_library.urllib3.exceptions
+        urllib3_errors = _kubernetes_library.urllib3.exceptions
         if isinstance(cause, socket.gaierror):
             problem = "the host name of the API server %s does not resolve (%s)" % (server, to_native(cause))
         elif isinstance(cause, ConnectionRefusedError):
             problem = "the API server %s refused the connection (nothing listens on that address and port)" % server
-        elif isinstance(_unwrap(exc), timeouts.ReadTimeoutError):
+        elif isinstance(_unwrap(exc), urllib3_errors.ReadTimeoutError):
             problem = ("the API server %s accepted the connection but sent no answer in time (connect_timeout %ss for "
                        "the TLS handshake, request_timeout %ss for the answer)"
                        % (server, self.connect_timeout, self.request_timeout))
-        elif isinstance(_unwrap(exc), timeouts.ConnectTimeoutError) and not isinstance(
-                _unwrap(exc), timeouts.NewConnectionError):
+        elif isinstance(_unwrap(exc), urllib3_errors.ConnectTimeoutError) and not isinstance(
+                _unwrap(exc), urllib3_errors.NewConnectionError):
             problem = "no connection to the API server %s within connect_timeout (%ss)" % (
                 server, self.connect_timeout)
         elif isinstance(cause, OSError) and not isinstance(cause, DROPPED):

@@ -3,10 +3,11 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The guards both deploy modules run before any write: nothing else may hand out the same devices on a node the
 DaemonSet runs on, or will run on once it has joined. dra_driver_deploy's: no device plugin of the preset's devices,
-no second installation of the driver. device_plugin_deploy's: no DRA driver publishing the plugin's devices. A device plugin is recognised by what it is (the
-collection's by the resources it serves, anyone's by the vendor's upstream labels on the DaemonSet, its selector or
-its pod template, or by its image), a node by the resource in its allocatable, a second installation of the same
-driver by the driver annotation or the image. Pure functions over listed objects; the module lists them.
+no second installation of the driver. device_plugin_deploy's: no DRA driver publishing the plugin's devices.
+A device plugin is recognised by what it is (the collection's by the resources it serves, anyone's by the vendor's
+upstream labels on the DaemonSet, its selector or its pod template, or by its image, unless it runs only helpers that
+serve nothing), a node by the resource in its allocatable, a second installation of the same driver by the driver
+annotation or the image's name. Pure functions over listed objects; the modules list them.
 
 Private to the collection."""
 

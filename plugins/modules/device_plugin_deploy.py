@@ -665,9 +665,9 @@ class DevicePluginDeploy(ds_task.DaemonSetTask):
         if self.params.get("allow_dra_overlap"):
             return
         published = {}
+        slices_fn = functools.partial(self.client.custom.list_cluster_custom_object, _dra.GROUP, _dra.VERSION,
+                                      "resourceslices")
         for driver in guard.dra_drivers_of(resources, dra_presets.PRESETS):
-            slices_fn = functools.partial(self.client.custom.list_cluster_custom_object, _dra.GROUP, _dra.VERSION,
-                                          "resourceslices")
             try:
                 listing = self.client.list_all(slices_fn, field_selector="spec.driver=%s" % driver,
                                                what="list the ResourceSlices of DRA driver %s" % driver)
@@ -686,8 +686,8 @@ class DevicePluginDeploy(ds_task.DaemonSetTask):
         if not published:
             return
         wanted = guard.eligible_nodes(desired["spec"]["template"]["spec"], self.nodes())
-        overlap = dict((driver, describe_published(still_published(items, wanted)))
-                       for driver, items in published.items() if still_published(items, wanted))
+        on_wanted = dict((driver, still_published(items, wanted)) for driver, items in published.items())
+        overlap = dict((driver, describe_published(left)) for driver, left in on_wanted.items() if left)
         if overlap:
             raise TaskFailed(guard.dra_overlap_message("%s/%s" % (self.namespace, self.name), resources, overlap,
                                                        "allow_dra_overlap"))
