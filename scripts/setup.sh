@@ -11,7 +11,7 @@
 #   .cache/k8s-bin/, .cache/k8s-release/
 #                                  the Kubernetes binaries of the test control plane: unpacked from ../shared/k8s/bin or
 #                                  $KUBEHW_K8S_ASSETS, else downloaded from the official release locations (or
-#                                  $KUBEHW_K8S_MIRROR) and verified against tests/support/k8s_release.json
+#                                  $KUBEHW_K8S_MIRROR) and verified as tests/support/k8s_release.json says
 #   system-wide (root only)        the Debian packages of DEB_PACKAGES that were missing; their names are
 #                                  appended to .cache/debian-packages-installed-by-setup.txt (make clean
 #                                  prints them, with the command that removes them)
@@ -161,7 +161,14 @@ prepare_kubernetes_binaries() {
     fi
     log "no Kubernetes binaries (KUBEHW_K8S_ASSETS, ../shared/k8s/bin): downloading the pinned release"
     if ! found="$("$VENV/bin/python" -m tests.support.k8s_binaries download)"; then
-        log "WARNING: could not download the Kubernetes binaries; make demo and the cluster stages need them (under CI=true those stages fail)"
+        # The rule of scripts/run_tests.py: where every stage must run (CI=true, KUBEHW_REQUIRE_ALL_STAGES=1), a machine
+        # without the binaries fails here, with the reason above, instead of reaching the cluster stages.
+        if "$VENV/bin/python" -c 'import sys; sys.path.insert(0, "scripts"); import run_tests
+sys.exit(0 if run_tests.every_stage_required() else 1)'; then
+            log "ERROR: no Kubernetes binaries and the pinned release could not be downloaded (see above); every stage must run here (CI=true or KUBEHW_REQUIRE_ALL_STAGES=1): set KUBEHW_K8S_ASSETS to a folder of them or KUBEHW_K8S_MIRROR to a mirror of the release"
+            return 1
+        fi
+        log "WARNING: no Kubernetes binaries and the pinned release could not be downloaded (see above); make demo and the cluster stages need them"
         return 0
     fi
     log "Kubernetes binaries: $found"

@@ -17,10 +17,13 @@ downloaded, and verified, as envtest's setup-envtest finds them by KUBEBUILDER_A
 Compressed binaries are unpacked once into ``.cache/k8s-bin/<digest of their folder and times>/`` (atomically, so
 parallel pytest workers never see half a file).
 
-`download()` fetches the files ``k8s_release.json`` names (the Kubernetes server tarball and etcd's release tarball,
-from their official release locations, or from ``$KUBEHW_K8S_MIRROR``, which replaces each URL's scheme and host for
-air-gapped sites), verifies each against the checksum kept in ``k8s_release.json``, and installs the four binaries
-only when every check passed: a wrong checksum leaves nothing behind.
+`download()` fetches the files ``k8s_release.json`` names, of the same Kubernetes version the tests run (envtest's
+release archive for kube-apiserver and etcd, dl.k8s.io's binaries for the controller manager and the scheduler), from
+their official locations or from ``$KUBEHW_K8S_MIRROR``, which replaces each URL's scheme and host for air-gapped
+sites. Each file is verified against the checksum kept in ``k8s_release.json`` (itself held to the published one
+recorded in ``k8s_release_published.yaml`` by the tests) or, where no published copy could be recorded, against the
+``.sha256`` file its publisher puts beside it. The four binaries are installed only when every check passed: a
+mismatch leaves nothing behind.
 
     python -m tests.support.k8s_binaries locate|download
 """
@@ -103,7 +106,7 @@ def candidates(environ=None, cache=CACHE):
         return [os.path.abspath(environ[ASSETS_VARIABLE])]
     release = read_release()
     return [os.path.join(os.path.dirname(REPO_ROOT), "shared", "k8s", "bin"),
-            os.path.join(cache, "k8s-release", release["kubernetes"]["version"], "bin")]
+            os.path.join(cache, "k8s-release", release["version"], "bin")]
 
 
 def locate(environ=None, cache=CACHE):
@@ -139,7 +142,7 @@ def mirrored(url, mirror):
     return urllib.parse.urlunsplit((base.scheme, base.netloc, base.path.rstrip("/") + parts.path, "", ""))
 
 
-def _fetch(url, path, algorithm, expected, opener):
+def _fetch(url, path, algorithm, expected, opener, kept_in):
     digest = hashlib.new(algorithm)
     with opener(url) as resp, open(path, "wb") as out:
         while True:
@@ -149,8 +152,36 @@ def _fetch(url, path, algorithm, expected, opener):
             digest.update(chunk)
             out.write(chunk)
     if digest.hexdigest() != expected:
-        raise BinariesError("%s: %s %s does not match the checksum kept in %s (%s); nothing was installed"
-                            % (url, algorithm, digest.hexdigest(), os.path.relpath(RELEASE_FILE, REPO_ROOT), expected))
+        raise BinariesError("%s: %s %s does not match the checksum %s (%s); nothing was installed"
+                            % (url, algorithm, digest.hexdigest(), kept_in, expected))
+
+
+def _published_sha256(url, opener):
+    """The checksum of the file `url` names, read from its publisher's `<url>.sha256` (a bare hex digest, or one
+    followed by a file name as sha256sum writes it)."""
+    with opener(url) as resp:
+        words = resp.read(4096).decode("ascii", "replace").split()
+    if not words or len(words[0]) != 64 or any(c not in "0123456789abcdef" for c in words[0].lower()):
+        raise BinariesError("%s is not a sha256 checksum file; nothing was installed" % url)
+    return words[0].lower()
+
+
+def _expected_checksum(entry, mirror, opener):
+    """(algorithm, digest, where it was kept) for one file of the release table."""
+    if "sha512" in entry:
+        return "sha512", entry["sha512"], "kept in %s" % os.path.relpath(RELEASE_FILE, REPO_ROOT)
+    published = mirrored(entry["url"] + entry["sha256_published_beside"], mirror)
+    return "sha256", _published_sha256(published, opener), "published in %s" % published
+
+
+def _naming_the_url(opener):
+    """opener, with a failure to fetch raised as a BinariesError that names the URL."""
+    def fetch(url):
+        try:
+            return opener(url)
+        except OSError as err:
+            raise BinariesError("could not fetch %s (%s); nothing was installed" % (url, getattr(err, "reason", err)))
+    return fetch
 
 
 def download(release=None, cache=CACHE, mirror=None, opener=None):
@@ -158,8 +189,8 @@ def download(release=None, cache=CACHE, mirror=None, opener=None):
     cache/k8s-release/<kubernetes version>/bin; returns that folder. Already installed: nothing is fetched."""
     release = read_release() if release is None else release
     mirror = os.environ.get(MIRROR_VARIABLE) if mirror is None else mirror
-    opener = opener or (lambda url: urllib.request.urlopen(url, timeout=60))
-    target = os.path.join(cache, "k8s-release", release["kubernetes"]["version"], "bin")
+    opener = _naming_the_url(opener or (lambda url: urllib.request.urlopen(url, timeout=60)))
+    target = os.path.join(cache, "k8s-release", release["version"], "bin")
     if _complete(target) == "plain":
         return target
     os.makedirs(os.path.dirname(target), exist_ok=True)
@@ -167,12 +198,15 @@ def download(release=None, cache=CACHE, mirror=None, opener=None):
     try:
         binaries = os.path.join(staging, "bin")
         os.makedirs(binaries)
-        for part in ("kubernetes", "etcd"):
-            entry = release[part]
-            algorithm = "sha512" if "sha512" in entry else "sha256"
-            archive = os.path.join(staging, os.path.basename(urllib.parse.urlsplit(entry["url"]).path))
-            _fetch(mirrored(entry["url"], mirror), archive, algorithm, entry[algorithm], opener)
-            with tarfile.open(archive) as tar:
+        for entry in release["files"]:
+            algorithm, expected, kept_in = _expected_checksum(entry, mirror, opener)
+            fetched = os.path.join(staging, os.path.basename(urllib.parse.urlsplit(entry["url"]).path))
+            _fetch(mirrored(entry["url"], mirror), fetched, algorithm, expected, opener, kept_in)
+            if "binary" in entry:
+                os.rename(fetched, os.path.join(binaries, entry["binary"]))
+                os.chmod(os.path.join(binaries, entry["binary"]), 0o755)
+                continue
+            with tarfile.open(fetched) as tar:
                 for name, member in entry["members"].items():
                     src = tar.extractfile(member)
                     if src is None:
@@ -180,7 +214,10 @@ def download(release=None, cache=CACHE, mirror=None, opener=None):
                     with src, open(os.path.join(binaries, name), "wb") as dst:
                         shutil.copyfileobj(src, dst, 1 << 20)
                     os.chmod(os.path.join(binaries, name), 0o755)
-            os.remove(archive)
+            os.remove(fetched)
+        missing = sorted(set(NAMES) - set(os.listdir(binaries)))
+        if missing:
+            raise BinariesError("the release table installs no %s; nothing was installed" % ", ".join(missing))
         os.chmod(binaries, 0o755)
         os.rename(binaries, target)
     finally:
