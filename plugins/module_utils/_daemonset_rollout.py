@@ -408,6 +408,34 @@ def node_ready(node):
     return False
 
 
+def node_label_selector(pod_spec):
+    """A label selector every node the template can select matches (the apiserver filters the node list with it), or
+    None when the template's selection cannot be written as one: its nodeSelector, and the expressions of its required
+    node affinity when that has a single term of label expressions the selector syntax has (In, NotIn, Exists,
+    DoesNotExist). Several terms (any of them) or Gt, Lt and matchFields leave the affinity to node_matches()."""
+    spec = pod_spec or {}
+    parts = ["%s=%s" % (key, value) for key, value in sorted((spec.get("nodeSelector") or {}).items())]
+    terms = ((((spec.get("affinity") or {}).get("nodeAffinity") or {})
+              .get("requiredDuringSchedulingIgnoredDuringExecution") or {}).get("nodeSelectorTerms") or [])
+    if len(terms) == 1 and not terms[0].get("matchFields"):
+        exprs = terms[0].get("matchExpressions") or []
+        written = [_selector_requirement(e) for e in exprs]
+        if exprs and all(written):
+            parts.extend(written)
+    return ",".join(parts) or None
+
+
+def _selector_requirement(expr):
+    key, op, values = expr.get("key"), expr.get("operator"), sorted(expr.get("values") or [])
+    if op == "Exists":
+        return key
+    if op == "DoesNotExist":
+        return "!" + key
+    if op in ("In", "NotIn") and values:
+        return "%s %s (%s)" % (key, op.lower(), ",".join(values))
+    return None
+
+
 def selected_nodes(pod_spec, nodes):
     """Names of the nodes the DaemonSet controller runs a pod of this template on."""
     return sorted(n["metadata"]["name"] for n in nodes

@@ -119,7 +119,9 @@ def missing_runtime_class(client, pod_spec):
 class DaemonSetTask(object):
     """One deploy task of the DaemonSet ``namespace/name``: what device_plugin_deploy and dra_driver_deploy share after
     building their manifest. Subclasses fill ``result`` and call these steps; options read here: adopt_daemonset,
-    wait_timeout, allow_empty_rollout. Nodes are listed once per task (``node_watch``), then followed by watching."""
+    wait_timeout, allow_empty_rollout. Nodes are listed once per task (``node_watch``), then followed by watching: the
+    nodes the desired template can select, where a label selector can say which (daemonset_to_replace() records the
+    template before the first read of the nodes)."""
 
     def __init__(self, module, client, namespace, name):
         self.module = module
@@ -134,8 +136,16 @@ class DaemonSetTask(object):
         self.warnings = []
         self.deadline = None
         self.since = None       # apiserver time of this run's DaemonSet write (its managedFields), for the events
-        self.node_watch = ds_wait.node_list_watch(client)
+        self.node_selection = None  # the desired pod template's spec: which nodes node_watch lists and follows
+        self._node_watch = None
         self.waiter = None
+
+    @property
+    def node_watch(self):
+        """The task's ListWatch of the nodes (made at first use, for the template recorded in node_selection)."""
+        if self._node_watch is None:
+            self._node_watch = ds_wait.node_list_watch(self.client, self.node_selection)
+        return self._node_watch
 
     def remaining(self):
         """Seconds left of wait_timeout (the deadline main() set when the task started)."""
@@ -161,6 +171,8 @@ class DaemonSetTask(object):
 
     def daemonset_to_replace(self, desired):
         """The live DaemonSet (None when there is none) after the shared checks (daemonset_to_replace())."""
+        if self._node_watch is None:
+            self.node_selection = desired["spec"]["template"].get("spec")
         return daemonset_to_replace(self.read_daemonset(), desired, self.namespace, self.name,
                                     self.params.get("adopt_daemonset"), self.warnings)
 

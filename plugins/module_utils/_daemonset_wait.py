@@ -250,9 +250,16 @@ def node_outcome(daemonset, nodes, pods, joining=None, refused=False):
     return outcome
 
 
-def node_list_watch(client):
-    """The ListWatch of every node a deploy task reads: its guard lists them once, its wait follows their changes."""
-    return client.list_watch(client.core.list_node, what="list nodes")
+def node_list_watch(client, pod_spec=None):
+    """The ListWatch of the nodes a deploy task reads: its guard lists them once, its wait follows their changes.
+    With ``pod_spec``, only the nodes its template can select, where a label selector can say which
+    (ds_rollout.node_label_selector()): the apiserver filters them, so a DaemonSet of one pool of a large cluster
+    neither lists nor follows the others."""
+    selector = ds_rollout.node_label_selector(pod_spec)
+    if selector is None:
+        return client.list_watch(client.core.list_node, what="list nodes")
+    return client.list_watch(client.core.list_node, what="list the nodes matching %s" % selector,
+                             label_selector=selector)
 
 
 def node_list(node_watch):
@@ -409,7 +416,9 @@ class RolloutWait(object):
         except KubeHwError as err:
             if err.reason != "Timeout":
                 raise
-            return (getattr(err, "objects", None) or {}).get(key) or last
+            objects = getattr(err, "objects", None)
+            # the watch holds this one DaemonSet (its name is the field selector): not there, it was deleted
+            return last if objects is None else objects.get(key)
 
     def wait(self, what, current=None, done=ds_rollout.rollout_done, on_slice=None, cover_nodes=True):
         """The DaemonSet once ``done(daemonset)`` holds and (cover_nodes) no selected node is still joining, or once
@@ -509,10 +518,17 @@ class RolloutWait(object):
         result.update(daemonset=current, rollout=state, node_outcome=self.outcome(current, pods))
         return state
 
+    def every_node(self):
+        """Every node of the cluster: what the node watch holds, or one list of them all when the watch follows only
+        the nodes a label selector picks (for a report that counts the nodes a selection leaves out)."""
+        if not self.node_watch.list_kwargs.get("label_selector"):
+            return self.nodes()
+        return self.client.list_all(self.client.core.list_node, what="list nodes").get("items") or []
+
     def selection_text(self, daemonset):
         """Which nodes the template selects and why the others are left out."""
         pod_spec = daemonset["spec"]["template"].get("spec")
-        nodes = self.nodes()
+        nodes = self.every_node()
         selection = ds_rollout.node_selection_report(pod_spec, nodes)
         tainted = ds_rollout.excluded_by_taints(pod_spec, nodes)
         if tainted:

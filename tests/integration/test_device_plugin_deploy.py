@@ -611,3 +611,44 @@ def test_a_dra_driver_publishing_the_same_gpus_on_the_plugins_nodes_is_refused_b
         assert ds_writes(cluster, mark) == []
     anyway = run.result("Anyway")
     assert not anyway.get("failed") and anyway["changed"] is True, anyway
+
+
+def test_the_node_list_filtered_by_the_templates_label_selector_keeps_every_node_the_template_selects(cluster):
+    """The deploy modules list (and watch) only the nodes a label selector made from the template picks
+    (ds_rollout.node_label_selector()); the real apiserver parses and applies it. Against nodes of this test's own, for
+    each kind of selection: every node node_matches() selects is in the filtered list, and where the selector says
+    the whole selection (no Gt, several terms or matchFields) the list is exactly those nodes."""
+    from ansible_collections.kubehw.devices.plugins.module_utils import _daemonset_rollout as ds_rollout
+
+    run = cluster.unique_name("sel")
+    key = "kubehw-it.example.com/%s" % run
+    rows = [{"what": "sel", "labels": dict({key: "gpu"}, **extra)} for extra in (
+        {}, {"gen": "3"}, {"gen": "1", "cordon": "y"}, {"gpu.example.com/family": "a"},
+        {"gpu.example.com/family": "b", "gen": "4"})] + [{"what": "sel", "labels": {key: "cpu", "gen": "5"}}]
+    names = cluster.create_nodes(rows)
+    stored = [cluster.core.read_node(name).to_dict() for name in names]
+    nodes = [{"metadata": {"name": n["metadata"]["name"], "labels": n["metadata"]["labels"]}} for n in stored]
+
+    def affinity(*exprs):
+        return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+            {"matchExpressions": list(exprs)}]}}}
+    specs = [
+        ({"nodeSelector": {key: "gpu"}}, True),
+        ({"nodeSelector": {key: "gpu"}, "affinity": affinity(
+            {"key": "gpu.example.com/family", "operator": "In", "values": ["a", "b"]},
+            {"key": "cordon", "operator": "DoesNotExist"})}, True),
+        ({"affinity": affinity({"key": key, "operator": "NotIn", "values": ["cpu"]},
+                               {"key": key, "operator": "Exists"})}, True),
+        ({"nodeSelector": {key: "gpu"}, "affinity": affinity({"key": "gen", "operator": "Gt", "values": ["2"]})},
+         False),
+    ]
+    mine = set(names)
+    for spec, whole in specs:
+        selector = ds_rollout.node_label_selector(spec)
+        listed = set(n.metadata.name for n in cluster.core.list_node(label_selector=selector).items) & mine
+        selected = set(n["metadata"]["name"] for n in nodes if ds_rollout.node_matches(spec, n))
+        assert selected and selected <= listed, (selector, selected, listed)
+        if whole:
+            assert listed == selected, (selector, selected, listed)
+        else:
+            assert len(listed) > len(selected), (selector, selected, listed)

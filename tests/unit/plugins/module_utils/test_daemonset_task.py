@@ -46,6 +46,29 @@ def test_selection_follows_selector_affinity_and_taints_with_the_controllers_own
     assert "tainted" in ds_rollout.selected_nodes(tolerated, nodes)
 
 
+def _affinity(*terms):
+    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": list(terms)}}}
+
+
+@pytest.mark.parametrize("spec, selector", [
+    ({}, None),
+    ({"nodeSelector": {"pool": "gpu", "a.example.com/b": "x"}}, "a.example.com/b=x,pool=gpu"),
+    ({"nodeSelector": {"pool": "gpu"}, "affinity": _affinity({"matchExpressions": [
+        {"key": "gen", "operator": "In", "values": ["b", "a"]}, {"key": "old", "operator": "NotIn", "values": ["1"]},
+        {"key": "gpu", "operator": "Exists"}, {"key": "cordon", "operator": "DoesNotExist"}]})},
+     "pool=gpu,gen in (a,b),old notin (1),gpu,!cordon"),
+    # what a selector cannot say is left to node_matches(): Gt/Lt, matchFields, several terms (any of them)
+    ({"nodeSelector": {"pool": "gpu"}, "affinity": _affinity(
+        {"matchExpressions": [{"key": "gen", "operator": "Gt", "values": ["2"]}]})}, "pool=gpu"),
+    ({"affinity": _affinity({"matchExpressions": [{"key": "gpu", "operator": "Exists"}],
+                             "matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n"]}]})}, None),
+    ({"affinity": _affinity({"matchExpressions": [{"key": "a", "operator": "Exists"}]},
+                            {"matchExpressions": [{"key": "b", "operator": "Exists"}]})}, None),
+])
+def test_the_node_list_is_filtered_by_what_a_label_selector_can_say_of_the_selection(spec, selector):
+    assert ds_rollout.node_label_selector(spec) == selector
+
+
 def test_a_node_still_joining_is_told_from_one_that_does_not_match():
     """A node created right before the rollout carries node.kubernetes.io/not-ready:NoSchedule (the
     DaemonSet controller's own tolerations cover not-ready only for NoExecute) until the node lifecycle controller

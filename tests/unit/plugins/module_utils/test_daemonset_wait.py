@@ -95,6 +95,7 @@ class Watch(object):
         self.states = list(states)
         self.objects = {}
         self.listed = False
+        self.list_kwargs = {}   # no label selector: the watch holds every node
         self.calls = 0
 
     def until(self, predicate, timeout):
@@ -181,6 +182,18 @@ def test_a_missing_runtime_class_names_its_fix_and_pod_security_its_label(clock)
         with pytest.raises(TaskFailed) as err:
             waiter(client, clock).wait("finish the rollout")
         assert fix in str(err.value)
+
+
+def test_a_daemonset_deleted_during_the_wait_ends_it_at_once(clock):
+    """Someone deletes the DaemonSet while its pods are still being created: the watch's next look finds it gone and
+    the wait fails saying so, instead of waiting out wait_timeout on the copy it had."""
+    client = Client(clock, [daemonset(desired=1, current=0)], [[node("a")]])
+    client.ds_watch.states = [{KEY: daemonset(desired=1, current=0)}, {}]
+    with pytest.raises(TaskFailed) as err:
+        waiter(client, clock, budget=600).wait("finish the rollout")
+    assert "DaemonSet plugins/nvidia-device-plugin was deleted while this task waited for it to finish the rollout" \
+        in str(err.value)
+    assert client.ds_watch.calls == 2 and clock["now"] <= 2 * ds_wait.SLICE
 
 
 # -- nodes still joining ---------------------------------------------------------------------------------------

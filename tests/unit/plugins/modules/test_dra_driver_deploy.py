@@ -470,9 +470,11 @@ class FakeApi(object):
         self.calls.append(("list", "DaemonSet", None))
         return {"items": copy.deepcopy(self.daemonsets)}
 
-    def list_node(self):
-        self.calls.append(("list", "Node", None))
-        return {"items": copy.deepcopy(self.nodes)}
+    def list_node(self, label_selector=None):
+        self.calls.append(("list", "Node", label_selector))
+        wanted = dict(pair.split("=", 1) for pair in label_selector.split(",")) if label_selector else {}
+        return {"items": copy.deepcopy([n for n in self.nodes if all(
+            (n["metadata"].get("labels") or {}).get(k) == v for k, v in wanted.items())])}
 
     def __getattr__(self, name):
         if name.startswith(("create_", "replace_", "delete_")):
@@ -771,6 +773,8 @@ def test_a_device_plugin_on_other_nodes_or_the_option_lets_the_driver_deploy(fak
     fakes(api, dra_api)
     out = run_module(mod, capsys, params(preset="nvidia", node_selector={"pool": "dra"}), check=True)
     assert not out.get("failed") and out["changed"], out
+    # only the nodes the driver's template can select are listed: the apiserver filters them by its node selector
+    assert [c for c in api.calls if c[:2] == ("list", "Node")] == [("list", "Node", "pool=dra")]
     api, dra_api = FakeApi(daemonsets=[plugin], nodes=nodes), FakeDra()
     fakes(api, dra_api)
     out = run_module(mod, capsys, params(preset="nvidia", allow_device_plugin_overlap=True), check=True)
