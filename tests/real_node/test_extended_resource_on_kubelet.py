@@ -2,7 +2,7 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """k8s_node_extended_resource on a node whose real kubelet runs: the capacity the module writes, the allocatable the
 kubelet derives from it (and how long that takes), a pod the kubelet admits against it, a kubelet restart, and a
-re-registration of the node."""
+re-registration of the node, which the drift playbook finds and repairs."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -14,6 +14,7 @@ import sys
 import time
 
 from tests.support.cluster import wait_for
+from tests.support.playbook_runner import run_playbook
 from tests.support.real_node import SHELL_IMAGE
 
 MODULE = "kubehw.devices.k8s_node_extended_resource"
@@ -93,11 +94,33 @@ def test_an_extended_resource_survives_a_kubelet_restart(real_node, cluster, ans
     advertise(ansible, node_name, ["example.com/rack-slot"], state="absent")
 
 
-def test_a_node_that_registers_anew_has_the_resource_again_only_after_the_module_runs(
-        real_node, cluster, ansible, node_name):
-    advertise(ansible, node_name, {"example.com/usb-key": 1}, wait="allocatable")
-    # A node that registers anew (its Node object deleted, as a reinstall or a cloud replacement does, and its
-    # kubelet restarted): the new object has what the kubelet reports, not what was written into the old one.
+def drift(real_node, collections, tmp_path, node_name, repair=False):
+    """playbooks/drift.yml for an inventory that declares one usb-key on the real node."""
+    inventory = tmp_path / "inventory.yml"
+    inventory.write_text(json.dumps({"all": {
+        "vars": {"ansible_connection": "local", "ansible_python_interpreter": sys.executable},
+        "children": {"static_resource_nodes": {"hosts": {node_name: {
+            "extended_resources_static": {"example.com/usb-key": 1}}}}}}}))
+    kubeconfig = real_node.control_plane.kubeconfig
+    extra = {"kubehw_kubeconfig": kubeconfig}
+    if repair:
+        extra["kubehw_repair"] = True
+    return run_playbook("kubehw.devices.drift", str(tmp_path), inventory=str(inventory), collections=collections,
+                        kubeconfig=kubeconfig, extra_vars=extra)
+
+
+def test_a_node_that_registers_anew_is_found_drifted_and_repaired_by_the_drift_run(
+        real_node, cluster, ansible, collections, node_name, tmp_path):
+    """Where drift really happens: the Node object deleted and the kubelet registering it anew (a reinstall, a cloud
+    replacement). The new object has what the kubelet reports, not what was written into the old one; the drift run
+    names the missing resource and writes nothing, the repair run brings allocatable back, the next drift run is
+    clean."""
+    assert drift(real_node, collections, tmp_path, node_name, repair=True).returncode == 0
+    wait_for(lambda: node_status(cluster, node_name)["allocatable"].get("example.com/usb-key") == "1",
+             timeout=STATUS_UPDATE_SECONDS + 20, what="the kubelet to copy the usb-key to allocatable")
+    clean = drift(real_node, collections, tmp_path, node_name)
+    assert clean.returncode == 0 and "no drift" in clean.stdout, clean.output()
+
     cluster.core.delete_node(node_name)
     restarted = time.time()
     real_node.kubelet_down()
@@ -105,7 +128,17 @@ def test_a_node_that_registers_anew_has_the_resource_again_only_after_the_module
     wait_for(lambda: kubelet_posted_since(cluster, node_name, restarted), timeout=60,
              what="the node registered anew and Ready")
     assert "example.com/usb-key" not in node_status(cluster, node_name)["capacity"]
-    again = advertise(ansible, node_name, {"example.com/usb-key": 1}, wait="allocatable")
-    assert again["changed"] is True
-    assert node_status(cluster, node_name)["allocatable"]["example.com/usb-key"] == "1"
+
+    found = drift(real_node, collections, tmp_path, node_name)
+    assert found.returncode == 2, found.output()
+    assert ('drift: %s: extended resources: declared {\\"example.com/usb-key\\": \\"1\\"}, observed {}' % node_name
+            in found.stdout), found.output()
+    assert "example.com/usb-key" not in node_status(cluster, node_name)["capacity"]      # nothing written
+
+    repaired = drift(real_node, collections, tmp_path, node_name, repair=True)
+    assert repaired.returncode == 0 and "repaired 1 difference(s)" in repaired.stdout, repaired.output()
+    wait_for(lambda: node_status(cluster, node_name)["allocatable"].get("example.com/usb-key") == "1",
+             timeout=STATUS_UPDATE_SECONDS + 20, what="the kubelet to copy the usb-key to allocatable again")
+    again = drift(real_node, collections, tmp_path, node_name)
+    assert again.returncode == 0 and "no drift" in again.stdout, again.output()
     advertise(ansible, node_name, ["example.com/usb-key"], state="absent")
