@@ -25,6 +25,7 @@ __metaclass__ = type
 
 import calendar
 import json
+import re
 import time
 
 from ansible_collections.kubehw.devices.plugins.module_utils import _daemonset_rollout as ds_rollout
@@ -155,6 +156,19 @@ def failure_hint(message, daemonset):
     if "violates PodSecurity" in message:
         return (" Label namespace %s pod-security.kubernetes.io/enforce=privileged (playbooks/rbac.yml does), as "
                 "the upstream charts' namespaces are." % namespace)
+    quota = re.search(r"exceeded quota: ([a-z0-9.-]{1,253})", message)
+    if quota:
+        return (" The ResourceQuota %s of namespace %s leaves no room for one more pod: raise it (kubectl describe "
+                "resourcequota %s -n %s shows what it counts), or deploy into a namespace whose quota allows one pod "
+                "per selected node." % (quota.group(1), namespace, quota.group(1), namespace))
+    webhook = re.search(r'admission webhook "([^"]{1,253})" denied the request', message)
+    if webhook:
+        return (" The admission webhook %s refuses the pods for the reason above: change what it objects to (an "
+                "option of this task), or have its owner exempt namespace %s." % (webhook.group(1), namespace))
+    unreachable = re.search(r'failed calling webhook "([^"]{1,253})"', message)
+    if unreachable:
+        return (" The admission webhook %s did not answer and its failurePolicy refuses what it cannot check: "
+                "bring its service back, or have its owner exempt namespace %s." % (unreachable.group(1), namespace))
     return ""
 
 

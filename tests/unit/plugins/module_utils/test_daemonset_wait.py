@@ -196,6 +196,23 @@ def test_a_daemonset_deleted_during_the_wait_ends_it_at_once(clock):
     assert client.ds_watch.calls == 2 and clock["now"] <= 2 * ds_wait.SLICE
 
 
+@pytest.mark.parametrize("message, hint", [
+    (QUOTA, "The ResourceQuota no-pods of namespace plugins leaves no room for one more pod: raise it (kubectl "
+            "describe resourcequota no-pods -n plugins shows what it counts)"),
+    ('admission webhook "gpu-policy.example.com" denied the request: GPU plugins go to namespace gpu-system',
+     "The admission webhook gpu-policy.example.com refuses the pods for the reason above: change what it objects to "
+     "(an option of this task), or have its owner exempt namespace plugins."),
+    ('Internal error occurred: failed calling webhook "gpu-policy.example.com": failed to call webhook: Post '
+     '"https://gpu-policy.webhooks.svc:443/validate?timeout=10s": context deadline exceeded',
+     "The admission webhook gpu-policy.example.com did not answer and its failurePolicy refuses what it cannot "
+     "check: bring its service back, or have its owner exempt namespace plugins."),
+    ("some refusal the collection knows nothing of", ""),
+])
+def test_each_kind_of_refusal_the_docs_name_gets_its_fix(message, hint):
+    got = ds_wait.failure_hint(message, daemonset())
+    assert (hint in got) if hint else got == "", got
+
+
 # -- nodes still joining ---------------------------------------------------------------------------------------
 
 def test_a_rollout_done_on_its_ready_node_waits_for_the_one_still_joining(clock):
