@@ -333,6 +333,30 @@ def move_to_dra(core, kubeconfig, workdir):
     return driver
 
 
+def day_two(core, kubeconfig, workdir):
+    """A node that lost what site.yml advertised on it (as a re-registered node does), found by the drift playbook,
+    which writes nothing, then repaired by it."""
+    rule("Day two: drift found and repaired")
+    say("$ kubectl patch node %s --subresource=status --type=json -p '[{\"op\": \"remove\", \"path\": "
+        "\"/status/capacity/%s\"}]'" % (DONGLE_NODE, DONGLE.replace("/", "~1")))
+    core.patch_node_status(DONGLE_NODE, [{"op": "remove", "path": "/status/capacity/%s" % DONGLE.replace("/", "~1")}],
+                           _preload_content=False)
+    say("(what a node registered anew looks like: its Node object has what its kubelet reports, not what was written)")
+    for repair in (False, True):
+        shown = " -e kubehw_repair=true" if repair else ""
+        say("$ ansible-playbook -i %s kubehw.devices.drift --limit static_resource_nodes%s" % (INVENTORY_REL, shown))
+        run = run_playbook("kubehw.devices.drift", workdir, inventory=INVENTORY, collections=collections(workdir),
+                           kubeconfig=kubeconfig, args=["--limit", "static_resource_nodes"],
+                           extra_vars=dict({"kubehw_kubeconfig": kubeconfig}, **({"kubehw_repair": True} if repair else {})))
+        for line in run.stdout.splitlines():
+            if line.strip().startswith('"msg": "'):
+                say("  " + json.loads("{%s}" % line.strip())["msg"])
+        say("(exit status %d%s)" % (run.returncode, ": drift, nothing written" if run.returncode == 2 else ""))
+        if run.returncode != (0 if repair else 2):
+            say(run.stdout[-6000:])
+            raise SystemExit("drift.yml exited %d" % run.returncode)
+
+
 def show_daemonsets(apps):
     names = ["%s/%s" % (d["metadata"]["namespace"], d["metadata"]["name"])
              for d in json.loads(apps.list_daemon_set_for_all_namespaces(_preload_content=False).data)["items"]]
@@ -417,6 +441,7 @@ def main():
         show_daemonsets(apps)
         show_dra_devices(custom)
         show_claim(core, custom, ((driver or {}).get("device_classes") or [DRA_DEVICE_CLASS])[0])
+        day_two(core, kubeconfig, workdir)
     finally:
         local.stop()
         shutil.rmtree(workdir, ignore_errors=True)
@@ -425,6 +450,7 @@ def main():
     say("or write one like playbooks/inventory/example/hosts.yml (groups gpu_nodes and static_resource_nodes):")
     say("  ansible-inventory -i my.k8s_nodes.yml --graph")
     say("  ansible-playbook -i my.k8s_nodes.yml kubehw.devices.site")
+    say("  ansible-playbook -i my.k8s_nodes.yml kubehw.devices.drift     # on a schedule: exit 2 on drift (docs/drift.md)")
     say("Moving node pools from the device plugin to DRA one at a time: docs/dra.md (migration).")
     say("The demo's control plane has been stopped and its state removed.")
     return 0

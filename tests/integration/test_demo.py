@@ -55,7 +55,14 @@ def test_demo_runs_site_and_shows_scheduling(collections_path):
                      out), out
     # then the same GPU nodes through DRA: relabelled, site.yml with accelerator_node_allocation=dra removes the device
     # plugin, rolls out NVIDIA's DRA driver preset, and each node publishes its GPUs; a pod's claim is allocated
-    dra = out[out.index("The same GPU nodes, served through DRA"):]
+    # day two: the dongle node's resource removed by hand, found by the drift playbook (exit 2, under --limit too)
+    # and repaired by it
+    day_two = out[out.index("Day two: drift found and repaired"):out.index("Against a real cluster")]
+    assert ("  drift: dongle-node-1: extended resources: declared {\"example.com/dongle\": \"2\"}, observed {}\n"
+            "  drift on 1 node(s) or object(s): dongle-node-1. Nothing was written") in day_two, day_two
+    assert "(exit status 2: drift, nothing written)" in day_two
+    assert "  repaired 1 difference(s)\n(exit status 0)" in day_two, day_two
+    dra = out[out.index("The same GPU nodes, served through DRA"):out.index("Day two: drift found and repaired")]
     assert "$ kubectl label node --overwrite gpu-node-1 gpu-node-2 kubehw.devices/gpu-allocation=dra" in dra
     # the plugin reads the label into accelerator_node_allocation: no extra variable says dra
     assert "accelerator_node_allocation=dra" not in dra.split("$ ansible-playbook", 1)[1].split("\n", 1)[0]
