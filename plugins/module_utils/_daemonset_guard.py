@@ -121,6 +121,28 @@ def eligible_nodes(pod_spec, nodes):
     return set(ds_rollout.selected_nodes(pod_spec, nodes)) | set(ds_rollout.joining_nodes(pod_spec, nodes))
 
 
+# The NVIDIA GPU Operator's driver container (assets/state-driver/0500_daemonset.yaml of NVIDIA/gpu-operator v26.7.0):
+# labelled app.kubernetes.io/component=nvidia-driver and app=nvidia-driver-daemonset; it installs the driver under
+# /run/nvidia/driver on the nodes it runs on.
+OPERATOR_DRIVER_LABELS = (("app.kubernetes.io/component", "nvidia-driver"), ("app", "nvidia-driver-daemonset"))
+
+
+def operator_driver_daemonsets(daemonsets):
+    """The GPU Operator's driver DaemonSets among daemonsets, by their labels."""
+    return [ds for ds in daemonsets
+            if any(_all_labels(ds).get(key) == value for key, value in OPERATOR_DRIVER_LABELS)]
+
+
+def operator_driver_root_message(covered, uncovered, root):
+    """Why a driver whose nodes the GPU Operator's driver container covers only in part is refused."""
+    return ("The NVIDIA GPU Operator's driver DaemonSet %s installs the NVIDIA driver under %s on %s, but not on %s, "
+            "which this DRA driver would run on too, and nvidia_driver_root is one path for all of them. Deploy one "
+            "DRA driver per kind of node (node_selector, name) with nvidia_driver_root: %s on the operator's nodes and "
+            "/ on the others, or set nvidia_driver_root to say where the driver is. Nothing was written."
+            % (", ".join(sorted(covered)), root, ", ".join(sorted(set(n for ns in covered.values() for n in ns))),
+               ", ".join(sorted(uncovered)), root))
+
+
 def overlapping_nodes(pod_spec, daemonsets, nodes):
     """{"namespace/name": [nodes]}: the nodes each DaemonSet runs on, or will once they have joined, that pod_spec
     runs on too, or will."""

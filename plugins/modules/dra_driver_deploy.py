@@ -162,9 +162,13 @@ options:
   nvidia_driver_root:
     description:
       - With O(preset=nvidia), where the NVIDIA driver is installed on the nodes (the chart's C(nvidiaDriverRoot)).
-        V(/) (the default) when the driver is installed on the host, as the C(kubehw.devices.nvidia_driver) role does;
+        V(/) when the driver is installed on the host, as the C(kubehw.devices.nvidia_driver) role does;
         V(/run/nvidia/driver) when the NVIDIA GPU Operator's driver container installs it. An absolute path in
         normal form.
+      - Not set, the module looks for the GPU Operator's driver DaemonSet (labelled
+        C(app.kubernetes.io/component=nvidia-driver) or C(app=nvidia-driver-daemonset)) before any write, and uses
+        V(/run/nvidia/driver) where it runs on every node the driver runs on, V(/) where it runs on none of them, and
+        the task fails before any write, naming the nodes, where it runs on only some (one path cannot serve both).
       - It is mounted as upstream does (the root as C(/driver-root), its parent as C(/driver-root-parent) for the
         init container, read-only for V(/), with C(HostToContainer) propagation otherwise) and set as
         C(NVIDIA_DRIVER_ROOT) in the init container and the plugin container.
@@ -274,6 +278,12 @@ rbac:
   type: dict
   sample: {"mode": "create", "service_account": "kubehw-dra-drivers/dra-example-driver-kubeletplugin",
            "cluster_role": "dra-example-driver-kubeletplugin", "cluster_role_binding": "dra-example-driver-kubeletplugin"}
+nvidia_driver_root:
+  description: With O(preset=nvidia), the driver root the DaemonSet uses (O(nvidia_driver_root), or else
+    V(/run/nvidia/driver) on nodes of the GPU Operator's driver container and V(/) on others).
+  returned: with O(preset=nvidia) and O(state=present)
+  type: str
+  sample: /run/nvidia/driver
 changed_objects:
   description: The objects written (or, in check mode, that would be written or deleted), as C(Kind/name).
   returned: always
@@ -486,6 +496,7 @@ class DraDriverDeploy(ds_task.DaemonSetTask):
         self.preset = presets.PRESETS[self.params["preset"]]
         self.driver = self.preset["driver"]
         self.api = dra_api or dra.DraApi(client)
+        self._daemonsets = None     # every DaemonSet of the cluster, listed once for the checks before any write
         self.result.update(driver=self.driver, device_classes=[], changed_objects=[],
                            rbac={"mode": self.params["rbac"],
                                  "service_account": "%s/%s" % (self.namespace, self.name),
@@ -524,10 +535,7 @@ class DraDriverDeploy(ds_task.DaemonSetTask):
         if self.params.get(OVERLAP_OPTION):
             return
         plugin = self.preset.get("device_plugin")
-        listing = self.client.list_all(self.client.apps.list_daemon_set_for_all_namespaces,
-                                       what="list DaemonSets in all namespaces (device plugins and other installations "
-                                            "of %s)" % self.driver)
-        daemonsets = listing.get("items") or []
+        daemonsets = self.all_daemonsets()
         pod_spec = desired_ds["spec"]["template"]["spec"]
         nodes = self.nodes()
         # the driver's images by name, not by registry: NVIDIA's chart, kubernetes-sigs' chart or a mirror of either
@@ -548,10 +556,45 @@ class DraDriverDeploy(ds_task.DaemonSetTask):
             raise TaskFailed(guard.overlap_message(self.driver, overlap, plugin["resources"], OVERLAP_OPTION,
                                                    serving))
 
+    def all_daemonsets(self):
+        """Every DaemonSet of the cluster, listed once per task."""
+        if self._daemonsets is None:
+            listing = self.client.list_all(self.client.apps.list_daemon_set_for_all_namespaces,
+                                           what="list DaemonSets in all namespaces (device plugins, other installations "
+                                                "of %s, the GPU Operator's driver)" % self.driver)
+            self._daemonsets = listing.get("items") or []
+        return self._daemonsets
+
+    def _driver_root_of_the_operator(self, desired_ds):
+        """With the nvidia preset and nvidia_driver_root not set: /run/nvidia/driver where the GPU Operator's driver
+        container installs the driver on every node the driver runs on (as accelerator_node finds it on the hosts),
+        None where it runs on none of them; refused when it covers only some."""
+        if "driver_root" not in self.preset or self.params.get("nvidia_driver_root") is not None:
+            return None
+        operator = guard.operator_driver_daemonsets(self.all_daemonsets())
+        if not operator:
+            return None
+        pod_spec = desired_ds["spec"]["template"]["spec"]
+        self.node_selection = pod_spec
+        nodes = self.nodes()
+        covered = guard.overlapping_nodes(pod_spec, operator, nodes)
+        if not covered:
+            return None
+        uncovered = guard.eligible_nodes(pod_spec, nodes) - set(n for shared in covered.values() for n in shared)
+        if uncovered:
+            raise TaskFailed(guard.operator_driver_root_message(covered, uncovered, presets.NVIDIA_OPERATOR_DRIVER_ROOT))
+        return presets.NVIDIA_OPERATOR_DRIVER_ROOT
+
     # -- present -----------------------------------------------------------------------------------
     def present(self):
         version = self._served_version_the_preset_runs_on()
         desired_ds = build_daemonset(self.params)
+        operator_root = self._driver_root_of_the_operator(desired_ds)
+        if operator_root is not None:
+            self.params["nvidia_driver_root"] = operator_root
+            desired_ds = build_daemonset(self.params)
+        if "driver_root" in self.preset:
+            self.result["nvidia_driver_root"] = self.params.get("nvidia_driver_root") or presets.NVIDIA_DEFAULT_DRIVER_ROOT
         classes = device_class_params(self.params)
         self.result["device_classes"] = [c["name"] for c in classes]
         # Every read and every refusal before the first write.

@@ -736,3 +736,32 @@ def test_the_example_driver_writes_device_status_of_a_claim_on_its_node_with_its
         except ApiException:
             pass
         remove(ansible, namespace, name, "example")
+
+
+def test_the_gpu_operators_driver_container_gives_the_driver_root_and_half_a_pool_is_refused(cluster, ansible):
+    """The GPU Operator's driver DaemonSet (the vendor table's row, from its published asset) on the pool's nodes: the
+    nvidia preset without nvidia_driver_root looks where that container installs the driver (check mode, nothing
+    written); a pool whose other node has no such container is refused, naming both."""
+    namespace, driver = cluster.namespace(), cluster.unique_name("nvroot")
+    pool = {"kubehw-it.example.com/gpu-pool": driver}
+    (covered,) = cluster.create_nodes([{"what": "opdrv", "labels": dict(pool, **{"kubehw-it.example.com/opdrv": driver})}])
+    read_out(cluster.apps.create_namespaced_daemon_set(namespace, vendor_daemonset(
+        "NVIDIA/gpu-operator v26.7.0 assets/state-driver", namespace, "nvidia-driver-daemonset",
+        {"kubehw-it.example.com/opdrv": driver}), _preload_content=False))
+    observer = cluster.observe_writes(namespaces=[namespace], names=[driver])
+    run = ansible([{"name": "Deploy", MODULE: dict(namespace=namespace, name=driver, preset="nvidia",
+                                                   node_selector=pool, device_classes=False, wait="none"),
+                    "check_mode": True}])
+    res = run.result("Deploy")
+    assert not res.get("failed") and res["nvidia_driver_root"] == "/run/nvidia/driver", run.output()
+    env = [e for c in res["daemonset"]["spec"]["template"]["spec"]["containers"] for e in c.get("env") or []
+           if e["name"] == "NVIDIA_DRIVER_ROOT"]
+    assert env and set(e["value"] for e in env) == {"/run/nvidia/driver"}, env
+    assert observer.writes() == []
+    (other,) = cluster.create_nodes([{"what": "hostdrv", "labels": pool}])
+    observer = cluster.observe_writes(namespaces=[namespace], names=[driver])
+    run, res = deploy(ansible, namespace, driver, preset="nvidia", node_selector=pool)
+    assert res["failed"] and not res["changed"], run.output()
+    assert ("installs the NVIDIA driver under /run/nvidia/driver on %s, but not on %s" % (covered, other)
+            in res["msg"]), res["msg"]
+    assert observer.writes() == []

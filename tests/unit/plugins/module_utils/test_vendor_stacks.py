@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The device-plugin guard against the vendor stacks' own DaemonSets (vendor_daemonsets.yml, each row from a published
+"""The guards against the vendor stacks' own DaemonSets (vendor_daemonsets.yml, each row from a published
 chart or manifest, its version named): what serves a resource is a device plugin; what runs from the same image or
 under the same labels and serves nothing (feature discovery, the MPS control daemon) is not."""
 
@@ -44,3 +44,10 @@ def test_a_helper_renamed_and_relabelled_still_serves_nothing_and_a_plugin_behin
     plugin = NVIDIA["device_plugin"]
     assert guard.device_plugin_daemonsets([gfd], plugin) == []
     assert guard.device_plugin_daemonsets([wrapped], plugin) == [wrapped]
+
+
+def test_the_gpu_operators_driver_container_is_found_among_the_stacks_and_nothing_else_is():
+    """The rows whose DaemonSet installs the NVIDIA driver under /run/nvidia/driver (the GPU Operator's driver
+    container) are what dra_driver_deploy takes its driver root from; no device plugin or helper row is."""
+    found = guard.operator_driver_daemonsets([r["daemonset"] for r in ROWS])
+    assert found and found == [r["daemonset"] for r in ROWS if r.get("installs_driver_under") == "/run/nvidia/driver"]

@@ -777,13 +777,58 @@ def test_a_device_plugin_on_other_nodes_or_the_option_lets_the_driver_deploy(fak
     assert [c for c in api.calls if c[:2] == ("list", "Node")] == [("list", "Node", "pool=dra")]
     api, dra_api = FakeApi(daemonsets=[plugin], nodes=nodes), FakeDra()
     fakes(api, dra_api)
-    out = run_module(mod, capsys, params(preset="nvidia", allow_device_plugin_overlap=True), check=True)
+    out = run_module(mod, capsys, params(preset="nvidia", allow_device_plugin_overlap=True, nvidia_driver_root="/"),
+                     check=True)
     assert not out.get("failed"), out
-    assert ("list", "DaemonSet", None) not in api.calls   # the option skips the check
+    # the option skips the check (and a driver root given needs no look for the GPU Operator's driver)
+    assert ("list", "DaemonSet", None) not in api.calls
     # the example driver hands out simulated devices: no device plugin counts against it
     api, dra_api = FakeApi(daemonsets=[plugin], nodes=nodes), FakeDra()
     fakes(api, dra_api)
     assert not run_module(mod, capsys, params(), check=True).get("failed")
+
+
+def operator_driver_daemonset(node_selector):
+    """NVIDIA/gpu-operator v26.7.0 assets/state-driver/0500_daemonset.yaml: its labels, selector and node selection."""
+    labels = {"app": "nvidia-driver-daemonset", "app.kubernetes.io/component": "nvidia-driver"}
+    return {"metadata": {"name": "nvidia-driver-daemonset", "namespace": "gpu-operator", "labels": labels},
+            "spec": {"selector": {"matchLabels": {"app": "nvidia-driver-daemonset"}},
+                     "template": {"metadata": {"labels": labels}, "spec": {
+                         "nodeSelector": node_selector,
+                         "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+                         "containers": [{"name": "nvidia-driver-ctr", "image": "nvcr.io/nvidia/driver:595.91.07"}]}}}}
+
+
+def driver_root_of(out):
+    containers = out["daemonset"]["spec"]["template"]["spec"]["containers"]
+    return [e["value"] for c in containers for e in c.get("env") or [] if e["name"] == "NVIDIA_DRIVER_ROOT"]
+
+
+def test_the_gpu_operators_driver_container_sets_the_driver_root_where_it_covers_every_node(fakes, capsys):
+    """The standalone dra_driver role names no root unless the host role ran: the module finds the GPU Operator's
+    driver DaemonSet, as accelerator_node finds /run/nvidia/driver on the hosts."""
+    nodes = [gpu_node("gpu-1", pool="a", driver="operator"), gpu_node("gpu-2", pool="a", driver="operator"),
+             gpu_node("gpu-3", pool="b")]
+    operator = operator_driver_daemonset({"driver": "operator"})
+    api, dra_api = FakeApi(daemonsets=[operator], nodes=nodes), FakeDra()
+    fakes(api, dra_api)
+    out = run_module(mod, capsys, params(preset="nvidia", node_selector={"pool": "a"}), check=True)
+    assert not out.get("failed"), out
+    assert out["nvidia_driver_root"] == "/run/nvidia/driver" and set(driver_root_of(out)) == {"/run/nvidia/driver"}
+    # a root the user gives wins; on nodes without the operator's driver the default stays
+    for overrides, root in (({"node_selector": {"pool": "a"}, "nvidia_driver_root": "/"}, "/"),
+                            ({"node_selector": {"pool": "b"}}, "/")):
+        fakes(FakeApi(daemonsets=[operator], nodes=nodes), FakeDra())
+        out = run_module(mod, capsys, params(preset="nvidia", **overrides), check=True)
+        assert not out.get("failed") and out["nvidia_driver_root"] == root and set(driver_root_of(out)) == {root}, out
+    # covering some of the nodes only: refused before any write, naming both kinds
+    api = FakeApi(daemonsets=[operator], nodes=nodes)
+    fakes(api, FakeDra())
+    out = run_module(mod, capsys, params(preset="nvidia"))
+    assert out.get("failed"), out
+    assert ("The NVIDIA GPU Operator's driver DaemonSet gpu-operator/nvidia-driver-daemonset installs the NVIDIA driver "
+            "under /run/nvidia/driver on gpu-1, gpu-2, but not on gpu-3") in out["msg"], out["msg"]
+    assert not [c for c in api.calls if c[0] == "write"]
 
 
 def static_manifest_daemonset():
