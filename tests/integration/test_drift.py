@@ -42,8 +42,10 @@ def job_template_answers(repair):
 
 def drift(collections_path, tmp_path, cluster, repair=False):
     extra = dict(job_template_answers(repair), kubehw_kubeconfig=cluster.kubeconfig)
+    # the custom stats printed at the end are what AWX keeps as the job's artifacts
     return run_playbook("kubehw.devices.drift", str(tmp_path), inventory=DEMO_INVENTORY, collections=collections_path,
-                        kubeconfig=cluster.kubeconfig, extra_vars=extra, timeout=600)
+                        kubeconfig=cluster.kubeconfig, extra_vars=extra, env={"ANSIBLE_SHOW_CUSTOM_STATS": "1"},
+                        timeout=600)
 
 
 def lines(run, word):
@@ -92,6 +94,9 @@ def test_drift_is_found_per_node_written_nowhere_repaired_on_request_and_then_cl
     assert plugin_line and plugin_line[0].endswith('observed "missing"'), found
     assert ("drift on %d node(s) or object(s): %s. Nothing was written" % (len(expected), ", ".join(expected))
             in fresh.stdout), fresh.output()
+    stats = fresh.stdout[fresh.stdout.index("CUSTOM STATS"):]
+    assert '"kubehw_drift":' in stats and '"node": "dongle-node-1"' in stats and '"kubehw_drift_repaired": false' \
+        in stats, stats
     assert DONGLE not in capacity(cluster, "dongle-node-1")
     assert cluster.apps.list_namespaced_daemon_set(PLUGIN_NAMESPACE).items == []
     assert ("nvidia" not in runtime_classes(cluster)) is runtime_class_missing
