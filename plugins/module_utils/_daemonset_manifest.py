@@ -40,7 +40,9 @@ from ansible_collections.kubehw.devices.plugins.module_utils._pod_spec import (
     default_affinity,
     env_list,
     host_path_volume,
+    int_or_percent,
     positive_int,
+    rolling_update,
 )
 from ansible_collections.kubehw.devices.plugins.module_utils._device_plugin_presets import (
     AMD_ONLY,
@@ -70,7 +72,6 @@ DEFAULT_NAMESPACE = "kubehw-device-plugins"
 _RESERVED_LABELS = (NAME_LABEL, MANAGED_BY_LABEL)
 _RESERVED_ANNOTATIONS = (RESOURCES_ANNOTATION, CONFIG_HASH_ANNOTATION, APPLIED_HASH_ANNOTATION, MANAGED_KEYS_ANNOTATION)
 
-_PERCENT_RE = re.compile(r"[0-9]+%")  # used with fullmatch
 
 # The generic plugin's own rule for device names (squat/generic-device-plugin 0.1.0, main.go deviceTypeFmt):
 # lowercase letters, digits and '-', starting and ending with a letter or digit, so at least two characters.
@@ -287,21 +288,6 @@ def _check_resource_names_and_min_count(params):
         positive_int(params["min_count"], "min_count", minimum=0)
 
 
-def _int_or_percent(value, what):
-    if isinstance(value, bool):
-        raise DaemonSetSpecError("%s %r must be a whole number or a percentage such as '25%%'" % (what, value))
-    if isinstance(value, int):
-        if value < 0:
-            raise DaemonSetSpecError("%s %r must not be negative" % (what, value))
-        return value
-    if isinstance(value, str):
-        if value.isdigit():
-            return int(value)
-        if _PERCENT_RE.fullmatch(value):
-            return value
-    raise DaemonSetSpecError("%s %r must be a whole number or a percentage such as '25%%'" % (what, value))
-
-
 def _check_update_strategy(params):
     strategy = params.get("update_strategy") or {}
     stype = strategy.get("type") or "RollingUpdate"
@@ -313,11 +299,12 @@ def _check_update_strategy(params):
         # With OnDelete it is only the batch size of delete_old_pods; it is not written to the DaemonSet.
         raise DaemonSetSpecError("update_strategy max_unavailable with type=OnDelete needs delete_old_pods=true "
                                  "(it sets how many old pods are deleted at a time)")
-    for key in ("max_unavailable", "max_surge"):
-        if strategy.get(key) is not None:
-            _int_or_percent(strategy[key], "update_strategy.%s" % key)
-    if strategy.get("max_unavailable") in (0, "0%") and strategy.get("max_surge") in (None, 0, "0%"):
-        raise DaemonSetSpecError("update_strategy max_unavailable and max_surge cannot both be 0 (nothing could roll)")
+    if stype == "RollingUpdate":
+        rolling_update(strategy)
+    else:
+        for key in ("max_unavailable", "max_surge"):
+            if strategy.get(key) is not None:
+                int_or_percent(strategy[key], "update_strategy.%s" % key)
     if params.get("delete_old_pods") and stype != "OnDelete":
         raise DaemonSetSpecError("delete_old_pods applies only to update_strategy.type=OnDelete")
 
@@ -608,15 +595,7 @@ def _update_strategy(params):
     strategy = params.get("update_strategy") or {}
     if (strategy.get("type") or "RollingUpdate") == "OnDelete":
         return {"type": "OnDelete"}
-    rolling = {}
-    if strategy.get("max_unavailable") is not None:
-        rolling["maxUnavailable"] = _int_or_percent(strategy["max_unavailable"], "update_strategy.max_unavailable")
-    if strategy.get("max_surge") is not None:
-        rolling["maxSurge"] = _int_or_percent(strategy["max_surge"], "update_strategy.max_surge")
-    update_strategy = {"type": "RollingUpdate"}
-    if rolling:
-        update_strategy["rollingUpdate"] = rolling
-    return update_strategy
+    return rolling_update(strategy)
 
 
 def _merge_user_definition(daemonset, definition, name):

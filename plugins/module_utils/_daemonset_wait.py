@@ -409,10 +409,11 @@ class RolloutWait(object):
         return ("DaemonSet %s cannot finish its rolling update: %d node(s) running its pods are not Ready (%s), and "
                 "their pods use up the update's %s (%d), so the DaemonSet controller replaces no pod on the Ready "
                 "nodes (%d old pod(s) left there: %s). Bring those nodes back, delete the Node objects of nodes that are "
-                "gone (their pods go with them), or raise %s above %d (device_plugin_deploy: update_strategy). Nothing "
-                "more was waited for."
+                "gone (their pods go with them), or raise %s above %d (option update_strategy.%s of this task). "
+                "Nothing more was waited for."
                 % (self.key, len(down), ds_rollout.few(down), budget[1], budget[0], len(old_on_ready),
-                   ds_rollout.few(old_on_ready), budget[1], len(down)))
+                   ds_rollout.few(old_on_ready), budget[1], len(down),
+                   "max_surge" if budget[1] == "maxSurge" else "max_unavailable"))
 
     def _starting(self, daemonset):
         """Some pod of the current template is not ready yet (and not going away)."""

@@ -24,6 +24,7 @@ from ansible_collections.kubehw.devices.plugins.module_utils._pod_spec import (
     DaemonSetSpecError,
     default_affinity,
     env_list,
+    rolling_update,
 )
 
 DEFAULT_NAMESPACE = "kubehw-dra-drivers"
@@ -158,7 +159,9 @@ def build_daemonset(params):
         "template": {"metadata": {"labels": dict(own), "annotations": {DRIVER_ANNOTATION: preset["driver"]}},
                      "spec": pod_spec},
     }
-    if preset["update_strategy"]:
+    if params.get("update_strategy"):
+        spec["updateStrategy"] = rolling_update(params["update_strategy"])
+    elif preset["update_strategy"]:
         spec["updateStrategy"] = copy.deepcopy(preset["update_strategy"])
     annotations = {DRIVER_ANNOTATION: preset["driver"]}
     daemonset = {"apiVersion": "apps/v1", "kind": "DaemonSet",

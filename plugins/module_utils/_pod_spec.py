@@ -22,6 +22,7 @@ NAME_LABEL = "app.kubernetes.io/name"
 COMPONENT_LABEL = "app.kubernetes.io/component"
 
 _ENV_NAME_RE = re.compile(r"[-._a-zA-Z][-._a-zA-Z0-9]*")  # used with fullmatch
+_PERCENT_RE = re.compile(r"[0-9]+%")  # used with fullmatch
 
 
 class DaemonSetSpecError(ValueError):
@@ -56,6 +57,38 @@ def positive_int(value, what, minimum=1):
 
 
 # -- pod template parts ---------------------------------------------------------------------------
+
+def int_or_percent(value, what):
+    """A DaemonSet's maxUnavailable or maxSurge as the API takes it: a whole number (AWX hands "2" over as a string)
+    or a percentage such as "25%"."""
+    if isinstance(value, bool):
+        raise DaemonSetSpecError("%s %r must be a whole number or a percentage such as '25%%'" % (what, value))
+    if isinstance(value, int):
+        if value < 0:
+            raise DaemonSetSpecError("%s %r must not be negative" % (what, value))
+        return value
+    if isinstance(value, str):
+        if value.isdigit():
+            return int(value)
+        if _PERCENT_RE.fullmatch(value):
+            return value
+    raise DaemonSetSpecError("%s %r must be a whole number or a percentage such as '25%%'" % (what, value))
+
+
+def rolling_update(strategy):
+    """The RollingUpdate updateStrategy of the options max_unavailable and max_surge (either may be None), checked:
+    each a whole number or a percentage, not both 0."""
+    rolling = {}
+    for key, field in (("max_unavailable", "maxUnavailable"), ("max_surge", "maxSurge")):
+        if strategy.get(key) is not None:
+            rolling[field] = int_or_percent(strategy[key], "update_strategy.%s" % key)
+    if rolling.get("maxUnavailable") in (0, "0%") and rolling.get("maxSurge") in (None, 0, "0%"):
+        raise DaemonSetSpecError("update_strategy max_unavailable and max_surge cannot both be 0 (nothing could roll)")
+    update_strategy = {"type": "RollingUpdate"}
+    if rolling:
+        update_strategy["rollingUpdate"] = rolling
+    return update_strategy
+
 
 def host_path_volume(name, path, path_type=None):
     host_path = {"path": path}

@@ -150,6 +150,21 @@ options:
     description: Seconds to wait for O(wait) in total.
     type: int
     default: 300
+  update_strategy:
+    description:
+      - How a template change reaches the kubelet-plugin pods, in place of the preset's rolling update (the
+        presets' sources name theirs in the module's docs). Always a rolling update; give one or both numbers.
+      - Raise O(update_strategy.max_unavailable) where nodes that are down hold a rolling update up (the rollout's
+        message names them); keep O(update_strategy.max_surge) where a new plugin must start before the old stops.
+    type: dict
+    version_added: 1.1.0
+    suboptions:
+      max_unavailable:
+        description: How many nodes may be without a ready kubelet plugin during the update (a number or a percentage).
+        type: raw
+      max_surge:
+        description: How many nodes may run an old and a new kubelet plugin at the same time (a number or a percentage).
+        type: raw
   allow_empty_rollout:
     description:
       - Succeed with a warning when the DaemonSet selects no node, instead of failing.
@@ -374,6 +389,7 @@ from ansible_collections.kubehw.devices.plugins.module_utils._pod_spec import (
     check_env_names,
 )
 from ansible_collections.kubehw.devices.plugins.module_utils._pod_spec import positive_int as whole_number
+from ansible_collections.kubehw.devices.plugins.module_utils._pod_spec import rolling_update
 # The ResourceSlice aggregation and the builders live in module_utils; the names stay importable from here.
 from ansible_collections.kubehw.devices.plugins.module_utils._dra_report import (  # pylint: disable=unused-import
     describe_published,
@@ -420,6 +436,8 @@ def validate(params):
         if "driver_root" not in presets.PRESETS[preset]:
             raise DaemonSetSpecError("nvidia_driver_root is an option of the nvidia preset, not of %s" % preset)
         dra_manifest.check_driver_root(params["nvidia_driver_root"])
+    if params.get("update_strategy"):
+        rolling_update(params["update_strategy"])
     if params.get("min_count") is not None:
         params["min_count"] = whole_number(params["min_count"], "min_count", minimum=0)
     if params.get("wait_timeout") is not None:
@@ -943,6 +961,7 @@ def argument_spec():
         wait=dict(type="str", default="devices", choices=list(WAIT_MODES)),
         min_count=dict(type="int", default=1),
         wait_timeout=dict(type="int", default=300),
+        update_strategy=dict(type="dict", options=dict(max_unavailable=dict(type="raw"), max_surge=dict(type="raw"))),
         allow_empty_rollout=dict(type="bool", default=False),
         nvidia_driver_root=dict(type="str"),
         adopt_daemonset=dict(type="bool", default=False),

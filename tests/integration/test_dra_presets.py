@@ -765,3 +765,20 @@ def test_the_gpu_operators_driver_container_gives_the_driver_root_and_half_a_poo
     assert ("installs the NVIDIA driver under /run/nvidia/driver on %s, but not on %s" % (covered, other)
             in res["msg"]), res["msg"]
     assert observer.writes() == []
+
+
+def test_update_strategy_reaches_the_daemonset_and_a_rerun_writes_nothing(cluster, ansible):
+    """The option the budget message recommends, on dra_driver_deploy too: AWX's string "2" stored as the number the
+    real apiserver validates, the preset's maxSurge replaced, and a second run with the same input writes nothing."""
+    namespace, driver = cluster.namespace(), cluster.unique_name("strategy")
+    strategy = {"max_unavailable": "2"}
+    run, res = deploy(ansible, namespace, driver, preset="example", update_strategy=strategy)
+    assert not res.get("failed") and res["changed"], run.output()
+    stored = json.loads(cluster.apps.read_namespaced_daemon_set(driver, namespace, _preload_content=False).data)
+    assert stored["spec"]["updateStrategy"] == {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 2,
+                                                                                          "maxSurge": 0}}, stored
+    observer = cluster.observe_writes(namespaces=[namespace], names=[driver])
+    run, res = deploy(ansible, namespace, driver, title="Again", preset="example", update_strategy=strategy)
+    assert not res.get("failed") and not res["changed"], run.output()
+    assert observer.writes() == []
+    remove(ansible, namespace, driver, "example")

@@ -143,6 +143,22 @@ def test_the_previous_nvidia_release_runs_from_the_preset_by_image():
     assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in pod["tolerations"]
 
 
+def test_update_strategy_replaces_the_presets_rolling_update_and_bad_numbers_are_refused_before_any_request():
+    # the example preset's chart: maxSurge 1, maxUnavailable 0 (a new plugin before the old stops)
+    assert mod.build_daemonset(params())["spec"]["updateStrategy"] == {
+        "type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}
+    # raised where nodes that are down hold an update up; AWX hands numbers over as strings
+    ds = mod.build_daemonset(params(update_strategy={"max_unavailable": "2", "max_surge": None}))
+    assert ds["spec"]["updateStrategy"] == {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 2}}
+    ds = mod.build_daemonset(params(preset="intel", update_strategy={"max_unavailable": "25%", "max_surge": 0}))
+    assert ds["spec"]["updateStrategy"]["rollingUpdate"] == {"maxUnavailable": "25%", "maxSurge": 0}
+    for bad, rule in (({"max_unavailable": "two"}, "must be a whole number or a percentage"),
+                      ({"max_unavailable": -1}, "must not be negative"),
+                      ({"max_unavailable": 0, "max_surge": "0%"}, "cannot both be 0")):
+        with pytest.raises(DaemonSetSpecError, match=rule):
+            mod.validate(params(update_strategy=dict({"max_unavailable": None, "max_surge": None}, **bad)))
+
+
 # -- the presets against the upstream files, field by field --------------------------------------------------
 
 def test_nvidia_driver_root_is_mounted_as_upstream_and_set_in_every_container_that_reads_it():
