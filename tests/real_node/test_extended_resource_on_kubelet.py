@@ -18,6 +18,9 @@ from tests.support.playbook_runner import run_playbook
 from tests.support.real_node import SHELL_IMAGE
 
 MODULE = "kubehw.devices.k8s_node_extended_resource"
+# A domain of its own: the extended_resources role keeps the declared domains exactly as declared (its default state
+# exact), and example.com is also the domain of the sample device plugin an earlier test of the session registers.
+USB_KEY = "kubehw-drift.example.org/usb-key"
 # The kubelet posts its status every nodeStatusUpdateFrequency (10 s by default); allocatable follows then.
 STATUS_UPDATE_SECONDS = 10
 
@@ -100,7 +103,7 @@ def drift(real_node, collections, tmp_path, node_name, repair=False):
     inventory.write_text(json.dumps({"all": {
         "vars": {"ansible_connection": "local", "ansible_python_interpreter": sys.executable},
         "children": {"static_resource_nodes": {"hosts": {node_name: {
-            "extended_resources_static": {"example.com/usb-key": 1}}}}}}}))
+            "extended_resources_static": {USB_KEY: 1}}}}}}}))
     kubeconfig = real_node.control_plane.kubeconfig
     extra = {"kubehw_kubeconfig": kubeconfig}
     if repair:
@@ -116,7 +119,7 @@ def test_a_node_that_registers_anew_is_found_drifted_and_repaired_by_the_drift_r
     names the missing resource and writes nothing, the repair run brings allocatable back, the next drift run is
     clean."""
     assert drift(real_node, collections, tmp_path, node_name, repair=True).returncode == 0
-    wait_for(lambda: node_status(cluster, node_name)["allocatable"].get("example.com/usb-key") == "1",
+    wait_for(lambda: node_status(cluster, node_name)["allocatable"].get(USB_KEY) == "1",
              timeout=STATUS_UPDATE_SECONDS + 20, what="the kubelet to copy the usb-key to allocatable")
     clean = drift(real_node, collections, tmp_path, node_name)
     assert clean.returncode == 0 and "no drift" in clean.stdout, clean.output()
@@ -127,18 +130,18 @@ def test_a_node_that_registers_anew_is_found_drifted_and_repaired_by_the_drift_r
     real_node.kubelet_up()
     wait_for(lambda: kubelet_posted_since(cluster, node_name, restarted), timeout=60,
              what="the node registered anew and Ready")
-    assert "example.com/usb-key" not in node_status(cluster, node_name)["capacity"]
+    assert USB_KEY not in node_status(cluster, node_name)["capacity"]
 
     found = drift(real_node, collections, tmp_path, node_name)
     assert found.returncode == 2, found.output()
-    assert ('drift: %s: extended resources: declared {\\"example.com/usb-key\\": \\"1\\"}, observed {}' % node_name
+    assert ('drift: %s: extended resources: declared {\\"%s\\": \\"1\\"}, observed {}' % (node_name, USB_KEY)
             in found.stdout), found.output()
-    assert "example.com/usb-key" not in node_status(cluster, node_name)["capacity"]      # nothing written
+    assert USB_KEY not in node_status(cluster, node_name)["capacity"]      # nothing written
 
     repaired = drift(real_node, collections, tmp_path, node_name, repair=True)
     assert repaired.returncode == 0 and "repaired 1 difference(s)" in repaired.stdout, repaired.output()
-    wait_for(lambda: node_status(cluster, node_name)["allocatable"].get("example.com/usb-key") == "1",
+    wait_for(lambda: node_status(cluster, node_name)["allocatable"].get(USB_KEY) == "1",
              timeout=STATUS_UPDATE_SECONDS + 20, what="the kubelet to copy the usb-key to allocatable again")
     again = drift(real_node, collections, tmp_path, node_name)
     assert again.returncode == 0 and "no drift" in again.stdout, again.output()
-    advertise(ansible, node_name, ["example.com/usb-key"], state="absent")
+    advertise(ansible, node_name, [USB_KEY], state="absent")
