@@ -102,13 +102,16 @@ def test_the_readme_install_and_commands_work_from_an_empty_home(cluster, tmp_pa
     inventory = on_stand_in_nodes(readme_inventory())
     (work / "my-inventory.yml").write_text(yaml.safe_dump(inventory))
     commands = readme_commands()
-    assert [c[-1] for c in commands] == ["kubehw.devices.%s" % p for p in ("rbac", "site", "verify", "teardown")]
+    playbooks = [[w for w in c if w.startswith("kubehw.devices.")][0] for c in commands]
+    assert playbooks == ["kubehw.devices.%s" % p for p in ("rbac", "site", "verify", "drift", "drift", "teardown")]
     outputs = {}
-    for command in commands:
+    for command, playbook in zip(commands, playbooks):
         proc = run(command, env, work)
-        outputs[command[-1]] = proc.stdout
+        outputs[playbook] = proc.stdout
         assert proc.returncode == 0, "%s\n%s\n%s" % (" ".join(command), proc.stdout[-6000:], proc.stderr[-3000:])
-        if command[-1] == "kubehw.devices.site":
+        if playbook == "kubehw.devices.drift":     # right after site.yml: nothing drifted, nothing to repair
+            assert '"msg": "no drift"' in proc.stdout, proc.stdout[-3000:]
+        if playbook == "kubehw.devices.site":
             assert node_status(cluster, "dongle-node-1")["capacity"]["example.com/dongle"] == "2"
             assert node_status(cluster, "gpu-node-1")["allocatable"]["nvidia.com/gpu"] == "4"
     assert re.search(r"dongle-node-1: Ready=True advertised=\{[^}]*'example.com/dongle': '2'", outputs[
