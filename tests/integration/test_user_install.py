@@ -119,7 +119,7 @@ def test_the_readme_install_and_commands_work_from_an_empty_home(cluster, tmp_pa
     assert "example.com/dongle" not in node_status(cluster, "dongle-node-1").get("capacity", {})
 
     # the same commands with an inventory that is not there fail, naming it, instead of skipping every play
-    for command in commands[1:]:
+    for command in [c for c, playbook in zip(commands, playbooks) if c[-1] == playbook][1:]:    # each playbook once
         broken = [word if word != "my-inventory.yml" else "my-inventroy.yml" for word in command]
         proc = run(broken, env, work)
         assert proc.returncode != 0, proc.stdout
