@@ -16,6 +16,7 @@ import json
 import re
 
 from ansible_collections.kubehw.devices.plugins.module_utils._k8s_names import DNS1123_SUBDOMAIN_RE
+from ansible_collections.kubehw.devices.plugins.module_utils._images import mirrored
 from ansible_collections.kubehw.devices.plugins.module_utils._extended_resources import (
     extended_resource_name_problem,
 )
@@ -25,6 +26,8 @@ from ansible_collections.kubehw.devices.plugins.module_utils._k8s_objects import
     MANAGED_BY_LABEL,
     MANAGED_KEYS_ANNOTATION,
     check_image,
+    check_image_registry,
+    check_pull_secrets,
     check_tolerations,
     content_hash,
     label_map,
@@ -86,26 +89,6 @@ def configmap_name(ds_name):
     return "%s-config" % ds_name
 
 
-# -- image references -----------------------------------------------------------------------------
-
-def _split_registry(image):
-    """('registry', 'rest') with Docker's rule: the first part is a registry only if it has '.' or ':' or is localhost."""
-    first, sep, rest = image.partition("/")
-    if sep and ("." in first or ":" in first or first == "localhost"):
-        return first, rest
-    if not sep:
-        return "docker.io", "library/" + image
-    return "docker.io", image
-
-
-def rewrite_registry(image, registry):
-    """Point an image at a mirror: nvcr.io/nvidia/x:1 with mirror.local:5000 -> mirror.local:5000/nvidia/x:1."""
-    if not registry:
-        return image
-    rest = _split_registry(image)[1]
-    return "%s/%s" % (registry.rstrip("/"), rest)
-
-
 # -- validation: validate() runs the rule groups below in this order -------------------------------
 
 def validate(params):
@@ -153,14 +136,12 @@ def _check_preset_and_name(preset, name):
 
 
 def _check_image_and_placement(params):
-    """image, node_selector, tolerations and image_pull_secrets."""
+    """image, node_selector, tolerations, image_pull_secrets and image_registry."""
     check_image(params.get("image"), DaemonSetSpecError)
     label_map(params.get("node_selector"), "node_selector", DaemonSetSpecError)
     check_tolerations(params.get("tolerations"), DaemonSetSpecError)
-    for index, secret in enumerate(params.get("image_pull_secrets") or []):
-        if not isinstance(secret, str) or len(secret) > 253 or not DNS1123_SUBDOMAIN_RE.fullmatch(secret):
-            raise DaemonSetSpecError("image_pull_secrets[%d] %r must be a Secret name: a lowercase RFC 1123 DNS "
-                                     "subdomain" % (index, secret))
+    check_pull_secrets(params.get("image_pull_secrets"), DaemonSetSpecError)
+    check_image_registry(params.get("image_registry"), DaemonSetSpecError)
 
 
 def _given(params, key):
@@ -485,7 +466,7 @@ def _nvidia_config_file(params, name):
 
 def _container(params, preset, mounts):
     """The plugin container: image, arguments, environment, resources, security context, mounts."""
-    image = rewrite_registry(params.get("image") or preset["image"], params.get("image_registry"))
+    image = mirrored(params.get("image") or preset["image"], params.get("image_registry"))
     container = {"name": preset["container"], "image": image}
     if params.get("image_pull_policy"):
         container["imagePullPolicy"] = params["image_pull_policy"]

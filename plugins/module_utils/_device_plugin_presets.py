@@ -5,11 +5,11 @@
 
 Private to the collection. To add a preset: write its table below, add it to PRESETS, and (only if it
 has options of its own) teach _daemonset_manifest.py about them. To move to a new upstream release,
-change its line in IMAGES and check the table against that release's manifest.
+change its entry in _images.py and check the table against that release's manifest.
 
 Each table says:
   name, container      default DaemonSet and container names
-  image                from IMAGES
+  image                from the collection's image list (_images.py)
   resources            the extended resources the plugin registers
   serves_any           True when a node has only some of them (a node's GPUs use one kernel driver or the other)
   base_taints          taints of the vendor's node pools, tolerated whatever resources are served
@@ -25,19 +25,9 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-DEVICE_PLUGIN_DIR = "/var/lib/kubelet/device-plugins"
+from ansible_collections.kubehw.devices.plugins.module_utils._images import reference
 
-# Where each default image comes from; a new release is a one-line change here.
-IMAGES = {
-    # NVIDIA/k8s-device-plugin v0.20.0 (tag of 2026-08-19, the newest): deployments/static/nvidia-device-plugin.yml
-    "nvidia": "nvcr.io/nvidia/k8s-device-plugin:v0.20.0",
-    # ROCm/k8s-device-plugin v1.31.0.10 (tag of 2026-04-06, the newest); helm/amd-gpu/values.yaml names this repository
-    "amd": "docker.io/rocm/k8s-device-plugin:1.31.0.10",
-    # intel/intel-device-plugins-for-kubernetes v0.36.0 (tag of 2026-05-27): deployments/gpu_plugin/base/intel-gpu-plugin.yaml
-    "intel_gpu": "docker.io/intel/intel-gpu-plugin:0.36.0",
-    # squat/generic-device-plugin 0.1.0 (tag of 2026-03-23; its CI pushes tags to docker.io and ghcr.io)
-    "generic": "docker.io/squat/generic-device-plugin:0.1.0",
-}
+DEVICE_PLUGIN_DIR = "/var/lib/kubelet/device-plugins"
 
 # Tolerated by upstream NVIDIA and AMD manifests: the taint of nodes reserved for critical add-ons.
 CRITICAL_ADDONS_ONLY = {"key": "CriticalAddonsOnly", "operator": "Exists"}
@@ -59,7 +49,7 @@ NVIDIA = {
     # deployments/helm/nvidia-device-plugin (values.yaml, templates/_helpers.tpl, templates/daemonset-device-plugin.yml)
     "name": "nvidia-device-plugin",
     "container": "nvidia-device-plugin",
-    "image": IMAGES["nvidia"],
+    "image": reference("nvidia_device_plugin"),
     "resources": ["nvidia.com/gpu"],
     "serves_any": False,
     # values.yaml tolerations: nvidia.com/gpu NoSchedule and CriticalAddonsOnly; with time-slicing renames or MIG
@@ -86,7 +76,7 @@ AMD = {
     # ROCm/k8s-device-plugin v1.31.0.10: k8s-ds-amdgpu-dp.yaml; helm/amd-gpu (values.yaml, deviceplugin-daemonset.yaml)
     "name": "amdgpu-device-plugin",
     "container": "amdgpu-device-plugin",
-    "image": IMAGES["amd"],
+    "image": reference("amd_device_plugin"),
     "resources": ["amd.com/gpu"],
     "serves_any": False,
     "base_taints": ["amd.com/gpu"],
@@ -108,7 +98,7 @@ INTEL_GPU = {
     # nfd_labeled_nodes overlay, deployments/nfd/overlays/node-feature-rules/node-feature-rules.yaml, cmd/gpu_plugin
     "name": "intel-gpu-plugin",
     "container": "intel-gpu-plugin",
-    "image": IMAGES["intel_gpu"],
+    "image": reference("intel_gpu_plugin"),
     # cmd/gpu_plugin/gpu_plugin.go: namespace gpu.intel.com, device types i915 and xe (one per kernel driver)
     "resources": ["gpu.intel.com/i915", "gpu.intel.com/xe"],
     "serves_any": True,
@@ -144,7 +134,7 @@ GENERIC = {
     # squat/generic-device-plugin 0.1.0: manifests/generic-device-plugin.yaml; the device rules are main.go's
     "name": "generic-device-plugin",
     "container": "generic-device-plugin",
-    "image": IMAGES["generic"],
+    "image": reference("generic_device_plugin"),
     "resources": [],                                 # <domain>/<device name>, from the devices option
     "serves_any": False,
     "base_taints": [],

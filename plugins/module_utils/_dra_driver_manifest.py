@@ -18,6 +18,7 @@ import re
 from ansible_collections.kubehw.devices.plugins.module_utils import _dra_device_class as dra_device_class
 from ansible_collections.kubehw.devices.plugins.module_utils import _dra_driver_presets as presets
 from ansible_collections.kubehw.devices.plugins.module_utils import _k8s_objects as objects
+from ansible_collections.kubehw.devices.plugins.module_utils._images import mirrored
 from ansible_collections.kubehw.devices.plugins.module_utils._pod_spec import (
     COMPONENT_LABEL,
     NAME_LABEL,
@@ -136,13 +137,15 @@ def build_daemonset(params):
     """The kubelet-plugin DaemonSet for params that passed dra_driver_deploy's validate()."""
     preset = presets.PRESETS[params["preset"]]
     name, namespace = object_names(params)
-    image = params.get("image") or preset["image"]
+    image = mirrored(params.get("image") or preset["image"], params.get("image_registry"))
     root = driver_root(params)
     containers = [_container(c, image, params.get("env") if index == 0 else None, root)
                   for index, c in enumerate(preset["containers"])]
     pod_spec = {"serviceAccountName": name, "containers": containers, "volumes": _volumes(preset, root)}
     if preset["init_containers"]:
         pod_spec["initContainers"] = [_container(c, image, driver_root=root) for c in preset["init_containers"]]
+    if params.get("image_pull_secrets"):
+        pod_spec["imagePullSecrets"] = [{"name": secret} for secret in params["image_pull_secrets"]]
     if preset["priority_class"]:
         pod_spec["priorityClassName"] = preset["priority_class"]
     tolerations = params["tolerations"] if params.get("tolerations") is not None else preset["tolerations"]

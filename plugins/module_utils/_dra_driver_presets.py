@@ -31,6 +31,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ansible_collections.kubehw.devices.plugins.module_utils._images import reference
+
 PLUGINS_DIR = "/var/lib/kubelet/plugins"
 REGISTRY_DIR = "/var/lib/kubelet/plugins_registry"
 
@@ -73,7 +75,7 @@ EXAMPLE = {
     # templates/kubeletplugin.yaml: <fullname>-kubeletplugin, fullname = the chart name for a release of that name
     "name": "dra-example-driver-kubeletplugin",
     # values.yaml image.repository; the tag defaults to Chart.yaml appVersion v0.4.0
-    "image": "registry.k8s.io/dra-example-driver/dra-example-driver:v0.4.0",
+    "image": reference("dra_example_driver"),
     "init_containers": [],
     "containers": [{
         "name": "plugin",                                   # templates/kubeletplugin.yaml
@@ -128,7 +130,7 @@ EXAMPLE = {
 # The chart moved from NVIDIA/k8s-dra-driver-gpu (last release v25.12.0) to kubernetes-sigs; the preset follows
 # the new home. Comments name the file under deployments/helm/dra-driver-nvidia-gpu/ at v0.4.1; "v25.12.0:" notes
 # where the predecessor's chart (deployments/helm/nvidia-dra-driver-gpu/) differs.
-_NVIDIA_IMAGE = "registry.k8s.io/dra-driver-nvidia/dra-driver-nvidia-gpu:v0.4.1"   # values.yaml image.repository;
+_NVIDIA_IMAGE = reference("nvidia_dra_driver")   # values.yaml image.repository;
 #                                                   _helpers.tpl fullimage: tag v + Chart.yaml appVersion 0.4.1
 # v25.12.0: nvcr.io/nvidia/k8s-dra-driver-gpu:v25.12.0 (selectable with image:)
 NVIDIA_PREVIOUS_IMAGE = "nvcr.io/nvidia/k8s-dra-driver-gpu:v25.12.0"
@@ -260,7 +262,7 @@ INTEL = {
     "driver": "gpu.intel.com",                              # deployments/gpu/base/device-class.yaml
     "name": "intel-gpu-resource-driver-kubelet-plugin",     # deployments/gpu/base/resource-driver.yaml
     # resource-driver.yaml names :latest; the release's own tag pins it (kustomization.yaml images comment)
-    "image": "ghcr.io/intel/intel-resource-drivers-for-kubernetes/intel-gpu-resource-driver:v0.11.0",
+    "image": reference("intel_gpu_dra_driver"),
     "init_containers": [],
     "containers": [{
         "name": "kubelet-plugin",                           # resource-driver.yaml

@@ -14,9 +14,11 @@ import copy
 import gc
 import hashlib
 import json
+import re
 
 from ansible_collections.kubehw.devices.plugins.module_utils._errors import KubeHwError
-from ansible_collections.kubehw.devices.plugins.module_utils._k8s_names import LABEL_VALUE_RE, label_key_problem
+from ansible_collections.kubehw.devices.plugins.module_utils._k8s_names import (
+    DNS1123_SUBDOMAIN_RE, LABEL_VALUE_RE, label_key_problem)
 
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 MANAGED_BY = "kubehw.devices"
@@ -117,6 +119,28 @@ def check_image(image, error, what="image"):
     """A container image reference: a non-empty string without whitespace (the registry refuses the rest)."""
     if image is not None and (not isinstance(image, str) or not image.strip() or any(c.isspace() for c in image)):
         raise error("%s %r must be a container image reference without spaces or newlines" % (what, image))
+
+
+# A registry host (a dotted name, localhost or an address, optional :port) and an optional path of lowercase
+# components, as the distribution reference grammar has them: no scheme, no tag, no trailing slash.
+_REGISTRY_RE = re.compile(r"(?:[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?(?:\.[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?)*"
+                          r"|\[[0-9a-fA-F:]+\])(?::[0-9]{1,5})?(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*")
+
+
+def check_image_registry(registry, error, what="image_registry"):
+    """The mirror every image is taken from: host[:port][/path], matched whole (no scheme, tag or blank)."""
+    if registry is None:
+        return
+    if not isinstance(registry, str) or not _REGISTRY_RE.fullmatch(registry):
+        raise error("%s %r must be a registry host with an optional port and path, such as mirror.example.com:5000/"
+                    "gpu (no scheme, tag, spaces or trailing slash)" % (what, registry))
+
+
+def check_pull_secrets(secrets, error, what="image_pull_secrets"):
+    """Names of Secrets: lowercase RFC 1123 DNS subdomains."""
+    for index, secret in enumerate(secrets or []):
+        if not isinstance(secret, str) or len(secret) > 253 or not DNS1123_SUBDOMAIN_RE.fullmatch(secret):
+            raise error("%s[%d] %r must be a Secret name: a lowercase RFC 1123 DNS subdomain" % (what, index, secret))
 
 
 def managed_keys(obj, kind):

@@ -49,6 +49,7 @@ author:
 extends_documentation_fragment:
   - kubehw.devices.k8s_auth_options
   - kubehw.devices.attributes.action_group
+  - kubehw.devices.image_source
   - kubehw.devices.attributes
 attributes:
   check_mode:
@@ -107,16 +108,6 @@ options:
     description: Image pull policy. Left out, the apiserver's default applies (V(Always) for C(:latest) or no tag).
     type: str
     choices: [Always, IfNotPresent, Never]
-  image_pull_secrets:
-    description: Names of Secrets in O(namespace) used to pull the image.
-    type: list
-    elements: str
-  image_registry:
-    description:
-      - Registry host (and optional path) that replaces the registry of the image, for air-gapped mirrors.
-        For example V(mirror.local:5000) turns C(nvcr.io/nvidia/k8s-device-plugin:v0.20.0) into
-        C(mirror.local:5000/nvidia/k8s-device-plugin:v0.20.0); Docker Hub images keep their path.
-    type: str
   args:
     description:
       - Container arguments, replacing the preset's (the AMD naming-strategy flag, the generic --device specs).
@@ -518,6 +509,7 @@ from ansible_collections.kubehw.devices.plugins.module_utils._connection import 
     protect_kubeconfig_secrets,
 )
 from ansible_collections.kubehw.devices.plugins.module_utils._errors import KubeHwError
+from ansible_collections.kubehw.devices.plugins.module_utils._images import image_source_spec
 from ansible_collections.kubehw.devices.plugins.module_utils import _daemonset_compare as compare
 from ansible_collections.kubehw.devices.plugins.module_utils import _daemonset_guard as guard
 from ansible_collections.kubehw.devices.plugins.module_utils import _dra
@@ -541,8 +533,6 @@ def argument_spec():
         namespace=dict(type="str", default=manifest.DEFAULT_NAMESPACE),
         image=dict(type="str"),
         image_pull_policy=dict(type="str", choices=["Always", "IfNotPresent", "Never"]),
-        image_pull_secrets=dict(type="list", elements="str", no_log=False),
-        image_registry=dict(type="str"),
         args=dict(type="list", elements="str"),
         env=dict(type="dict"),
         resources=dict(type="dict"),
@@ -590,6 +580,7 @@ def argument_spec():
         wait_timeout=dict(type="int", default=300),
         min_count=dict(type="int", default=1),
     )
+    spec.update(image_source_spec())
     spec.update(AUTH_ARG_SPEC)
     return spec
 

@@ -34,6 +34,7 @@ author:
 extends_documentation_fragment:
   - kubehw.devices.k8s_auth_options
   - kubehw.devices.attributes.action_group
+  - kubehw.devices.image_source
   - kubehw.devices.attributes
 attributes:
   check_mode:
@@ -371,6 +372,7 @@ from ansible_collections.kubehw.devices.plugins.module_utils._connection import 
     protect_kubeconfig_secrets,
 )
 from ansible_collections.kubehw.devices.plugins.module_utils._errors import KubeHwError
+from ansible_collections.kubehw.devices.plugins.module_utils._images import image_source_spec
 from ansible_collections.kubehw.devices.plugins.module_utils import _daemonset_compare as compare
 from ansible_collections.kubehw.devices.plugins.module_utils import _daemonset_rollout as ds_rollout
 from ansible_collections.kubehw.devices.plugins.module_utils import _daemonset_guard as guard
@@ -427,6 +429,8 @@ def validate(params):
     # an empty namespace is refused, never read as the default one
     check_dns_label(DEFAULT_NAMESPACE if params.get("namespace") is None else params["namespace"], "namespace")
     objects.check_image(params.get("image"), DaemonSetSpecError)
+    objects.check_image_registry(params.get("image_registry"), DaemonSetSpecError)
+    objects.check_pull_secrets(params.get("image_pull_secrets"), DaemonSetSpecError)
     if params.get("state", "present") == "present" and not (params.get("image") or presets.PRESETS[preset]["image"]):
         raise DaemonSetSpecError("preset %s has no default image (its upstream publishes none): set image" % preset)
     objects.label_map(params.get("node_selector"), "node_selector", DaemonSetSpecError)
@@ -967,6 +971,7 @@ def argument_spec():
         adopt_daemonset=dict(type="bool", default=False),
         allow_device_plugin_overlap=dict(type="bool", default=False),
     )
+    spec.update(image_source_spec())
     spec.update(AUTH_ARG_SPEC)
     return spec
 

@@ -39,6 +39,7 @@ author:
 extends_documentation_fragment:
   - kubehw.devices.k8s_auth_options
   - kubehw.devices.attributes.action_group
+  - kubehw.devices.image_source
   - kubehw.devices.attributes
 attributes:
   check_mode:
@@ -93,9 +94,10 @@ options:
     default: kubehw-smoke-
   image:
     description:
-      - Container image of the pod.
+      - Container image of the pod. The default is the C(pause) image of the collection's image list, named by tag
+        and digest.
     type: str
-    default: registry.k8s.io/pause:3.10
+    default: registry.k8s.io/pause:3.10@sha256:ee6521f290b2168b6e0935a181d4cff9be1ac3f505666ef0e3c98fae8199917a
   command:
     description:
       - Command of the container, for example V([nvidia-smi, -L]). Without it the image's entrypoint runs.
@@ -289,7 +291,9 @@ from ansible_collections.kubehw.devices.plugins.module_utils._k8s_names import (
     is_dns1123_subdomain,
     object_name_problem,
 )
-from ansible_collections.kubehw.devices.plugins.module_utils._k8s_objects import check_image, check_tolerations
+from ansible_collections.kubehw.devices.plugins.module_utils._images import image_source_spec, mirrored, reference
+from ansible_collections.kubehw.devices.plugins.module_utils._k8s_objects import (
+    check_image, check_image_registry, check_pull_secrets, check_tolerations)
 from ansible_collections.kubehw.devices.plugins.module_utils._extended_resources import (
     extended_resource_name_problem,
 )
@@ -345,6 +349,8 @@ def input_problem(params):
                 % (prefix, NAME_PREFIX_MAX))
     try:
         check_image(params["image"], ValueError)
+        check_image_registry(params.get("image_registry"), ValueError)
+        check_pull_secrets(params.get("image_pull_secrets"), ValueError)
         check_tolerations(params["tolerations"], ValueError)
     except ValueError as err:
         return "invalid input: %s" % err
@@ -373,7 +379,7 @@ def what_is_asked(params):
 def pod_manifest(params, run_id, template=None):
     """The smoke-test pod: limits on the extended resource, or (with ``template``, the name of the run's
     ResourceClaimTemplate) a pod claim made from that template and used by the container."""
-    container = dict(name="smoke", image=params["image"])
+    container = dict(name="smoke", image=mirrored(params["image"], params.get("image_registry")))
     if template:
         container["resources"] = dict(claims=[dict(name=SMOKE_REQUEST)])
     else:
@@ -382,6 +388,8 @@ def pod_manifest(params, run_id, template=None):
         container["command"] = params["command"]
     spec = dict(restartPolicy="Never", containers=[container], tolerations=params["tolerations"],
                 terminationGracePeriodSeconds=0, activeDeadlineSeconds=active_deadline(params))
+    if params.get("image_pull_secrets"):
+        spec["imagePullSecrets"] = [dict(name=secret) for secret in params["image_pull_secrets"]]
     if template:
         spec["resourceClaims"] = [dict(name=SMOKE_REQUEST, resourceClaimTemplateName=template)]
     if params.get("runtime_class_name"):
@@ -648,6 +656,7 @@ def run(module, client):
 
 def main():
     argument_spec = copy.deepcopy(AUTH_ARG_SPEC)
+    argument_spec.update(image_source_spec())
     argument_spec.update(
         resource=dict(type="str"),
         device_class=dict(type="str"),
@@ -655,7 +664,7 @@ def main():
         node=dict(type="str"),
         namespace=dict(type="str", default="default"),
         name_prefix=dict(type="str", default="kubehw-smoke-"),
-        image=dict(type="str", default="registry.k8s.io/pause:3.10"),
+        image=dict(type="str", default=reference("pause")),
         command=dict(type="list", elements="str"),
         tolerations=dict(type="list", elements="dict", default=[]),
         runtime_class_name=dict(type="str"),

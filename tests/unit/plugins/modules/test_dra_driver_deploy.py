@@ -107,7 +107,8 @@ def test_nvidia_preset_is_the_gpu_part_of_dra_driver_nvidia_gpu_v0_4_1():
     assert [c["name"] for c in pod["initContainers"]] == ["init-container"]
     gpus = container(ds, "gpus")
     # values.yaml image.repository, _helpers.tpl fullimage (v + Chart.yaml appVersion 0.4.1)
-    assert gpus["image"] == "registry.k8s.io/dra-driver-nvidia/dra-driver-nvidia-gpu:v0.4.1"
+    assert gpus["image"] == ("registry.k8s.io/dra-driver-nvidia/dra-driver-nvidia-gpu:v0.4.1"
+                             "@sha256:eefe67396dedea4df74f68a94d5883f33204888b83979babd42b91501a2de1d8")
     assert gpus["command"] == ["gpu-kubelet-plugin"] and gpus["args"] == ["-v", "$(LOG_VERBOSITY)"]
     env = env_of(gpus)
     assert env["LOG_VERBOSITY"] == "4" and env["NVIDIA_DRIVER_ROOT"] == "/" and env["HEALTHCHECK_PORT"] == "51516"
@@ -992,3 +993,30 @@ def test_a_rollout_timeout_with_the_nvidia_init_container_still_waiting_names_nv
     example = mod.DraDriverDeploy(type("Module", (), {"params": params(), "check_mode": False})(),
                                   client=client, dra_api=FakeDra())
     assert example._driver_root_hint({}, [waiting]) == ""  # pylint: disable=protected-access
+
+
+# -- closed networks: the mirror and its pull secrets ------------------------------------------------------------
+
+def test_a_mirror_holds_every_image_of_the_driver_init_container_and_image_name_included():
+    ds = mod.build_daemonset(params(preset="nvidia", image_registry="mirror.local:5000",
+                                    image_pull_secrets=["mirror-pull"]))
+    pod = ds["spec"]["template"]["spec"]
+    expected = ("mirror.local:5000/dra-driver-nvidia/dra-driver-nvidia-gpu:v0.4.1"
+                "@sha256:eefe67396dedea4df74f68a94d5883f33204888b83979babd42b91501a2de1d8")
+    assert [c["image"] for c in pod["containers"] + pod["initContainers"]] == [expected, expected]
+    # the driver starts its own pods from IMAGE_NAME: the mirror's copy too
+    assert env_of(container(ds, "gpus"))["IMAGE_NAME"] == expected
+    assert pod["imagePullSecrets"] == [{"name": "mirror-pull"}]
+    assert "imagePullSecrets" not in mod.build_daemonset(params(preset="nvidia"))["spec"]["template"]["spec"]
+
+
+@pytest.mark.parametrize("option,value,words", [
+    ("image_registry", "https://mirror.local", "image_registry 'https://mirror.local' must be a registry host"),
+    ("image_registry", "", "image_registry '' must be a registry host"),
+    ("image_registry", "mirror.local\n", "image_registry 'mirror.local\\n' must be a registry host"),
+    ("image_pull_secrets", ["Mirror"], "image_pull_secrets[0] 'Mirror' must be a Secret name"),
+])
+def test_bad_mirror_settings_are_refused_before_any_request(option, value, words):
+    with pytest.raises(DaemonSetSpecError) as err:
+        mod.validate(params(**{option: value}))
+    assert words in str(err.value)

@@ -213,3 +213,31 @@ def test_a_failed_dra_pod_whose_container_ran_is_explained_by_the_runtime_s_cdi_
     # an extended resource, or a container that never ran: nothing about CDI
     assert "CDI" not in mod.failure_message({"resource": "example.com/dongle"}, dict(result, allocation=None))
     assert "CDI" not in mod.failure_message({"device_class": "gpu.example.com"}, dict(result, exit_code=None))
+
+
+def test_the_pod_takes_its_image_from_the_mirror_with_the_pull_secrets():
+    pod = mod.pod_manifest(dict(PARAMS, image_registry="mirror.local:5000", image_pull_secrets=["mirror-pull"]), "run1")
+    assert pod["spec"]["containers"][0]["image"] == "mirror.local:5000/nvidia/cuda:12.4.1-base-ubuntu22.04"
+    assert pod["spec"]["imagePullSecrets"] == [{"name": "mirror-pull"}]
+    assert "imagePullSecrets" not in mod.pod_manifest(PARAMS, "run1")["spec"]
+
+
+@pytest.mark.parametrize("option,value,rule", [
+    ("image_registry", "mirror.local/", "must be a registry host"),
+    ("image_registry", " ", "must be a registry host"),
+    ("image_pull_secrets", ["a b"], "must be a Secret name"),
+])
+def test_bad_mirror_settings_are_refused_before_any_request(option, value, rule, capsys, monkeypatch):
+    monkeypatch.setattr(mod, "KubeClient", NoClient)
+    result = run_module(mod, capsys, {"resource": "nvidia.com/gpu", option: value})
+    assert result["failed"]
+    assert option in result["msg"] and rule in result["msg"], result["msg"]
+
+
+def test_the_documented_default_image_is_the_lists_pause_by_tag_and_digest():
+    import yaml
+
+    from ansible_collections.kubehw.devices.plugins.module_utils._images import reference
+
+    assert yaml.safe_load(mod.DOCUMENTATION)["options"]["image"]["default"] == reference("pause")
+    assert reference("pause").startswith("registry.k8s.io/pause:3.10@sha256:ee6521f2")
