@@ -3,7 +3,9 @@
 """Site playbooks end to end on the suite's own control plane of `make demo`.
 
 site.yml in check mode (no write), for real, a second time (changed=0, no write), verify.yml,
-teardown.yml (node status as before site.yml); the same run the way AWX runs it (ansible-runner,
+teardown.yml (node status as before site.yml), all in a closed network: an admission policy refuses any image
+outside a mirror, a run without the mirror setting is refused naming the image, and with it every image comes from
+the mirror by tag and digest; the same run the way AWX runs it (ansible-runner,
 credential in K8S_AUTH_* variables) with the least-privilege token; and that token without the
 nodes/status permission failing with a message that names it.
 """
@@ -85,6 +87,72 @@ def ensure_namespaces(cluster, names=("kubehw-device-plugins", "kubehw-dra-drive
                 {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}, _preload_content=False))
 
 
+# A closed network: every image site.yml deploys must come from this mirror. The kubelet stand-in pulls nothing,
+# so the mirror need not exist; the admission policy refuses any pod or DaemonSet naming another registry.
+MIRROR = "mirror.kubehw.test:5000"
+MIRRORED = {"kubehw_image_registry": MIRROR}
+SITE_NAMESPACES = ["kubehw-device-plugins", "kubehw-dra-drivers", "default"]
+
+
+def only_the_mirror(cluster, name="kubehw-only-the-mirror"):
+    """A ValidatingAdmissionPolicy, bound in the namespaces site.yml deploys to, that refuses a pod or a DaemonSet
+    with any container or init container image outside MIRROR, naming the images; it is enforced when this returns."""
+    from kubernetes import client
+
+    admission = client.AdmissionregistrationV1Api(cluster.api_client)
+    images = ("(variables.spec.containers.map(c, c.image) + (has(variables.spec.initContainers) ? "
+              "variables.spec.initContainers.map(c, c.image) : []))")
+    admission.create_validating_admission_policy({
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": name},
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {"resourceRules": [
+                {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"], "resources": ["pods"]},
+                {"apiGroups": ["apps"], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"],
+                 "resources": ["daemonsets"]}]},
+            "variables": [
+                {"name": "spec", "expression": "object.kind == 'Pod' ? object.spec : object.spec.template.spec"},
+                {"name": "outside", "expression": "%s.filter(i, !i.startsWith('%s/'))" % (images, MIRROR)}],
+            "validations": [{
+                "expression": "size(variables.outside) == 0",
+                "messageExpression": "'images outside the mirror %s: ' + variables.outside.join(', ')" % MIRROR}]}})
+    cluster.on_close("delete ValidatingAdmissionPolicy %s" % name,
+                     lambda: admission.delete_validating_admission_policy(name))
+    admission.create_validating_admission_policy_binding({
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": {"name": name},
+        "spec": {"policyName": name, "validationActions": ["Deny"],
+                 "matchResources": {"namespaceSelector": {"matchExpressions": [
+                     {"key": "kubernetes.io/metadata.name", "operator": "In", "values": SITE_NAMESPACES}]}}}})
+    cluster.on_close("delete ValidatingAdmissionPolicyBinding %s" % name,
+                     lambda: admission.delete_validating_admission_policy_binding(name))
+    probe = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "kubehw-mirror-probe"},
+             "spec": {"containers": [{"name": "probe", "image": "registry.k8s.io/pause:3.10"}]}}
+    deadline = time.monotonic() + 30
+    while True:   # the policy is enforced once the apiserver has compiled it: a dry-run create shows when
+        try:
+            cluster.core.create_namespaced_pod("default", probe, dry_run="All")
+        except client.ApiException as err:
+            if "images outside the mirror" in (err.body or ""):
+                return
+            raise
+        assert time.monotonic() < deadline, "the admission policy was not enforced within 30 s"
+        time.sleep(0.2)
+
+
+def deployed_images(writes):
+    """The images of the pods and DaemonSets created or replaced by the logged writes."""
+    found = set()
+    for write in writes:
+        if write["method"] in ("POST", "PUT") and write["path"].rsplit("/", 2)[-1] in ("pods", "daemonsets") \
+                or write["method"] == "PUT" and "/daemonsets/" in write["path"]:
+            body = json.loads(write["body"])
+            spec = body["spec"]["template"]["spec"] if body.get("kind") == "DaemonSet" else body["spec"]
+            found.update(c["image"] for c in spec["containers"] + (spec.get("initContainers") or []))
+    return found
+
+
 def node_statuses(cluster):
     """Every node's full status, minus the times of its conditions: the kubelet moves their heartbeat times on its
     own, and on a loaded machine the node lifecycle controller may mark a node Unknown for a moment when its kubelet
@@ -132,8 +200,12 @@ def test_site_check_run_rerun_verify_teardown(cluster, collections_path, tmp_pat
         proc.stdout[-4000:]
     assert cluster.writes(mark) == []
 
+    # a closed network: from here on every pod and DaemonSet in the site's namespaces must come from the mirror
+    only_the_mirror(cluster)
+
     mark = cluster.mark()
-    proc, recap = play(collections_path, tmp_path, "site", cluster.kubeconfig, check=True, inventory=inventory)
+    proc, recap = play(collections_path, tmp_path, "site", cluster.kubeconfig, check=True, inventory=inventory,
+                       extra_vars=MIRRORED)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     # the DeviceClass with extendedResourceName is validated by a server-side dry run, which stores nothing
     stored = [w for w in cluster.writes(mark) if (w.get("query") or {}).get("dryRun") != "All"]
@@ -143,9 +215,22 @@ def test_site_check_run_rerun_verify_teardown(cluster, collections_path, tmp_pat
     assert recap["dongle-node-1"]["changed"] == 1, recap
     assert sum(recap[h]["changed"] for h in ("gpu-node-1", "gpu-node-2", "gpu-node-3")) == 3, recap
 
-    mark = cluster.mark()
+    # without the mirror setting the run is refused at its first image, which the message names
     proc, recap = play(collections_path, tmp_path, "site", cluster.kubeconfig, inventory=inventory)
+    assert proc.returncode != 0
+    assert re.search(r"images outside the mirror %s: nvcr\.io/nvidia/k8s-device-plugin:v0\.20\.0@sha256:a61ba9fd" % MIRROR,
+                     proc.stdout), proc.stdout[-4000:]
+
+    mark = cluster.mark()
+    proc, recap = play(collections_path, tmp_path, "site", cluster.kubeconfig, inventory=inventory, extra_vars=MIRRORED)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    # every image from the mirror, by the tag and digest of the image list: the device plugin, the DRA driver and its
+    # init container, and the smoke tests' CUDA image (no published digest: by tag)
+    assert deployed_images(cluster.writes(mark)) == {
+        MIRROR + "/nvidia/k8s-device-plugin:v0.20.0@sha256:a61ba9fd8efb82f3a79f877f7580e02c1e8e7593f62473644bc9c79e315c3312",
+        MIRROR + "/dra-driver-nvidia/dra-driver-nvidia-gpu:v0.4.1"
+                 "@sha256:eefe67396dedea4df74f68a94d5883f33204888b83979babd42b91501a2de1d8",
+        MIRROR + "/nvidia/cuda:12.4.1-base-ubuntu22.04"}, cluster.writes(mark)
     after_site = node_statuses(cluster)
     assert after_site["dongle-node-1"]["capacity"]["example.com/dongle"] == "2"
     assert after_site["dongle-node-1"]["allocatable"]["example.com/dongle"] == "2"
@@ -180,7 +265,7 @@ def test_site_check_run_rerun_verify_teardown(cluster, collections_path, tmp_pat
     assert not [w for w in cluster.writes(mark) if "/nodes/gpu-node" in w["path"]]
 
     mark = cluster.mark()
-    proc, recap = play(collections_path, tmp_path, "site", cluster.kubeconfig, inventory=inventory)
+    proc, recap = play(collections_path, tmp_path, "site", cluster.kubeconfig, inventory=inventory, extra_vars=MIRRORED)
     assert proc.returncode == 0, proc.stdout[-4000:]
     assert all(host["changed"] == 0 for host in recap.values()), recap
     # the only writes of a second run are the smoke tests': two pods and the DRA one's claim template, created and
@@ -208,7 +293,7 @@ def test_site_check_run_rerun_verify_teardown(cluster, collections_path, tmp_pat
     label(("gpu-node-1", "gpu-node-2"), "dra")
     try:
         mark = cluster.mark()
-        proc = play(collections_path, tmp_path, "site", cluster.kubeconfig,
+        proc = play(collections_path, tmp_path, "site", cluster.kubeconfig, extra_vars=MIRRORED,
                     inventory=dra_inventory(tmp_path, ("gpu-node-1", "gpu-node-2", "gpu-node-3")))[0]
         assert proc.returncode != 0
         assert re.search(r"Refusing to roll out the DRA driver: the DaemonSet of the nvidia device plugin \(.+\) still exists "

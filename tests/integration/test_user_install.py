@@ -103,7 +103,8 @@ def test_the_readme_install_and_commands_work_from_an_empty_home(cluster, tmp_pa
     (work / "my-inventory.yml").write_text(yaml.safe_dump(inventory))
     commands = readme_commands()
     playbooks = [[w for w in c if w.startswith("kubehw.devices.")][0] for c in commands]
-    assert playbooks == ["kubehw.devices.%s" % p for p in ("rbac", "site", "verify", "drift", "drift", "teardown")]
+    assert playbooks == ["kubehw.devices.%s" % p for p in ("rbac", "site", "verify", "drift", "drift", "images",
+                                                            "teardown")]
     outputs = {}
     for command, playbook in zip(commands, playbooks):
         proc = run(command, env, work)
@@ -111,6 +112,9 @@ def test_the_readme_install_and_commands_work_from_an_empty_home(cluster, tmp_pa
         assert proc.returncode == 0, "%s\n%s\n%s" % (" ".join(command), proc.stdout[-6000:], proc.stderr[-3000:])
         if playbook == "kubehw.devices.drift":     # right after site.yml: nothing drifted, nothing to repair
             assert '"msg": "no drift"' in proc.stdout, proc.stdout[-3000:]
+        if playbook == "kubehw.devices.images":    # the mirror's copy of the plugin, by tag and published digest
+            assert "mirror.example.com:5000/nvidia/k8s-device-plugin:v0.20.0@sha256:a61ba9fd" in proc.stdout, \
+                proc.stdout[-3000:]
         if playbook == "kubehw.devices.site":
             assert node_status(cluster, "dongle-node-1")["capacity"]["example.com/dongle"] == "2"
             assert node_status(cluster, "gpu-node-1")["allocatable"]["nvidia.com/gpu"] == "4"

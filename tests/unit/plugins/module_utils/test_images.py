@@ -140,3 +140,50 @@ def test_image_reference_filter():
         image_filters.image_reference("cuda")
     with pytest.raises(AnsibleFilterError, match="registry 'https://m' must be a registry host"):
         image_filters.image_reference("pause", "https://m")
+
+
+def test_the_refresh_command_tells_same_moved_new_and_unreadable_apart(tmp_path):
+    """scripts/image_digests.py with a skopeo that serves a manifest per reference: the digest it computes is the
+    manifest's sha256, compared with the list's."""
+    import hashlib
+    import subprocess
+    import sys
+
+    pause_manifest = b'{"schemaVersion": 2, "kubehw": "pause"}'
+    served = {"docker://registry.k8s.io/pause:3.10": pause_manifest,
+              "docker://nvcr.io/nvidia/k8s-device-plugin:v0.20.0": b'{"moved": true}',
+              "docker://nvcr.io/nvidia/cuda:12.4.1-base-ubuntu22.04": b'{"cuda": 1}'}
+    for ref, body in served.items():
+        (tmp_path / hashlib.sha256(ref.encode()).hexdigest()).write_bytes(body)
+    skopeo = tmp_path / "skopeo"
+    skopeo.write_text('#!/bin/sh\nf="%s/$(printf %%s "$3" | sha256sum | cut -d" " -f1)"\n'
+                      '[ -f "$f" ] || { echo "manifest unknown: $3" >&2; exit 1; }\ncat "$f"\n' % tmp_path)
+    skopeo.chmod(0o755)
+    script = os.path.join(ROOT, "scripts", "image_digests.py")
+    env = dict(os.environ, SKOPEO=str(skopeo))
+
+    def run(*names):
+        return subprocess.run([sys.executable, script] + list(names), env=env, capture_output=True, text=True)
+
+    # the list's pause digest is upstream's, not this fake manifest's: the tag "moved"
+    proc = run("pause", "nvidia_device_plugin", "cuda_base", "amd_device_plugin")
+    lines = proc.stdout.splitlines()
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert lines[0].startswith("moved      pause registry.k8s.io/pause:3.10: the list has %s, the registry serves "
+                               "sha256:%s" % (_images.IMAGES["pause"]["digest"], hashlib.sha256(pause_manifest).hexdigest()))
+    assert lines[1].startswith("moved      nvidia_device_plugin")
+    assert lines[2].startswith("new        cuda_base nvcr.io/nvidia/cuda:12.4.1-base-ubuntu22.04 serves sha256:%s"
+                               % hashlib.sha256(b'{"cuda": 1}').hexdigest())
+    assert lines[3].startswith("unreadable amd_device_plugin") and "manifest unknown" in lines[3]
+    # a registry serving exactly the published index: same, exit 0
+    (tmp_path / hashlib.sha256(b"docker://registry.k8s.io/pause:3.10").hexdigest()).write_bytes(b"x")
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("image_digests", script)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    images = dict(module.load_images())
+    images["pause"] = dict(images["pause"], digest="sha256:" + hashlib.sha256(b"x").hexdigest())
+    lines, failed = module.compare(images, ["pause"], str(skopeo))
+    assert not failed and lines[0].startswith("same       pause registry.k8s.io/pause:3.10@sha256:"), lines
+    proc = run("nonsense")
+    assert proc.returncode == 2 and "not in the image list: nonsense" in proc.stderr
