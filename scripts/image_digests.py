@@ -54,13 +54,13 @@ def compare(images, names, skopeo="skopeo"):
             failed = True
             continue
         if entry["digest"] is None:
-            lines.append("new        %s %s serves %s (the list records none: %s)" % (name, image, served,
-                                                                                       entry.get("no_digest")))
+            lines.append("new        %s %s serves %s (the list records none: %s)"
+                         % (name, image, served, entry.get("no_digest")))
         elif served == entry["digest"]:
             lines.append("same       %s %s@%s" % (name, image, served))
         else:
-            lines.append("moved      %s %s: the list has %s, the registry serves %s" % (name, image, entry["digest"],
-                                                                                        served))
+            lines.append("moved      %s %s: the list has %s, the registry serves %s"
+                         % (name, image, entry["digest"], served))
             failed = True
     return lines, failed
 
