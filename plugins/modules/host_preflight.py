@@ -296,7 +296,10 @@ def free_mib(path):
 # -- what it means ---------------------------------------------------------------------------------------------
 
 def distribution_checks(params, host):
+    """The driver role's distributions and architectures (the runtime and toolkit roles take any apt or dnf host)."""
     found = []
+    if not params["install_driver"]:
+        return found
     supported = params.get("supported")
     if supported:
         releases = [str(r) for r in supported.get(host["distribution"]) or []]

@@ -504,7 +504,10 @@ def rollout_inventory(tmp_path, cluster):
         "nvidia_driver_persistenced": False, "nvidia_driver_reboot": True,
         "nvidia_driver_reboot_tasks": str(tmp_path / "reboot.yml"),
         "nvidia_driver_drain_timeout": 60, "nvidia_driver_reboot_timeout": 60,
-        "test_reboot_dir": str(tmp_path / "reboots")},
+        "test_reboot_dir": str(tmp_path / "reboots"),
+        # the hosts are this machine dressed as Debian 12 GPU hosts (facts, sysfs, nvidia-smi); the preflight reads
+        # the machine itself, whose kernel has no headers here: its own tests run it on hosts it can read as they are
+        "kubehw_host_preflight": False},
         "children": {"gpu_nodes": {"hosts": dict((h, {}) for h in hosts)}}}}
     _write(str(tmp_path / "rollout.yml"), yaml.safe_dump(inventory))
     env = {"PATH": str(tmp_path / "bin") + os.pathsep + os.environ.get("PATH", "/usr/bin:/bin"),

@@ -108,8 +108,9 @@ def test_every_blocker_at_once(host):
     ({}, {"host": {"secure_boot": True, "signing_key": "/var/lib/dkms/mok.pub", "signing_key_enrolled": True}},
      "secure_boot", "ok"),
     ({}, {"host": {"cdi_enabled": False}}, "cdi", "ok"),
-    # no driver to install (the GPU Operator's driver container): no GPU, header or Secure Boot check
+    # no driver to install (the GPU Operator's driver container): no distribution, GPU, header or Secure Boot check
     (dict(install_driver=False), {"devices": {"counts": {}}, "host": {"secure_boot": True}}, "secure_boot", None),
+    (dict(install_driver=False), {"host": {"distribution": "Fedora", "release": "40"}}, "distribution", None),
     (dict(allocation="device_plugin"), {"host": {"runtimes": {"containerd": {"installed": ((1, 6), "x")}}}}, "cdi",
      None),
 ])
