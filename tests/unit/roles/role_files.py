@@ -17,6 +17,20 @@ ROLES = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', '..
 OMIT = '__omit_place_holder__'
 
 
+def _find_collection_plugins():
+    """Let the templates find the collection's own filters (kubehw.devices.image_reference) as ansible-playbook does:
+    Ansible's collection finder over the collections path the tests import the collection from (pytest.ini)."""
+    from ansible.utils.collection_loader import AnsibleCollectionConfig
+    from ansible.utils.collection_loader._collection_finder import _AnsibleCollectionFinder
+
+    if AnsibleCollectionConfig.collection_finder is None:
+        collections = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', '..', '.cache', 'collections')
+        _AnsibleCollectionFinder(paths=[os.path.abspath(collections)])._install()
+
+
+_find_collection_plugins()
+
+
 def load_role(name):
     """(loader, defaults, tasks) of roles/<name>: the tasks of tasks/main.yml and of the files it includes."""
     loader = DataLoader()
