@@ -1,9 +1,10 @@
 # Copyright (c) kubehw.devices contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The preflight playbook on the real node as it is: a Debian sid machine (a release the driver role does not install
-on) without an NVIDIA GPU and without the headers of the kernel it runs, whose containerd (2.1, installed and configured by the roles) has CDI. Its modules run inside the
-node's namespaces (the interpreter entered with nsenter, the module piped to it), so they read the node's files,
-packages and runtime, and the machine's kernel, sysfs and firmware, as on any host."""
+on) without an NVIDIA GPU and without the headers of the kernel it runs, whose containerd (2.1, installed and
+configured by the roles) has CDI. Its modules run inside the node's namespaces (the interpreter entered with
+nsenter, the module piped to it), so they read the node's files, packages and runtime, and the machine's kernel,
+sysfs and firmware, as on any host."""
 
 from __future__ import absolute_import, division, print_function
 
