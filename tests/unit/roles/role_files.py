@@ -9,6 +9,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import os
+import re
 
 from ansible.parsing.dataloader import DataLoader
 from ansible.template import Templar
@@ -17,18 +18,20 @@ ROLES = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', '..
 OMIT = '__omit_place_holder__'
 
 
-def _find_collection_plugins():
-    """Let the templates find the collection's own filters (kubehw.devices.image_reference) as ansible-playbook does:
-    Ansible's collection finder over the collections path the tests import the collection from (pytest.ini)."""
-    from ansible.utils.collection_loader import AnsibleCollectionConfig
-    from ansible.utils.collection_loader._collection_finder import _AnsibleCollectionFinder
-
-    if AnsibleCollectionConfig.collection_finder is None:
-        collections = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', '..', '.cache', 'collections')
-        _AnsibleCollectionFinder(paths=[os.path.abspath(collections)])._install()
+# A default that names an image of the collection's list through its filter ("{{ 'cuda_base' |
+# kubehw.devices.image_reference }}"): a bare Templar has no collection plugins, so such a default is given the value
+# the filter returns, by the filter's own function.
+IMAGE_REFERENCE = re.compile(r"^\{\{ '([a-z_]+)' \| kubehw\.devices\.image_reference \}\}$")
 
 
-_find_collection_plugins()
+def _with_image_references(defaults):
+    from ansible_collections.kubehw.devices.plugins.filter.images import image_reference
+
+    resolved = {}
+    for key, value in defaults.items():
+        match = IMAGE_REFERENCE.match(value) if isinstance(value, str) else None
+        resolved[key] = image_reference(match.group(1)) if match else value
+    return resolved
 
 
 def load_role(name):
@@ -36,7 +39,7 @@ def load_role(name):
     loader = DataLoader()
     folder = os.path.join(ROLES, name)
     defaults = loader.load_from_file(os.path.join(folder, 'defaults', 'main.yml'), trusted_as_template=True)
-    return loader, defaults, _tasks(loader, os.path.join(folder, 'tasks'), 'main.yml', [])
+    return loader, _with_image_references(defaults), _tasks(loader, os.path.join(folder, 'tasks'), 'main.yml', [])
 
 
 def _tasks(loader, folder, file_name, conditions):
