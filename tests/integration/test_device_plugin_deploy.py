@@ -209,7 +209,9 @@ def test_check_mode_makes_no_write_and_shows_diff(cluster, ansible, namespace):
     assert res["changed"] is True
     assert res["generation"] == {"before": 1, "after": 2}
     diff = res["diff"][0]
-    assert diff["before"]["spec"]["template"]["spec"]["containers"][0]["image"].endswith(":v0.20.0")
+    # the preset's image by tag and the digest NVIDIA published for it
+    assert diff["before"]["spec"]["template"]["spec"]["containers"][0]["image"].endswith(
+        ":v0.20.0@sha256:a61ba9fd8efb82f3a79f877f7580e02c1e8e7593f62473644bc9c79e315c3312")
     assert diff["after"]["spec"]["template"]["spec"]["containers"][0]["image"].endswith(":v0.17.0")
     assert read_ds(cluster, namespace)["metadata"]["generation"] == 1
     if cluster.controlled:
