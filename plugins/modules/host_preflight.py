@@ -520,9 +520,9 @@ def main():
     report = dict(changed=False, checks=checks, blockers=blockers,
                   host=dict((k, host[k]) for k in ("distribution", "release", "kernel", "architecture", "secure_boot")),
                   )
+    installed = dict((runtime, seen["installed"][0]) for runtime, seen in host["runtimes"].items())
     report["host"]["runtimes"] = dict((runtime, ".".join(map(str, version)) if version else None)
-                                      for runtime, ((version, _banner)) in
-                                      ((r, seen["installed"]) for r, seen in host["runtimes"].items()))
+                                      for runtime, version in installed.items())
     if blockers:
         module.fail_json(msg="%d blocker(s) on this host, nothing was changed: %s" % (len(blockers), " | ".join(blockers)),
                          **report)
