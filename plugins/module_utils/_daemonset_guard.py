@@ -19,16 +19,8 @@ from ansible_collections.kubehw.devices.plugins.module_utils import _daemonset_r
 from ansible_collections.kubehw.devices.plugins.module_utils._daemonset_manifest import RESOURCES_ANNOTATION
 from ansible_collections.kubehw.devices.plugins.module_utils._dra_driver_manifest import DRIVER_ANNOTATION
 from ansible_collections.kubehw.devices.plugins.module_utils._daemonset_task import managed_here
+from ansible_collections.kubehw.devices.plugins.module_utils._images import image_repository
 from ansible_collections.kubehw.devices.plugins.module_utils._pod_spec import COMPONENT_LABEL
-
-
-def image_repository(image):
-    """registry/path/name of an image reference, without tag or digest."""
-    image = (image or "").split("@", 1)[0]
-    last = image.rsplit("/", 1)
-    if ":" in last[-1]:
-        last[-1] = last[-1].split(":", 1)[0]
-    return "/".join(last)
 
 
 def image_name(image):

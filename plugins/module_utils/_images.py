@@ -142,13 +142,20 @@ def name_of(wanted):
     return None
 
 
+def image_repository(image):
+    """registry/path/name of an image reference, without tag or digest."""
+    image = (image or "").split("@", 1)[0]
+    last = image.rsplit("/", 1)
+    if ":" in last[-1]:
+        last[-1] = last[-1].split(":", 1)[0]
+    return "/".join(last)
+
+
 def _user_image(image):
     """A listing entry for an image the user named (a custom preset's, an inventory's smoke-test image)."""
-    repository, _sep, digest = image.partition("@")
-    last = repository.rsplit("/", 1)[-1]
-    tag = last.rsplit(":", 1)[1] if ":" in last else None
-    if tag:
-        repository = repository[:-len(tag) - 1]
+    named, _sep, digest = image.partition("@")
+    repository = image_repository(named)
+    tag = named[len(repository) + 1:] or None
     return {"name": None, "image": image, "repository": repository, "tag": tag, "digest": digest or None,
             "used_by": "named in the variables", "digest_source": None,
             "no_digest": None if digest else "named by the user without a digest"}
