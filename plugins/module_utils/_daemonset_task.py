@@ -169,10 +169,15 @@ class DaemonSetTask(object):
         """Every node: listed at the first call, then what the task's node watch holds."""
         return ds_wait.node_list(self.node_watch)
 
+    def select_nodes(self, pod_spec):
+        """Records which nodes the task's DaemonSet runs on (a pod spec holding at least its tolerations, nodeSelector
+        and affinity), once, before the node watch is made."""
+        if self.node_selection is None:
+            self.node_selection = pod_spec
+
     def daemonset_to_replace(self, desired):
         """The live DaemonSet (None when there is none) after the shared checks (daemonset_to_replace())."""
-        if self._node_watch is None:
-            self.node_selection = desired["spec"]["template"].get("spec")
+        self.select_nodes(desired["spec"]["template"].get("spec"))
         return daemonset_to_replace(self.read_daemonset(), desired, self.namespace, self.name,
                                     self.params.get("adopt_daemonset"), self.warnings)
 

@@ -133,6 +133,22 @@ def node_selection(params):
     return selector, affinity
 
 
+def placement(params):
+    """The keys of the kubelet-plugin pod spec that decide which nodes it runs on (tolerations, nodeSelector,
+    affinity): what the guards read before the DaemonSet itself is built."""
+    preset = presets.PRESETS[params["preset"]]
+    out = {}
+    tolerations = params["tolerations"] if params.get("tolerations") is not None else preset["tolerations"]
+    if tolerations:
+        out["tolerations"] = copy.deepcopy(tolerations)
+    selector, affinity = node_selection(params)
+    if selector:
+        out["nodeSelector"] = selector
+    if affinity:
+        out["affinity"] = affinity
+    return out
+
+
 def build_daemonset(params):
     """The kubelet-plugin DaemonSet for params that passed dra_driver_deploy's validate()."""
     preset = presets.PRESETS[params["preset"]]
@@ -148,14 +164,7 @@ def build_daemonset(params):
         pod_spec["imagePullSecrets"] = [{"name": secret} for secret in params["image_pull_secrets"]]
     if preset["priority_class"]:
         pod_spec["priorityClassName"] = preset["priority_class"]
-    tolerations = params["tolerations"] if params.get("tolerations") is not None else preset["tolerations"]
-    if tolerations:
-        pod_spec["tolerations"] = copy.deepcopy(tolerations)
-    selector, affinity = node_selection(params)
-    if selector:
-        pod_spec["nodeSelector"] = selector
-    if affinity:
-        pod_spec["affinity"] = affinity
+    pod_spec.update(placement(params))
     own = labels(name)
     spec = {
         "selector": {"matchLabels": {NAME_LABEL: name}},

@@ -208,11 +208,10 @@ from ansible_collections.kubehw.devices.plugins.module_utils._connection import 
 from ansible_collections.kubehw.devices.plugins.module_utils._k8s_objects import run_object_module
 # The DeviceClass code lives in module_utils so other modules (dra_driver_deploy) manage classes with it too.
 from ansible_collections.kubehw.devices.plugins.module_utils._dra import DraApi
-from ansible_collections.kubehw.devices.plugins.module_utils._dra_device_class import (  # pylint: disable=unused-import
+from ansible_collections.kubehw.devices.plugins.module_utils._dra_device_class import (
     DeviceClassSpecError,
     DeviceClassTask,
-    build_device_class as build,
-    device_class_differences as differences,
+    build_device_class,
 )
 
 
@@ -236,7 +235,7 @@ def argument_spec():
 def main():
     module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
     protect_kubeconfig_secrets(module)  # before any failure can echo a kubeconfig dict
-    run_object_module(module, build, DeviceClassSpecError,
+    run_object_module(module, build_device_class, DeviceClassSpecError,
                       lambda: DeviceClassTask(DraApi(KubeClient(module)), module.params, module.check_mode),
                       invalid_suffix=". Nothing was sent to the cluster.")
 

@@ -392,25 +392,21 @@ from ansible_collections.kubehw.devices.plugins.module_utils._pod_spec import (
 )
 from ansible_collections.kubehw.devices.plugins.module_utils._pod_spec import positive_int as whole_number
 from ansible_collections.kubehw.devices.plugins.module_utils._pod_spec import rolling_update
-# The ResourceSlice aggregation and the builders live in module_utils; the names stay importable from here.
-from ansible_collections.kubehw.devices.plugins.module_utils._dra_report import (  # pylint: disable=unused-import
+from ansible_collections.kubehw.devices.plugins.module_utils._dra_report import (
     describe_published,
     node_results,
     nodes_missing_devices,
     published_by_node,
     still_published,
 )
-from ansible_collections.kubehw.devices.plugins.module_utils._dra_driver_manifest import (  # pylint: disable=unused-import
-    COMPONENT,
+from ansible_collections.kubehw.devices.plugins.module_utils._dra_driver_manifest import (
     DEFAULT_NAMESPACE,
-    DRIVER_ANNOTATION,
-    RBAC_GROUP,
     build_daemonset,
-    build_device_classes,
     build_namespace_rbac,
     build_rbac,
     device_class_params,
     object_names,
+    placement,
 )
 from ansible_collections.kubehw.devices.plugins.module_utils._k8s_objects import TaskFailed
 
@@ -587,7 +583,7 @@ class DraDriverDeploy(ds_task.DaemonSetTask):
             self._daemonsets = listing.get("items") or []
         return self._daemonsets
 
-    def _driver_root_of_the_operator(self, desired_ds):
+    def _driver_root_of_the_operator(self):
         """With the nvidia preset and nvidia_driver_root not set: /run/nvidia/driver where the GPU Operator's driver
         container installs the driver on every node the driver runs on (as accelerator_node finds it on the hosts),
         None where it runs on none of them; refused when it covers only some."""
@@ -596,8 +592,7 @@ class DraDriverDeploy(ds_task.DaemonSetTask):
         operator = guard.operator_driver_daemonsets(self.all_daemonsets())
         if not operator:
             return None
-        pod_spec = desired_ds["spec"]["template"]["spec"]
-        self.node_selection = pod_spec
+        pod_spec = self.node_selection
         nodes = self.nodes()
         covered = guard.overlapping_nodes(pod_spec, operator, nodes)
         if not covered:
@@ -610,11 +605,11 @@ class DraDriverDeploy(ds_task.DaemonSetTask):
     # -- present -----------------------------------------------------------------------------------
     def present(self):
         version = self._served_version_the_preset_runs_on()
-        desired_ds = build_daemonset(self.params)
-        operator_root = self._driver_root_of_the_operator(desired_ds)
+        self.select_nodes(placement(self.params))
+        operator_root = self._driver_root_of_the_operator()
         if operator_root is not None:
             self.params["nvidia_driver_root"] = operator_root
-            desired_ds = build_daemonset(self.params)
+        desired_ds = build_daemonset(self.params)
         if "driver_root" in self.preset:
             self.result["nvidia_driver_root"] = self.params.get("nvidia_driver_root") or presets.NVIDIA_DEFAULT_DRIVER_ROOT
         classes = device_class_params(self.params)

@@ -94,8 +94,8 @@ def test_build_refuses_bad_input_naming_it(params, text):
     args = dict(name="gpu.example.com", state="present", selectors=None, config=None, extended_resource_name=None,
                 labels=None)
     args.update(params)
-    with pytest.raises(mod.DeviceClassSpecError) as err:
-        mod.build(args, cel_compile=lambda text: None)
+    with pytest.raises(_dra_device_class.DeviceClassSpecError) as err:
+        _dra_device_class.build_device_class(args, cel_compile=lambda text: None)
     assert text in str(err.value)
 
 

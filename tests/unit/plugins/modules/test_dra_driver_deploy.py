@@ -17,7 +17,9 @@ import pytest
 from ansible_collections.kubehw.devices.plugins.module_utils import _daemonset_compare as compare
 from ansible_collections.kubehw.devices.plugins.module_utils import _daemonset_rollout as ds_rollout
 from ansible_collections.kubehw.devices.plugins.module_utils import _dra
+from ansible_collections.kubehw.devices.plugins.module_utils import _dra_driver_manifest as dra_manifest
 from ansible_collections.kubehw.devices.plugins.module_utils import _dra_driver_presets as presets
+from ansible_collections.kubehw.devices.plugins.module_utils import _dra_report as dra_report
 from ansible_collections.kubehw.devices.plugins.module_utils._errors import KubeHwError
 from ansible_collections.kubehw.devices.plugins.module_utils._pod_spec import DaemonSetSpecError
 from ansible_collections.kubehw.devices.plugins.modules import dra_driver_deploy as mod
@@ -60,7 +62,7 @@ def host_paths(ds):
 # -- presets, field by field ----------------------------------------------------------------------------
 
 def test_example_preset_is_the_dra_example_driver_chart_v0_4_0():
-    ds = mod.build_daemonset(params())
+    ds = dra_manifest.build_daemonset(params())
     pod = ds["spec"]["template"]["spec"]
     assert ds["metadata"]["name"] == "dra-example-driver-kubeletplugin"    # templates/kubeletplugin.yaml
     plugin = container(ds, "plugin")
@@ -91,7 +93,7 @@ def test_example_preset_is_the_dra_example_driver_chart_v0_4_0():
     assert {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]} in rules
     assert {"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaims"], "verbs": ["get", "list", "watch"]} in rules
     # templates/deviceclass.yaml
-    assert mod.build_device_classes(params()) == [{
+    assert dra_manifest.build_device_classes(params()) == [{
         "apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
         "metadata": {"name": "gpu.example.com", "labels": {"app.kubernetes.io/managed-by": "kubehw.devices"}},
         "spec": {"selectors": [{"cel": {"expression": "device.driver == 'gpu.example.com'"}}]}}]
@@ -100,7 +102,7 @@ def test_example_preset_is_the_dra_example_driver_chart_v0_4_0():
 def test_nvidia_preset_is_the_gpu_part_of_dra_driver_nvidia_gpu_v0_4_1():
     """kubernetes-sigs/dra-driver-nvidia-gpu v0.4.1, deployments/helm/dra-driver-nvidia-gpu/ (which driver is current:
     the project's current home; NVIDIA/k8s-dra-driver-gpu v25.12.0 stays selectable by image)."""
-    ds = mod.build_daemonset(params(preset="nvidia"))
+    ds = dra_manifest.build_daemonset(params(preset="nvidia"))
     pod = ds["spec"]["template"]["spec"]
     assert ds["metadata"]["name"] == "nvidia-dra-driver-gpu-kubelet-plugin"   # kept from v25.12.0 (updated in place)
     assert [c["name"] for c in pod["containers"]] == ["gpus"]                 # resources.gpus only
@@ -126,7 +128,7 @@ def test_nvidia_preset_is_the_gpu_part_of_dra_driver_nvidia_gpu_v0_4_1():
     # templates/rbac-kubeletplugin.yaml (computedomains left out with the ComputeDomain part)
     assert {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch", "update"]} in presets.NVIDIA["rules"]
     assert not any("computedomains" in r["resources"] for r in presets.NVIDIA["rules"])
-    classes = mod.build_device_classes(params(preset="nvidia"))
+    classes = dra_manifest.build_device_classes(params(preset="nvidia"))
     assert [c["metadata"]["name"] for c in classes] == ["gpu.nvidia.com", "mig.nvidia.com"]
     assert "device.attributes['gpu.nvidia.com'].type == 'gpu'" in classes[0]["spec"]["selectors"][0]["cel"]["expression"]
     assert "extendedResourceName" not in classes[0]["spec"]     # only when asked (the chart maps nvidia.com/gpu)
@@ -134,7 +136,7 @@ def test_nvidia_preset_is_the_gpu_part_of_dra_driver_nvidia_gpu_v0_4_1():
 
 def test_the_previous_nvidia_release_runs_from_the_preset_by_image():
     """NVIDIA/k8s-dra-driver-gpu v25.12.0 is selectable by image, keeping the preset's options."""
-    ds = mod.build_daemonset(params(preset="nvidia", image=presets.NVIDIA_PREVIOUS_IMAGE,
+    ds = dra_manifest.build_daemonset(params(preset="nvidia", image=presets.NVIDIA_PREVIOUS_IMAGE,
                                     nvidia_driver_root="/run/nvidia/driver"))
     pod = ds["spec"]["template"]["spec"]
     assert presets.NVIDIA_PREVIOUS_IMAGE == "nvcr.io/nvidia/k8s-dra-driver-gpu:v25.12.0"
@@ -146,12 +148,12 @@ def test_the_previous_nvidia_release_runs_from_the_preset_by_image():
 
 def test_update_strategy_replaces_the_presets_rolling_update_and_bad_numbers_are_refused_before_any_request():
     # the example preset's chart: maxSurge 1, maxUnavailable 0 (a new plugin before the old stops)
-    assert mod.build_daemonset(params())["spec"]["updateStrategy"] == {
+    assert dra_manifest.build_daemonset(params())["spec"]["updateStrategy"] == {
         "type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}
     # raised where nodes that are down hold an update up; AWX hands numbers over as strings
-    ds = mod.build_daemonset(params(update_strategy={"max_unavailable": "2", "max_surge": None}))
+    ds = dra_manifest.build_daemonset(params(update_strategy={"max_unavailable": "2", "max_surge": None}))
     assert ds["spec"]["updateStrategy"] == {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 2}}
-    ds = mod.build_daemonset(params(preset="intel", update_strategy={"max_unavailable": "25%", "max_surge": 0}))
+    ds = dra_manifest.build_daemonset(params(preset="intel", update_strategy={"max_unavailable": "25%", "max_surge": 0}))
     assert ds["spec"]["updateStrategy"]["rollingUpdate"] == {"maxUnavailable": "25%", "maxSurge": 0}
     for bad, rule in (({"max_unavailable": "two"}, "must be a whole number or a percentage"),
                       ({"max_unavailable": -1}, "must not be negative"),
@@ -166,7 +168,7 @@ def test_nvidia_driver_root_is_mounted_as_upstream_and_set_in_every_container_th
     """values.yaml nvidiaDriverRoot; templates/kubeletplugin.yaml mounts the root as /driver-root and its
     parent (sprig dir) as /driver-root-parent, read-only for "/" and HostToContainer otherwise; NVIDIA_DRIVER_ROOT in
     the init container and in the gpus container."""
-    ds = mod.build_daemonset(params(preset="nvidia", nvidia_driver_root="/run/nvidia/driver/"))
+    ds = dra_manifest.build_daemonset(params(preset="nvidia", nvidia_driver_root="/run/nvidia/driver/"))
     init, gpus = container(ds, "init-container"), container(ds, "gpus")
     assert env_of(init)["NVIDIA_DRIVER_ROOT"] == env_of(gpus)["NVIDIA_DRIVER_ROOT"] == "/run/nvidia/driver"
     assert host_paths(ds)["driver-root"] == {"path": "/run/nvidia/driver", "type": "DirectoryOrCreate"}
@@ -174,7 +176,7 @@ def test_nvidia_driver_root_is_mounted_as_upstream_and_set_in_every_container_th
     assert mounts_of(init)["/driver-root-parent"] == {"name": "driver-root-parent", "mountPath": "/driver-root-parent",
                                                       "mountPropagation": "HostToContainer"}
     # the default: the host's own driver
-    ds = mod.build_daemonset(params(preset="nvidia"))
+    ds = dra_manifest.build_daemonset(params(preset="nvidia"))
     init = container(ds, "init-container")
     assert env_of(init)["NVIDIA_DRIVER_ROOT"] == "/" and host_paths(ds)["driver-root-parent"]["path"] == "/"
     assert mounts_of(init)["/driver-root-parent"]["readOnly"] is True
@@ -198,7 +200,7 @@ def test_nvidia_driver_root_must_be_an_absolute_normal_path(root, message):
 def test_nvidia_tolerates_the_gpu_taint_so_the_plugin_lands_on_tainted_gpu_nodes():
     """values.yaml kubeletPlugin.tolerations (v0.4.1) nvidia.com/gpu Exists NoSchedule; the DaemonSet
     controller's predicates then select a node labelled and tainted as GPU nodes commonly are."""
-    ds = mod.build_daemonset(params(preset="nvidia"))
+    ds = dra_manifest.build_daemonset(params(preset="nvidia"))
     pod = ds["spec"]["template"]["spec"]
     assert pod["tolerations"] == [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
     node = {"metadata": {"name": "gpu-1", "labels": {"nvidia.com/gpu.present": "true"}},
@@ -210,7 +212,7 @@ def test_nvidia_tolerates_the_gpu_taint_so_the_plugin_lands_on_tainted_gpu_nodes
 def test_nvidia_affinity_has_the_nfd_pci_class_labels():
     """values.yaml kubeletPlugin.affinity (v0.4.1): NFD's pci-10de, pci-0302_10de, pci-0300_10de, the CPU
     vendor and GFD's gpu.present, ORed."""
-    pod = mod.build_daemonset(params(preset="nvidia"))["spec"]["template"]["spec"]
+    pod = dra_manifest.build_daemonset(params(preset="nvidia"))["spec"]["template"]["spec"]
     terms = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
     assert [(t["matchExpressions"][0]["key"], t["matchExpressions"][0]["values"]) for t in terms] == [
         ("feature.node.kubernetes.io/pci-10de.present", ["true"]),
@@ -227,21 +229,21 @@ def test_nvidia_affinity_has_the_nfd_pci_class_labels():
 def test_intel_runs_only_on_nodes_nfd_labels_as_intel_gpu_nodes():
     """deployments/gpu/overlays/nfd_labeled_nodes/add-nodeselector-intel-gpu.yaml is the default; the
     user's node_selector replaces it."""
-    pod = mod.build_daemonset(params(preset="intel"))["spec"]["template"]["spec"]
+    pod = dra_manifest.build_daemonset(params(preset="intel"))["spec"]["template"]["spec"]
     assert pod["nodeSelector"] == {"intel.feature.node.kubernetes.io/gpu": "true"}
     ready = {"type": "Ready", "status": "True"}
     nodes = [{"metadata": {"name": "arc", "labels": {"intel.feature.node.kubernetes.io/gpu": "true"}},
               "status": {"conditions": [ready]}}]
     nodes += [{"metadata": {"name": "cpu-%d" % i, "labels": {}}, "status": {"conditions": [ready]}} for i in range(5)]
     assert ds_rollout.selected_nodes(pod, nodes) == ["arc"]
-    pod = mod.build_daemonset(params(preset="intel", node_selector={"pool": "arc"}))["spec"]["template"]["spec"]
+    pod = dra_manifest.build_daemonset(params(preset="intel", node_selector={"pool": "arc"}))["spec"]["template"]["spec"]
     assert pod["nodeSelector"] == {"pool": "arc"}
 
 
 def test_example_role_grants_the_granular_claim_status_verbs_of_kubernetes_1_36():
     """templates/clusterrole.yaml (v0.4.0) resourceclaims/driver associated-node:update and :patch for the
     driver's own name, which 1.36's DRAResourceClaimGranularStatusAuthorization requires."""
-    _account, role, _binding = mod.build_rbac(params())
+    _account, role, _binding = dra_manifest.build_rbac(params())
     assert {"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaims/driver"],
             "verbs": ["associated-node:update", "associated-node:patch"],
             "resourceNames": ["gpu.example.com"]} in role["rules"]
@@ -250,17 +252,17 @@ def test_example_role_grants_the_granular_claim_status_verbs_of_kubernetes_1_36(
 
 def test_nvidia_gets_the_mps_role_in_its_namespace():
     """templates/rbac-kubeletplugin.yaml's Role (MPSSupport): deployments in the driver's namespace."""
-    role, binding = mod.build_namespace_rbac(params(preset="nvidia", namespace="dra", name="gpus"))
+    role, binding = dra_manifest.build_namespace_rbac(params(preset="nvidia", namespace="dra", name="gpus"))
     assert role["kind"] == "Role" and role["metadata"]["namespace"] == "dra" and role["metadata"]["name"] == "gpus"
     assert role["rules"] == [{"apiGroups": ["apps"], "resources": ["deployments"],
                               "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]}]
     assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "gpus"}
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "gpus", "namespace": "dra"}]
-    assert mod.build_namespace_rbac(params()) is None and mod.build_namespace_rbac(params(preset="intel")) is None
+    assert dra_manifest.build_namespace_rbac(params()) is None and dra_manifest.build_namespace_rbac(params(preset="intel")) is None
 
 
 def test_intel_preset_is_the_gpu_resource_driver_gpu_v0_11_0():
-    ds = mod.build_daemonset(params(preset="intel"))
+    ds = dra_manifest.build_daemonset(params(preset="intel"))
     pod = ds["spec"]["template"]["spec"]
     assert ds["metadata"]["name"] == "intel-gpu-resource-driver-kubelet-plugin"    # deployments/gpu/base
     plugin = container(ds, "kubelet-plugin")
@@ -274,11 +276,11 @@ def test_intel_preset_is_the_gpu_resource_driver_gpu_v0_11_0():
     # the nfd_labeled_nodes overlay's node selection
     assert pod["nodeSelector"] == {"intel.feature.node.kubernetes.io/gpu": "true"}
     assert {"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaims"], "verbs": ["get"]} in presets.INTEL["rules"]
-    assert [c["metadata"]["name"] for c in mod.build_device_classes(params(preset="intel"))] == ["gpu.intel.com"]
+    assert [c["metadata"]["name"] for c in dra_manifest.build_device_classes(params(preset="intel"))] == ["gpu.intel.com"]
 
 
 def test_kubernetes_test_preset_runs_the_e2e_test_driver_as_a_kubelet_plugin():
-    ds = mod.build_daemonset(params(preset="kubernetes_test"))
+    ds = dra_manifest.build_daemonset(params(preset="kubernetes_test"))
     pod = ds["spec"]["template"]["spec"]
     plugin = container(ds, "kubelet-plugin")
     assert plugin["image"] == TEST_DRIVER_IMAGE and plugin["command"] == ["dra-test-driver"]
@@ -292,7 +294,7 @@ def test_kubernetes_test_preset_runs_the_e2e_test_driver_as_a_kubelet_plugin():
     assert mounts_of(plugin)["/var/run/cdi"]["name"] == "cdi"
     assert plugin["securityContext"] == {"privileged": True}
     assert "nodeSelector" not in pod and "affinity" not in pod and "tolerations" not in pod
-    assert [c["metadata"]["name"] for c in mod.build_device_classes(params(preset="kubernetes_test"))] == [
+    assert [c["metadata"]["name"] for c in dra_manifest.build_device_classes(params(preset="kubernetes_test"))] == [
         "test-driver.cdi.k8s.io"]
     assert {"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaims/driver"],
             "verbs": ["associated-node:update", "associated-node:patch"],
@@ -308,7 +310,7 @@ def test_a_preset_without_an_upstream_image_needs_one_to_deploy_but_not_to_remov
 
 @pytest.mark.parametrize("preset", presets.PRESET_NAMES)
 def test_every_preset_mounts_the_kubelet_plugin_directories(preset):
-    ds = mod.build_daemonset(params(preset=preset))
+    ds = dra_manifest.build_daemonset(params(preset=preset))
     first = ds["spec"]["template"]["spec"]["containers"][0]
     # the registration folder, and the plugin folder or the driver's own folder in it (for its socket)
     for paths in (set(v["path"] for v in host_paths(ds).values()), set(mounts_of(first))):
@@ -320,7 +322,7 @@ def test_every_preset_mounts_the_kubelet_plugin_directories(preset):
 
 def test_options_replace_image_env_affinity_and_tolerations():
     tolerations = [{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}]
-    ds = mod.build_daemonset(params(preset="nvidia", name="gpus", namespace="dra", image="mirror.local/dra:1",
+    ds = dra_manifest.build_daemonset(params(preset="nvidia", name="gpus", namespace="dra", image="mirror.local/dra:1",
                                     env={"LOG_VERBOSITY": 6}, node_selector={"pool": "dra", "on": True},
                                     tolerations=tolerations))
     pod = ds["spec"]["template"]["spec"]
@@ -330,7 +332,7 @@ def test_options_replace_image_env_affinity_and_tolerations():
     assert pod["nodeSelector"] == {"pool": "dra", "on": "true"} and "affinity" not in pod
     assert pod["tolerations"] == tolerations
     assert ds["metadata"]["namespace"] == "dra" and pod["serviceAccountName"] == "gpus"
-    account, role, binding = mod.build_rbac(params(name="gpus", namespace="dra"))
+    account, role, binding = dra_manifest.build_rbac(params(name="gpus", namespace="dra"))
     assert account["metadata"] == {"name": "gpus", "namespace": "dra", "labels": ds["metadata"]["labels"]}
     assert role["metadata"]["name"] == binding["metadata"]["name"] == "gpus"
     assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "gpus"}
@@ -338,25 +340,25 @@ def test_options_replace_image_env_affinity_and_tolerations():
 
 
 def test_extended_resource_name_goes_on_the_main_class_only():
-    classes = mod.build_device_classes(params(preset="nvidia", extended_resource_name="nvidia.com/gpu"))
+    classes = dra_manifest.build_device_classes(params(preset="nvidia", extended_resource_name="nvidia.com/gpu"))
     assert classes[0]["spec"]["extendedResourceName"] == "nvidia.com/gpu"
     assert "extendedResourceName" not in classes[1]["spec"]
-    assert mod.build_device_classes(params(device_classes=False)) == []
+    assert dra_manifest.build_device_classes(params(device_classes=False)) == []
 
 
 @pytest.mark.parametrize("preset", presets.PRESET_NAMES)
 def test_a_stored_daemonset_compares_equal_so_a_rerun_writes_nothing(preset):
-    desired = mod.build_daemonset(params(preset=preset))
+    desired = dra_manifest.build_daemonset(params(preset=preset))
     stored = compare.apply_defaults(desired)        # what the apiserver stores: defaults filled in
     stored["metadata"].update(uid="u1", resourceVersion="7", generation=1)
     stored["status"] = {"numberReady": 1}
     assert compare.differences(desired, stored) == []
-    changed = mod.build_daemonset(params(preset=preset, env={"EXTRA": "1"}))
+    changed = dra_manifest.build_daemonset(params(preset=preset, env={"EXTRA": "1"}))
     assert any(p.startswith("/spec/template/spec/containers/0/env") for p in compare.differences(changed, stored))
 
 
 def test_rbac_comparison_sees_rules_labels_and_subjects():
-    account, role, binding = mod.build_rbac(params())
+    account, role, binding = dra_manifest.build_rbac(params())
     assert mod.rbac_differences(role, copy.deepcopy(role)) == []
     assert mod.rbac_differences(account, dict(copy.deepcopy(account), secrets=[{"name": "x"}])) == []
     other = copy.deepcopy(role)
@@ -423,13 +425,13 @@ def test_only_complete_pools_of_the_newest_generation_count():
         {"spec": {"driver": "gpu.example.com", "allNodes": True, "pool": {"name": "p", "generation": 1},
                   "devices": [{"name": "shared"}]}},           # not tied to one node
     ]
-    published = mod.published_by_node(slices, "gpu.example.com")
+    published = dra_report.published_by_node(slices, "gpu.example.com")
     assert published["n1"]["devices"] == ["gpu-0", "gpu-1"]
     assert published["n2"]["devices"] == [] and not published["n2"]["pools"]["n2"]["complete"]
     assert "n3" not in published
-    missing = mod.nodes_missing_devices(published, ["n1", "n2", "n4"], 2)
+    missing = dra_report.nodes_missing_devices(published, ["n1", "n2", "n4"], 2)
     assert missing == {"n2": "0 of 2 devices (pool n2 has 1 of 2 slices of generation 1)", "n4": "no ResourceSlice"}
-    assert mod.node_results(published, ["n2", "n1"], "gpu.example.com") == [
+    assert dra_report.node_results(published, ["n2", "n1"], "gpu.example.com") == [
         {"name": "n1", "driver": "gpu.example.com", "pools": ["n1"], "devices": ["gpu-0", "gpu-1"], "device_count": 2},
         {"name": "n2", "driver": "gpu.example.com", "pools": ["n2"], "devices": [], "device_count": 0}]
 
@@ -441,11 +443,11 @@ def test_a_removed_drivers_nodes_still_publish_while_any_slice_of_theirs_is_left
         rs("n3", "n3", 1, 1, ["gpu-0"]),                                              # not one of the nodes asked
         {"spec": {"driver": "gpu.example.com", "allNodes": True, "devices": [{"name": "shared"}]}},
     ]
-    assert mod.still_published(slices, ["n1", "n2", "n4"]) == {"n1": (2, 3), "n2": (1, 0)}
-    assert mod.still_published(slices[2:], ["n1"]) == {}
-    assert mod.still_published([], ["n1"]) == {}
+    assert dra_report.still_published(slices, ["n1", "n2", "n4"]) == {"n1": (2, 3), "n2": (1, 0)}
+    assert dra_report.still_published(slices[2:], ["n1"]) == {}
+    assert dra_report.still_published([], ["n1"]) == {}
     # every node's: the slice of no one node still counts for none
-    assert mod.still_published(slices) == {"n1": (2, 3), "n2": (1, 0), "n3": (1, 1)}
+    assert dra_report.still_published(slices) == {"n1": (2, 3), "n2": (1, 0), "n3": (1, 1)}
 
 
 # -- requests a run sends ----------------------------------------------------------------------------------
@@ -596,7 +598,7 @@ def test_a_driver_of_the_same_name_in_another_namespace_keeps_its_cluster_role_a
     the driver in namespace team-a must be neither taken over (present) nor deleted (absent) from namespace team-b."""
     name = "dra-example-driver-kubeletplugin"
     theirs = dict(params(namespace="team-a"))
-    account, role, binding = mod.build_rbac(theirs)
+    account, role, binding = dra_manifest.build_rbac(theirs)
     objects = {("ClusterRole", name): role, ("ClusterRoleBinding", name): binding}
     api, dra_api = FakeApi(objects), FakeDra()
     fakes(api, dra_api)
@@ -681,7 +683,7 @@ def test_the_devices_timeout_names_each_node_and_what_it_lacks():
     client = module_harness.FakeClient(None)
     client.core = client.apps = FakeApi()     # its lists are never called here
     task = mod.DraDriverDeploy(module, client=client, dra_api=FakeDra())
-    published = mod.published_by_node([rs("n1", "n1", 1, 1, ["gpu-0"])], "gpu.example.com")
+    published = dra_report.published_by_node([rs("n1", "n1", 1, 1, ["gpu-0"])], "gpu.example.com")
     crashing = {"metadata": {"name": "p3"}, "spec": {"nodeName": "n3"},
                 "status": {"containerStatuses": [{"name": "plugin", "state": {"waiting": {"reason": "CrashLoopBackOff"}}}]}}
     msg = task._devices_timeout(published, ["n1", "n2"], ["n3"], [crashing], 2)  # pylint: disable=protected-access
@@ -998,7 +1000,7 @@ def test_a_rollout_timeout_with_the_nvidia_init_container_still_waiting_names_nv
 # -- closed networks: the mirror and its pull secrets ------------------------------------------------------------
 
 def test_a_mirror_holds_every_image_of_the_driver_init_container_and_image_name_included():
-    ds = mod.build_daemonset(params(preset="nvidia", image_registry="mirror.local:5000",
+    ds = dra_manifest.build_daemonset(params(preset="nvidia", image_registry="mirror.local:5000",
                                     image_pull_secrets=["mirror-pull"]))
     pod = ds["spec"]["template"]["spec"]
     expected = ("mirror.local:5000/dra-driver-nvidia/dra-driver-nvidia-gpu:v0.4.1"
@@ -1007,7 +1009,7 @@ def test_a_mirror_holds_every_image_of_the_driver_init_container_and_image_name_
     # the driver starts its own pods from IMAGE_NAME: the mirror's copy too
     assert env_of(container(ds, "gpus"))["IMAGE_NAME"] == expected
     assert pod["imagePullSecrets"] == [{"name": "mirror-pull"}]
-    assert "imagePullSecrets" not in mod.build_daemonset(params(preset="nvidia"))["spec"]["template"]["spec"]
+    assert "imagePullSecrets" not in dra_manifest.build_daemonset(params(preset="nvidia"))["spec"]["template"]["spec"]
 
 
 @pytest.mark.parametrize("option,value,words", [
