@@ -220,7 +220,8 @@ options:
   allow_dra_overlap:
     description:
       - Before any write, the module lists the ResourceSlices of the DRA drivers that hand out the same devices
-        (V(gpu.nvidia.com) for C(nvidia.com/*) resources, V(gpu.intel.com) for C(gpu.intel.com/*)) and refuses when
+        (V(gpu.nvidia.com) for C(nvidia.com/*) resources, V(gpu.intel.com) for C(gpu.intel.com/*), AMD's
+        V(gpu.amd.com) for C(amd.com/*)) and refuses when
         one publishes devices on a node the plugin would run on (joining nodes included), naming the driver and the
         nodes, since both would hand out the same devices. Set V(true) only when that is meant, for example while moving
         nodes between the two one by one (the migration in the collection's C(docs/dra.md)).

@@ -260,17 +260,11 @@ def test_nvidias_feature_discovery_and_mps_daemon_pass_and_nvidias_own_driver_ch
     assert not res.get("failed") and res["changed"], run.output()
     assert observer.writes() == []
 
-    # NVIDIA's own chart (nvidia-dra-driver-gpu v25.12.0 templates/kubeletplugin.yaml): its kubelet plugin, in a
-    # namespace of its own
+    # NVIDIA's own chart (the table's row of nvidia-dra-driver-gpu v25.12.0 templates/kubeletplugin.yaml): its
+    # kubelet plugin, in a namespace of its own
     twin_namespace = cluster.unique_name("nvidia-dra")
-    labels = {"app.kubernetes.io/name": "nvidia-dra-driver-gpu", "app.kubernetes.io/instance": "nvidia-dra"}
-    twin = {"apiVersion": "apps/v1", "kind": "DaemonSet",
-            "metadata": {"name": "nvidia-dra-driver-gpu-kubelet-plugin", "namespace": twin_namespace,
-                         "labels": dict(labels, **{"app.kubernetes.io/managed-by": "Helm"})},
-            "spec": {"selector": {"matchLabels": labels}, "template": {"metadata": {"labels": labels}, "spec": {
-                "nodeSelector": pool, "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists"}],
-                "containers": [{"name": "gpus", "image": "nvcr.io/nvidia/k8s-dra-driver-gpu:v25.12.0",
-                                "command": ["gpu-kubelet-plugin"]}]}}}}
+    twin = vendor_daemonset("NVIDIA/k8s-dra-driver-gpu v25.12.0", twin_namespace, "nvidia-dra-driver-gpu-kubelet-plugin",
+                            pool)
     read_out(cluster.core.create_namespace(
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": twin_namespace}}, _preload_content=False))
     cluster.on_close("delete namespace %s" % twin_namespace,
