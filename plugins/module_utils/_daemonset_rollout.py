@@ -9,6 +9,9 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import calendar
+import time
+
 from ansible_collections.kubehw.devices.plugins.module_utils._extended_resources import quantity_value
 from ansible_collections.kubehw.devices.plugins.module_utils._pod_spec import NAME_LABEL
 from ansible_collections.kubehw.devices.plugins.module_utils._k8s_objects import (
@@ -442,11 +445,40 @@ def selected_nodes(pod_spec, nodes):
                   if node_matches(pod_spec, n) and not untolerated_taints(pod_spec, n))
 
 
-def joining_nodes(pod_spec, nodes):
-    """{node: why} for nodes that match the template's selection but are held back only by a joining node's
-    taints (not-ready, unreachable, network-unavailable) or have not reported Ready yet: a rollout right after the
-    nodes were provisioned waits for these."""
-    out = {}
+def timestamp_seconds(timestamp):
+    """Seconds since the epoch of an RFC 3339 time (second precision), or None."""
+    if not timestamp:
+        return None
+    try:
+        return calendar.timegm(time.strptime(timestamp[:19], "%Y-%m-%dT%H:%M:%S"))
+    except ValueError:
+        return None
+
+
+# A node whose kubelet has reported Ready=False for this long (its own heartbeat this many seconds after the
+# condition turned) is stuck, not joining: a broken network plugin or container runtime, a bad driver change. A
+# joining node turns Ready within a minute or two of registering, once its network plugin runs.
+NOT_READY_GRACE = 300
+
+
+def stuck_not_ready(node):
+    """Why a node is stuck NotReady ("Ready=False for 12m: KubeletNotReady: ..."), or None: its kubelet reports
+    (the condition is False, not Unknown) and its last heartbeat came NOT_READY_GRACE seconds or more after the
+    condition turned. Both times are the kubelet's own, so the machine's clock plays no part."""
+    for cond in (node.get("status") or {}).get("conditions") or []:
+        if cond.get("type") != "Ready" or cond.get("status") != "False":
+            continue
+        turned, heard = timestamp_seconds(cond.get("lastTransitionTime")), timestamp_seconds(cond.get("lastHeartbeatTime"))
+        if turned is None or heard is None or heard - turned < NOT_READY_GRACE:
+            return None
+        said = ": ".join(str(part)[:200] for part in (cond.get("reason"), cond.get("message")) if part)
+        return "Ready=False for %dm%s" % ((heard - turned) // 60, ": " + said if said else "")
+    return None
+
+
+def _held_back(pod_spec, nodes):
+    """(node, why, stuck) for nodes that match the template's selection but are held back only by a joining node's
+    taints (not-ready, unreachable, network-unavailable) or have not reported Ready yet; stuck: stuck_not_ready()."""
     for node in nodes:
         if not node_matches(pod_spec, node):
             continue
@@ -455,8 +487,19 @@ def joining_nodes(pod_spec, nodes):
             continue
         if blocking or not node_ready(node):
             reasons = [taint_text(t) for t in blocking] or ["not Ready"]
-            out[node["metadata"]["name"]] = ", ".join(reasons)
-    return out
+            yield node["metadata"]["name"], ", ".join(reasons), stuck_not_ready(node)
+
+
+def joining_nodes(pod_spec, nodes):
+    """{node: why} for the nodes a rollout right after they were provisioned waits for: held back only by a joining
+    node's taints or not Ready yet, and not stuck NotReady (stuck_not_ready())."""
+    return dict((name, why) for name, why, stuck in _held_back(pod_spec, nodes) if not stuck)
+
+
+def stuck_nodes(pod_spec, nodes):
+    """{node: why} for the nodes the template selects once they are Ready, whose kubelet has reported NotReady for
+    NOT_READY_GRACE seconds or more: not waited for, named as not-ready."""
+    return dict((name, stuck) for name, _why, stuck in _held_back(pod_spec, nodes) if stuck)
 
 
 def excluded_by_taints(pod_spec, nodes):

@@ -23,7 +23,6 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import calendar
 import json
 import re
 import time
@@ -53,16 +52,6 @@ READY, OUTDATED, JOINING, NOT_READY, PENDING, REFUSED, MISSING_DEVICES = (
     "ready", "outdated", "joining", "not-ready", "pending", "refused", "missing-devices")
 
 
-def _seconds(timestamp):
-    """Seconds since the epoch of an RFC 3339 time (second precision), or None."""
-    if not timestamp:
-        return None
-    try:
-        return calendar.timegm(time.strptime(timestamp[:19], "%Y-%m-%dT%H:%M:%S"))
-    except ValueError:
-        return None
-
-
 def lacks_pods(daemonset):
     """The controller has observed the template and some selected node has no pod of it."""
     state = ds_rollout.rollout_status(daemonset)
@@ -79,14 +68,14 @@ def persistent_refusals(events, daemonset, pods, since=None):
     the newest of ``pods`` (the DaemonSet's pods) was created. Otherwise []."""
     found = []
     for event in ds_rollout.creation_failures(events, daemonset):
-        first = _seconds(event.get("firstTimestamp") or event.get("eventTime"))
-        last = _seconds(event.get("lastTimestamp") or event.get("eventTime"))
-        if first is not None and last is not None and not (since and last < _seconds(since)):
+        first = ds_rollout.timestamp_seconds(event.get("firstTimestamp") or event.get("eventTime"))
+        last = ds_rollout.timestamp_seconds(event.get("lastTimestamp") or event.get("eventTime"))
+        if first is not None and last is not None and not (since and last < ds_rollout.timestamp_seconds(since)):
             found.append((first, last, event))
     if not found:
         return []
     first, last = min(f for f, _l, _e in found), max(l for _f, l, _e in found)
-    created = [_seconds((p.get("metadata") or {}).get("creationTimestamp")) for p in pods or []]
+    created = [ds_rollout.timestamp_seconds((p.get("metadata") or {}).get("creationTimestamp")) for p in pods or []]
     created = [c for c in created if c is not None]
     if last - first < REFUSAL_PERSISTS or (created and last < max(created)):
         return []
@@ -201,11 +190,11 @@ def _went_down(node, pods):
     ready = _ready_condition(node)
     if not ready or ready.get("status") == "True":
         return False        # Ready again, or Ready with the joining taint not lifted yet: joining, not down
-    changed = _seconds(ready.get("lastTransitionTime"))
+    changed = ds_rollout.timestamp_seconds(ready.get("lastTransitionTime"))
     if changed is None:
         return False
     name = ((node or {}).get("metadata") or {}).get("name")
-    created = [_seconds((p.get("metadata") or {}).get("creationTimestamp")) for p in pods
+    created = [ds_rollout.timestamp_seconds((p.get("metadata") or {}).get("creationTimestamp")) for p in pods
                if ds_rollout.pod_node(p) == name]
     created = [c for c in created if c is not None]
     return bool(created) and min(created) <= changed
@@ -239,7 +228,8 @@ def _kubelet_silent(node):
 def node_outcome(daemonset, nodes, pods, joining=None, refused=False):
     """{node: outcome} for every node the template selects, joins, or runs a pod on: ready (a ready pod of the current
     template), outdated (a ready pod of an older template, OnDelete), joining, not-ready (a pod that is not ready, or
-    a node that is not Ready), refused (no pod, and the controller's refusal stands), pending (no pod yet)."""
+    a node that is not Ready, or stuck NotReady), refused (no pod, and the controller's refusal stands), pending (no pod
+    yet)."""
     pod_spec = daemonset["spec"]["template"].get("spec")
     generation = (daemonset.get("metadata") or {}).get("generation")
     by_node = {}
@@ -249,7 +239,8 @@ def node_outcome(daemonset, nodes, pods, joining=None, refused=False):
             by_node[node] = pod
     named = _by_name(nodes)
     joining = joining or {}
-    names = set(ds_rollout.selected_nodes(pod_spec, nodes)) | set(joining) | set(by_node)
+    names = (set(ds_rollout.selected_nodes(pod_spec, nodes)) | set(joining) | set(by_node)
+             | set(ds_rollout.stuck_nodes(pod_spec, nodes)))
     outcome = {}
     for name in names:
         pod = by_node.get(name)
@@ -525,7 +516,9 @@ class RolloutWait(object):
                             "template selects; see node_outcome." % (self.key, state["desired"], self.uncovered))
         silent = sorted(n for n, o in result["node_outcome"].items() if o == NOT_READY)
         if silent:
-            warnings.append("DaemonSet %s: node(s) not ready, not waited for: %s" % (self.key, ds_rollout.few(silent)))
+            stuck = ds_rollout.stuck_nodes(current["spec"]["template"].get("spec"), self.nodes())
+            warnings.append("DaemonSet %s: node(s) not ready, not waited for: %s" % (self.key, ds_rollout.few(
+                "%s (%s)" % (n, stuck[n]) if n in stuck else n for n in silent)))
         return current
 
     def _record(self, current, result, pods=None):

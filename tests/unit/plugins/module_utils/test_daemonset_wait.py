@@ -20,10 +20,14 @@ NOT_READY_TAINT = {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"
 KEY = "plugins/nvidia-device-plugin"
 
 
-def node(name, ready=True, taints=None, status=None, changed=None):
+def node(name, ready=True, taints=None, status=None, changed=None, heartbeat=None, reason=None):
     conditions = [dict(READY, status=status or ("True" if ready else "False"))]
     if changed:
         conditions[0]["lastTransitionTime"] = changed
+    if heartbeat:
+        conditions[0]["lastHeartbeatTime"] = heartbeat
+    if reason:
+        conditions[0].update(reason=reason, message="container runtime network not ready: cni plugin not initialized")
     return {"metadata": {"name": name, "labels": {"gpu": "yes"}}, "spec": {"taints": taints or []},
             "status": {"conditions": conditions}}
 
@@ -321,6 +325,30 @@ def test_a_node_that_went_down_with_its_pod_is_not_waited_for_as_if_it_were_join
     waiter(client, clock).rollout(daemonset(desired=1), result, "the plugin", "Label the nodes", 60, False, warnings)
     assert clock["now"] == 0.0 and result["node_outcome"] == {"a": "ready", "b": "not-ready"}
     assert warnings == ["DaemonSet plugins/nvidia-device-plugin: node(s) not ready, not waited for: b"]
+
+
+def test_a_node_stuck_not_ready_is_named_not_waited_for_and_one_that_just_registered_is(clock):
+    """A kubelet that has reported NotReady for 12 minutes (a broken network plugin) is no joining node: the rollout
+    ends at once naming it and its condition's reason, where it used to wait out wait_timeout. One whose kubelet
+    reported NotReady for 4 minutes is still joining (NOT_READY_GRACE is 5): the rollout waits for it."""
+    stuck = node("b", ready=False, taints=[NOT_READY_TAINT], changed="2026-01-01T00:00:00Z",
+                 heartbeat="2026-01-01T00:12:30Z", reason="KubeletNotReady")
+    client = Client(clock, [daemonset(desired=1)], [[node("a"), stuck]], pods=[pod("a")])
+    result, warnings = {}, []
+    waiter(client, clock).rollout(daemonset(desired=1), result, "the plugin", "Label the nodes", 60, False, warnings)
+    assert clock["now"] == 0.0 and result["node_outcome"] == {"a": "ready", "b": "not-ready"}
+    assert warnings == ["DaemonSet plugins/nvidia-device-plugin: node(s) not ready, not waited for: b (Ready=False "
+                        "for 12m: KubeletNotReady: container runtime network not ready: cni plugin not initialized)"]
+
+    joining = dict(stuck, status={"conditions": [dict(stuck["status"]["conditions"][0],
+                                                      lastHeartbeatTime="2026-01-01T00:04:00Z")]})
+    client = Client(clock, [daemonset(desired=1)], [[node("a"), joining]], pods=[pod("a")])
+    result = {}
+    with pytest.raises(TaskFailed) as err:
+        waiter(client, clock, budget=20).rollout(daemonset(desired=1), result, "the plugin", "Label the nodes", 20,
+                                                 False, [])
+    assert "still joining and never became schedulable: b (node.kubernetes.io/not-ready:NoSchedule)" in str(err.value)
+    assert result["node_outcome"] == {"a": "ready", "b": "joining"}
 
 
 def test_a_joining_node_whose_pod_was_just_created_is_waited_for_until_the_copies_catch_up(clock):
