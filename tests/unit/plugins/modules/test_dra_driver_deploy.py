@@ -137,7 +137,7 @@ def test_nvidia_preset_is_the_gpu_part_of_dra_driver_nvidia_gpu_v0_4_1():
 def test_the_previous_nvidia_release_runs_from_the_preset_by_image():
     """NVIDIA/k8s-dra-driver-gpu v25.12.0 is selectable by image, keeping the preset's options."""
     ds = dra_manifest.build_daemonset(params(preset="nvidia", image=presets.NVIDIA_PREVIOUS_IMAGE,
-                                    nvidia_driver_root="/run/nvidia/driver"))
+                                             nvidia_driver_root="/run/nvidia/driver"))
     pod = ds["spec"]["template"]["spec"]
     assert presets.NVIDIA_PREVIOUS_IMAGE == "nvcr.io/nvidia/k8s-dra-driver-gpu:v25.12.0"
     assert all(c["image"] == presets.NVIDIA_PREVIOUS_IMAGE for c in pod["containers"] + pod["initContainers"])
@@ -323,8 +323,8 @@ def test_every_preset_mounts_the_kubelet_plugin_directories(preset):
 def test_options_replace_image_env_affinity_and_tolerations():
     tolerations = [{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}]
     ds = dra_manifest.build_daemonset(params(preset="nvidia", name="gpus", namespace="dra", image="mirror.local/dra:1",
-                                    env={"LOG_VERBOSITY": 6}, node_selector={"pool": "dra", "on": True},
-                                    tolerations=tolerations))
+                                             env={"LOG_VERBOSITY": 6}, node_selector={"pool": "dra", "on": True},
+                                             tolerations=tolerations))
     pod = ds["spec"]["template"]["spec"]
     assert all(c["image"] == "mirror.local/dra:1" for c in pod["containers"] + pod["initContainers"])
     assert env_of(container(ds, "gpus"))["IMAGE_NAME"] == "mirror.local/dra:1"
@@ -1001,7 +1001,7 @@ def test_a_rollout_timeout_with_the_nvidia_init_container_still_waiting_names_nv
 
 def test_a_mirror_holds_every_image_of_the_driver_init_container_and_image_name_included():
     ds = dra_manifest.build_daemonset(params(preset="nvidia", image_registry="mirror.local:5000",
-                                    image_pull_secrets=["mirror-pull"]))
+                                             image_pull_secrets=["mirror-pull"]))
     pod = ds["spec"]["template"]["spec"]
     expected = ("mirror.local:5000/dra-driver-nvidia/dra-driver-nvidia-gpu:v0.4.1"
                 "@sha256:eefe67396dedea4df74f68a94d5883f33204888b83979babd42b91501a2de1d8")
