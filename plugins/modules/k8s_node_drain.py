@@ -40,7 +40,9 @@ extends_documentation_fragment:
 attributes:
   check_mode:
     support: full
-    details: Reads the node and its pods and reports the cordon and the pods it would evict; sends no write.
+    details: Reads the node and its pods and reports the cordon and the pods it would evict, and which of those
+      evictions the apiserver refuses now (RV(blocked), through server-side dry-run evictions, which change
+      nothing); cordons and evicts nothing.
   diff_mode:
     support: full
     details: The node's C(unschedulable) flag and the pods to evict, before and after.
@@ -84,7 +86,7 @@ options:
     default: false
 notes:
   - The identity needs C(get) and C(patch) on C(nodes), C(list) on C(pods) (all namespaces) and C(create) on
-    C(pods/eviction) (all namespaces). C(playbooks/templates/rbac.yaml.j2) grants them with
+    C(pods/eviction) (all namespaces; in check mode too, for its dry-run evictions). C(playbooks/templates/rbac.yaml.j2) grants them with
     C(kubehw_rbac_drain=true).
   - Pods using C(emptyDir) volumes lose that data, as with C(kubectl drain --delete-emptydir-data).
   - The eviction is sent as C(policy/v1) C(Eviction) (Kubernetes 1.22 and later).
@@ -138,6 +140,19 @@ evicted:
   type: list
   elements: str
   sample: ["default/web-6d4b75cb6d-x8kq2"]
+blocked:
+  description:
+    - In check mode, the pods of RV(evicted) whose eviction the apiserver refuses now, with its message (which names
+      the PodDisruptionBudget): each eviction is sent once as a server-side dry run (C(dryRun=All)), which runs the
+      checks of a real eviction and changes nothing. A real drain waits for such a pod until O(timeout).
+    - Each pod is judged alone, against the budget as it is now; pods of one budget that it allows one at a time are
+      not listed, and the real drain evicts them one after the other as their replacements become ready.
+    - Empty outside check mode.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"pod": "default/db-0", "message": "Cannot evict pod as it would violate the pod's disruption budget.
+           The disruption budget db needs 1 healthy pods and has 1 currently"}]
 left_on_node:
   description: Pods left on the node, as C(namespace/name) with the reason (V(DaemonSet) or V(mirror pod)).
   returned: always
@@ -207,7 +222,8 @@ class NodeDrain(object):
         self.name = module.params["name"]
         self.sleep = sleep
         self.deadline = time.monotonic() + module.params["timeout"]
-        self.result = dict(changed=False, node=self.name, exists=True, cordoned=False, evicted=[], left_on_node=[])
+        self.result = dict(changed=False, node=self.name, exists=True, cordoned=False, evicted=[], left_on_node=[],
+                           blocked=[])
         self.diff = None
 
     # -- reads
@@ -303,6 +319,29 @@ class NodeDrain(object):
             self.sleep(delay)
             delay = min(RETRY_MAX_DELAY, delay * 2)
 
+    def refused_now(self, pods):
+        """[{pod, message}] for the pods whose eviction the apiserver would refuse now (a PodDisruptionBudget that
+        allows no disruption): each eviction sent once as a server-side dry run (dryRun=All), which runs every
+        check of a real eviction and changes nothing. Each pod is judged alone: pods of one budget on this node
+        that the budget allows one by one may still wait for each other in the real drain."""
+        refused = []
+        for pod in pods:
+            meta = pod["metadata"]
+            body = {"apiVersion": "policy/v1", "kind": "Eviction",
+                    "metadata": {"name": meta["name"], "namespace": meta["namespace"]},
+                    "deleteOptions": {"dryRun": ["All"]}}
+            try:
+                self.client.core.create_namespaced_pod_eviction(meta["name"], meta["namespace"], body, dry_run="All",
+                                                                _request_timeout=self.client.timeouts())
+            except _kubernetes_library.ApiException as exc:
+                err = error_from_api_exception(exc, 'dry-run the eviction of pod "%s"' % _pod_key(pod))
+                if err.status == 404:
+                    continue
+                if err.status != 429:
+                    raise err
+                refused.append(dict(pod=_pod_key(pod), message=_status_message(err)))
+        return refused
+
     def pod_state(self, pod):
         """gone, terminating or running: the pod as the apiserver has it now (a read, retried as reads are)."""
         meta = pod["metadata"]
@@ -345,6 +384,7 @@ class NodeDrain(object):
         self.diff = dict(before=dict(unschedulable=cordoned, pods=names), after=dict(unschedulable=True, pods=[]))
         if self.module.check_mode:
             self.result["evicted"] = names
+            self.result["blocked"] = self.refused_now(evict)
             return
         if not cordoned:
             self.set_unschedulable(True)

@@ -103,6 +103,13 @@ def writes(cluster, since):
     return [(w["method"], w["path"], w["status"]) for w in cluster.writes(since)]
 
 
+def dry_runs(cluster, since):
+    """The write requests since the mark, each of which must be a server-side dry run (check mode's evictions)."""
+    found = cluster.writes(since)
+    assert all(w["query"].get("dryRun") == "All" for w in found), found
+    return [(w["method"], w["path"], w["status"]) for w in found]
+
+
 def test_drain_skips_daemonset_and_mirror_pods_check_mode_and_rerun_write_nothing(cluster, ansible):
     target, other = own_nodes(cluster)
     ns = cluster.namespace()
@@ -116,10 +123,11 @@ def test_drain_skips_daemonset_and_mirror_pods_check_mode_and_rerun_write_nothin
     run = ansible(drain(name=target), check=True, diff=True)
     assert run.rc == 0, run.output()
     out = run.result("Drain")
-    assert out["changed"] is True and out["evicted"] == ["%s/web-a" % ns]
+    assert out["changed"] is True and out["evicted"] == ["%s/web-a" % ns] and out["blocked"] == []
     assert out["diff"]["before"] == {"unschedulable": False, "pods": ["%s/web-a" % ns]}
     if cluster.controlled:
-        assert writes(cluster, mark) == []
+        # the one eviction it would send, as a dry run
+        assert dry_runs(cluster, mark) == [("POST", "/api/v1/namespaces/%s/pods/web-a/eviction" % ns, 201)]
     # on any cluster: nothing cordoned, nothing evicted
     assert not node(cluster, target)["spec"].get("unschedulable")
     assert pod_names(cluster, target) == ["agent-x", "static-x", "web-a"]
@@ -191,6 +199,18 @@ def test_budget_refusal_is_retried_then_times_out_naming_the_budget(cluster, ans
             return status.get("observedGeneration") == budget["metadata"].get("generation") and \
                 status.get("currentHealthy") == 2
         wait_for(counted, what="the disruption controller to count 2 healthy pods for budget web")
+
+    # check mode names the pod the budget holds on the node now, and changes nothing
+    mark = cluster.mark()
+    run = ansible(drain(name=target, timeout=4), check=True)
+    assert run.rc == 0, run.output()
+    out = run.result("Drain")
+    assert [b["pod"] for b in out["blocked"]] == ["%s/web-a" % cluster.namespace()], out
+    assert "The disruption budget web needs 2 healthy pods and has 2 currently" in out["blocked"][0]["message"]
+    if cluster.controlled:
+        assert dry_runs(cluster, mark) == [
+            ("POST", "/api/v1/namespaces/%s/pods/web-a/eviction" % cluster.namespace(), 429)]
+    assert pod_names(cluster, target) == ["web-a"] and not node(cluster, target)["spec"].get("unschedulable")
 
     mark = cluster.mark()
     run = ansible(drain(name=target, timeout=4))
