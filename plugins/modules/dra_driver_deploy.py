@@ -315,7 +315,7 @@ node_outcome:
     - After a rollout wait, each node the pod template selects, joins or runs a pod on, and how it ended
       (V(ready) a ready pod of the current template; V(outdated) a ready pod of an older one, C(OnDelete);
       V(joining) registered but not schedulable yet; V(not-ready) a pod that is not ready, or a node that is not
-      Ready, or stuck NotReady (its kubelet reported C(Ready=False) for 5 minutes or more: not
+      Ready, or stuck NotReady (its kubelet reported C(Ready=False) for 5 minutes or more, not
       waited for); V(pending) no pod yet; V(refused) no pod, and the DaemonSet controller's refusal stands;
       V(missing-devices) the pod runs but the node lacks what O(wait) asked for).
   returned: when O(wait) is not V(none) and the rollout was waited for, also when it failed

@@ -143,7 +143,7 @@ evicted:
 blocked:
   description:
     - In check mode, the pods of RV(evicted) whose eviction the apiserver refuses now, with its message (which names
-      the PodDisruptionBudget): each eviction is sent once as a server-side dry run (C(dryRun=All)), which runs the
+      the PodDisruptionBudget). Each eviction is sent once as a server-side dry run (C(dryRun=All)), which runs the
       checks of a real eviction and changes nothing. A real drain waits for such a pod until O(timeout).
     - Each pod is judged alone, against the budget as it is now; pods of one budget that it allows one at a time are
       not listed, and the real drain evicts them one after the other as their replacements become ready.
