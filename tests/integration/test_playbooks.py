@@ -26,6 +26,7 @@ import time
 import pytest
 import yaml
 
+from tests.integration.conftest import wait_for
 from tests.support.k8s_objects import read_out
 from tests.support.kubelet import PASS_INTERVAL
 from tests.support.node_configs import DEMO_CONFIG_PATH
@@ -524,6 +525,16 @@ def rollout_inventory(tmp_path, cluster):
     return str(tmp_path / "rollout.yml"), env
 
 
+def upgrade_plan(collections_path, tmp_path, cluster, inventory, env):
+    """The plan kubehw.devices.upgrade_plan writes for the inventory (its JSON file), after a run that exits 0."""
+    plan_file = tmp_path / "plan.json"
+    proc, _recap = play(collections_path, tmp_path, "upgrade_plan", cluster.kubeconfig, inventory=inventory, env=env,
+                        extra_vars={"kubehw_upgrade_plan_file": str(plan_file)})
+    assert proc.returncode == 0, proc.stdout[-5000:] + proc.stderr[-2000:]
+    with open(str(plan_file)) as handle:
+        return json.load(handle)
+
+
 def web_pod(name, node, owner):
     """A pod of a workload: its owner exists (on a real cluster the garbage collector deletes a pod whose owner does
     not), and no controller manages it, so the test plays the ReplicaSet controller."""
@@ -589,6 +600,20 @@ def test_driver_rollout_drains_reboots_and_uncordons_one_node_at_a_time(cluster,
         "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "web"}}}}, _preload_content=False))
     time.sleep(1.5)
     inventory, env = rollout_inventory(tmp_path, cluster)
+
+    # the plan first: nothing written but dry-run evictions, the batches and evictions the run below then makes
+    mark = cluster.mark()
+    planned = upgrade_plan(collections_path, tmp_path, cluster, inventory, env)
+    assert all(w["query"].get("dryRun") == "All" and w["path"].endswith("/eviction") for w in cluster.writes(mark))
+    assert planned["batches"] == [["gpu-node-1"], ["gpu-node-2"]]
+    assert dict((n, (p["drain"]["evicted"], p["drain"]["blocked"])) for n, p in planned["nodes"].items()) == {
+        "gpu-node-1": (["%s/web-1" % namespace], []), "gpu-node-2": (["%s/web-2" % namespace], [])}
+    assert planned["lines"] == [
+        "batch 1: gpu-node-1: cordon and drain: evict %s/web-1; reboot (driver module not loaded (loaded: none)); "
+        "uncordon once Ready" % namespace,
+        "batch 2: gpu-node-2: cordon and drain: evict %s/web-2; reboot (driver module not loaded (loaded: none)); "
+        "uncordon once Ready" % namespace]
+
     room = MachineRoom(cluster, str(tmp_path / "reboots"), namespace, owner)
     room.start()
     mark = cluster.mark()
@@ -623,3 +648,32 @@ def test_driver_rollout_drains_reboots_and_uncordons_one_node_at_a_time(cluster,
     assert patches[("gpu-node-2", "add")] > patches[("gpu-node-1", "remove")]
     for node in json.loads(cluster.core.list_node(_preload_content=False).data)["items"]:
         assert not node["spec"].get("unschedulable"), node["metadata"]["name"]
+    # the run did what the plan said: the same batches, in order, each evicting what the plan named
+    assert [(s[0], s[1]) for s in collapsed if s[0] == "cordon"] == [("cordon", n) for (n,) in planned["batches"]]
+    assert [s[1] for s in collapsed if s[0] == "evict" and s[2] == 201] == [
+        p.split("/")[1] for n in ("gpu-node-1", "gpu-node-2") for p in planned["nodes"][n]["drain"]["evicted"]]
+
+    # a budget that allows no disruption on the second node, and the first cordoned by someone else: the plan names
+    # the pod and its budget as blocking, and says the first node stays cordoned (budget web goes: with one web pod
+    # left, it would block the first node too)
+    read_out(client.PolicyV1Api(cluster.api_client).delete_namespaced_pod_disruption_budget(
+        "web", namespace, _preload_content=False))
+    cluster.create_pod("solo", "gpu-node-2", labels={"app": "solo"}, owner=owner, phase="Running", ready=True)
+    read_out(client.PolicyV1Api(cluster.api_client).create_namespaced_pod_disruption_budget(namespace, {
+        "apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "solo"},
+        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "solo"}}}}, _preload_content=False))
+    def counted():
+        budget = json.loads(client.PolicyV1Api(cluster.api_client).read_namespaced_pod_disruption_budget(
+            "solo", namespace, _preload_content=False).data)
+        return (budget.get("status") or {}).get("currentHealthy") == 1
+    wait_for(counted, what="the disruption controller to count the healthy pod of budget solo")
+    read_out(cluster.core.patch_node("gpu-node-1", {"spec": {"unschedulable": True}}, _preload_content=False))
+    try:
+        replanned = upgrade_plan(collections_path, tmp_path, cluster, inventory, env)
+    finally:
+        read_out(cluster.core.patch_node("gpu-node-1", {"spec": {"unschedulable": None}}, _preload_content=False))
+    assert replanned["blocked"] == ["gpu-node-2"] and replanned["stays_cordoned"] == ["gpu-node-1"], replanned["lines"]
+    assert [b["pod"] for b in replanned["nodes"]["gpu-node-2"]["drain"]["blocked"]] == ["%s/solo" % namespace]
+    assert "The disruption budget solo needs 1 healthy pods and has 1 currently" in \
+        replanned["nodes"]["gpu-node-2"]["drain"]["blocked"][0]["message"]
+    assert replanned["lines"][0].endswith("stays cordoned (cordoned before the run)"), replanned["lines"]

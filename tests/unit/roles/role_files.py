@@ -43,14 +43,16 @@ def load_role(name):
 
 
 def _tasks(loader, folder, file_name, conditions):
-    """The tasks of folder/file_name, each include_tasks replaced by the tasks of its file, which get the include's
-    conditions before their own (as Ansible evaluates them: an included task runs only where its include ran)."""
+    """The tasks of folder/file_name, each include_tasks or import_tasks replaced by the tasks of its file, which get
+    the include's conditions before their own (as Ansible evaluates them: an included task runs only where its include
+    ran; an imported one gets the import's conditions)."""
     tasks = []
     for task in loader.load_from_file(os.path.join(folder, file_name), trusted_as_template=True):
         when = task.get('when', [])
         when = conditions + (when if isinstance(when, list) else [when])
-        if 'ansible.builtin.include_tasks' in task:
-            tasks.extend(_tasks(loader, folder, task['ansible.builtin.include_tasks'], when))
+        included = task.get('ansible.builtin.include_tasks') or task.get('ansible.builtin.import_tasks')
+        if included:
+            tasks.extend(_tasks(loader, folder, included, when))
         else:
             tasks.append(dict(task, when=when))
     return tasks
