@@ -103,7 +103,7 @@ def test_the_readme_install_and_commands_work_from_an_empty_home(cluster, tmp_pa
     (work / "my-inventory.yml").write_text(yaml.safe_dump(inventory))
     commands = readme_commands()
     playbooks = [[w for w in c if w.startswith("kubehw.devices.")][0] for c in commands]
-    expected = ("rbac", "site", "verify", "drift", "drift", "images", "teardown")
+    expected = ("rbac", "site", "verify", "drift", "drift", "upgrade_plan", "images", "teardown")
     assert playbooks == ["kubehw.devices.%s" % p for p in expected]
     outputs = {}
     for command, playbook in zip(commands, playbooks):
@@ -112,6 +112,8 @@ def test_the_readme_install_and_commands_work_from_an_empty_home(cluster, tmp_pa
         assert proc.returncode == 0, "%s\n%s\n%s" % (" ".join(command), proc.stdout[-6000:], proc.stderr[-3000:])
         if playbook == "kubehw.devices.drift":     # right after site.yml: nothing drifted, nothing to repair
             assert '"msg": "no drift"' in proc.stdout, proc.stdout[-3000:]
+        if playbook == "kubehw.devices.upgrade_plan":  # right after site.yml: the DaemonSet would not roll
+            assert re.search(r"then: device plugin DaemonSet \S+: unchanged", proc.stdout), proc.stdout[-3000:]
         if playbook == "kubehw.devices.images":    # the mirror's copy of the plugin, by tag and published digest
             assert "mirror.example.com:5000/nvidia/k8s-device-plugin:v0.20.0@sha256:a61ba9fd" in proc.stdout, \
                 proc.stdout[-3000:]
