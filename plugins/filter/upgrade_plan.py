@@ -100,8 +100,8 @@ def _node_plan(host):
     if not host.get("host_setup", True):
         return dict(host, steps=[], blocked=[], stays_cordoned=False, changes=False)
     if driver.get("install"):
-        steps.append("install NVIDIA driver branch %s (running: %s)" % (driver.get("branch"), driver.get("running")
-                                                                         or "none"))
+        running = driver.get("running") or "none"
+        steps.append("install NVIDIA driver branch %s (running: %s)" % (driver.get("branch"), running))
     if driver.get("reboot") and not driver.get("reboot_by_the_run"):
         steps.append("left for a reboot by hand (nvidia_driver_reboot is false): the new driver runs only after it")
     elif driver.get("reboot"):

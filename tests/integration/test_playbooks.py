@@ -662,6 +662,7 @@ def test_driver_rollout_drains_reboots_and_uncordons_one_node_at_a_time(cluster,
     read_out(client.PolicyV1Api(cluster.api_client).create_namespaced_pod_disruption_budget(namespace, {
         "apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "solo"},
         "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "solo"}}}}, _preload_content=False))
+
     def counted():
         budget = json.loads(client.PolicyV1Api(cluster.api_client).read_namespaced_pod_disruption_budget(
             "solo", namespace, _preload_content=False).data)
