@@ -671,10 +671,33 @@ def test_driver_rollout_drains_reboots_and_uncordons_one_node_at_a_time(cluster,
     read_out(cluster.core.patch_node("gpu-node-1", {"spec": {"unschedulable": True}}, _preload_content=False))
     try:
         replanned = upgrade_plan(collections_path, tmp_path, cluster, inventory, env)
+        assert replanned["blocked"] == ["gpu-node-2"] and replanned["stays_cordoned"] == ["gpu-node-1"], \
+            replanned["lines"]
+        assert [b["pod"] for b in replanned["nodes"]["gpu-node-2"]["drain"]["blocked"]] == ["%s/solo" % namespace]
+        assert "The disruption budget solo needs 1 healthy pods and has 1 currently" in \
+            replanned["nodes"]["gpu-node-2"]["drain"]["blocked"][0]["message"]
+        assert replanned["lines"][0].endswith("stays cordoned (cordoned before the run)"), replanned["lines"]
+
+        # the run then does what the plan said: the first batch goes through and its node stays cordoned, the
+        # second stops at the blocked drain, says so, and the run ends
+        room = MachineRoom(cluster, str(tmp_path / "reboots"), namespace, owner)
+        room.replaced = True        # no replacement pod this time: the budget stays closed
+        room.start()
+        try:
+            proc, _recap = play(collections_path, tmp_path, "site", cluster.kubeconfig, inventory=inventory, env=env,
+                                extra_vars={"nvidia_driver_drain_timeout": 5})
+        finally:
+            room.stopping.set()
+            room.join()
+        assert proc.returncode != 0, proc.stdout[-5000:]
+        (stopped,) = [r.get("msg") for r in proc.results if "The driver rollout stopped at" in str(r.get("msg"))]
+        assert stopped.startswith("The driver rollout stopped at gpu-node-2 (node gpu-node-2) in the task"), stopped
+        assert "The node stays cordoned and was not rebooted." in stopped, stopped
+        assert "Hosts of earlier batches: gpu-node-1." in stopped, stopped
+        assert 'the eviction of pod "%s/solo" was refused' % namespace in stopped, stopped
+        cordoned = dict((n["metadata"]["name"], bool(n["spec"].get("unschedulable")))
+                        for n in json.loads(cluster.core.list_node(_preload_content=False).data)["items"])
+        assert cordoned["gpu-node-1"] and cordoned["gpu-node-2"], cordoned
     finally:
-        read_out(cluster.core.patch_node("gpu-node-1", {"spec": {"unschedulable": None}}, _preload_content=False))
-    assert replanned["blocked"] == ["gpu-node-2"] and replanned["stays_cordoned"] == ["gpu-node-1"], replanned["lines"]
-    assert [b["pod"] for b in replanned["nodes"]["gpu-node-2"]["drain"]["blocked"]] == ["%s/solo" % namespace]
-    assert "The disruption budget solo needs 1 healthy pods and has 1 currently" in \
-        replanned["nodes"]["gpu-node-2"]["drain"]["blocked"][0]["message"]
-    assert replanned["lines"][0].endswith("stays cordoned (cordoned before the run)"), replanned["lines"]
+        for name in ("gpu-node-1", "gpu-node-2"):
+            read_out(cluster.core.patch_node(name, {"spec": {"unschedulable": None}}, _preload_content=False))
