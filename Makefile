@@ -23,6 +23,11 @@ PYTEST_OPTS := -p no:cacheprovider --durations=10 --dist loadgroup
 # tests share nothing; much of their time is waiting (rollouts, watches), which a second worker fills.
 # PYTEST_JOBS=0 runs in one process (easier to debug).
 PYTEST_JOBS ?= 2
+# The integration stage's workers: its tests use about 0.4 of a core each (measured: 1,295 CPU-s in 1,555 s on two
+# workers), the rest is waiting on controllers, watches and timeouts, so a third worker shortens the longest lane of
+# `make test` more than its control plane's idle cost (about 6 CPU-s a minute) lengthens the others. A PYTEST_JOBS
+# given on the command line or in the environment sets it too (PYTEST_JOBS=0: one process for every stage).
+INTEGRATION_JOBS ?= $(if $(filter command line environment,$(origin PYTEST_JOBS)),$(PYTEST_JOBS),3)
 
 .PHONY: help setup sanity units integration min-versions core-2.18 lint roles node test test-one demo clean
 
@@ -109,14 +114,15 @@ units:
 # The stages that need a Kubernetes API run through scripts/cluster_stage.sh: each pytest worker starts a real control
 # plane of its own from Kubernetes release binaries (tests/support/k8s_binaries.py), with a kubelet stand-in per test for the nodes it needs;
 # without one, the cluster of KUBECONFIG; without either, it says so and does not fail (nothing to test against).
-# $(1): stage, $(2): pytest arguments, $(3): the Python to run pytest with (default .venv's).
+# $(1): stage, $(2): pytest arguments, $(3): the Python to run pytest with (default .venv's), $(4): workers (default
+# PYTEST_JOBS).
 define cluster_pytest
 	@$(PLAIN) bash $(ROOT)/scripts/cluster_stage.sh $(1) $(REPORTS) $(or $(3),$(BIN)/python) $(PYTEST_OPTS) -rs \
-		-n $(PYTEST_JOBS) --junitxml=$(REPORTS)/$(1).xml $(2)
+		-n $(or $(4),$(PYTEST_JOBS)) --junitxml=$(REPORTS)/$(1).xml $(2)
 endef
 
 integration:
-	$(call cluster_pytest,integration,tests/integration tests/support/tests)
+	$(call cluster_pytest,integration,tests/integration tests/support/tests,,$(INTEGRATION_JOBS))
 
 # The declared floors, not the pinned tools: meta/ee-requirements.txt's minimum kubernetes, urllib3 and
 # jsonpatch installed exactly (==) in their own venv, with the other test tools from requirements-dev.txt.
