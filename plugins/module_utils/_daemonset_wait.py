@@ -115,19 +115,32 @@ def rolling_budget(daemonset):
     return max(1, count(1 if unavailable is None else unavailable)), "maxUnavailable"
 
 
-def stalled_rollout(daemonset, pods, nodes):
-    """(nodes that run a pod of the DaemonSet and are not Ready, old-template pods left on Ready nodes), sorted.
-    ``nodes``: {name: node}."""
+def stalled_rollout(daemonset, pods, nodes, surge=False):
+    """(nodes that are not Ready and hold the rolling update's budget, old-template pods left on Ready nodes), sorted.
+    ``nodes``: {name: node}. Under maxUnavailable (surge False) every node that is not Ready and runs a pod of the
+    DaemonSet holds it. Under maxSurge, as the DaemonSet controller counts it (pkg/controller/daemon/update.go),
+    only a node that runs both a pod of the current template, not ready, and an old pod that is not being deleted:
+    a node whose only pod is old or terminating gets its replacement without the budget."""
     generation = (daemonset.get("metadata") or {}).get("generation")
-    down, old_on_ready = set(), []
+    down, old_on_ready, surged = set(), [], {}
     for pod in pods:
         node = ds_rollout.pod_node(pod)
         if node is None:
             continue
+        deleting = bool((pod.get("metadata") or {}).get("deletionTimestamp"))
+        old = ds_rollout.is_old_pod(pod, generation)
         if not ds_rollout.node_ready(nodes.get(node) or {}):
             down.add(node)
-        elif ds_rollout.is_old_pod(pod, generation) and not (pod.get("metadata") or {}).get("deletionTimestamp"):
+            if not deleting:
+                held = surged.setdefault(node, {"old": False, "new_unready": False})
+                if old:
+                    held["old"] = True
+                elif not ds_rollout.pod_ready(pod):
+                    held["new_unready"] = True
+        elif old and not deleting:
             old_on_ready.append(pod["metadata"]["name"])
+    if surge:
+        down = set(node for node, held in surged.items() if held["old"] and held["new_unready"])
     return sorted(down), sorted(old_on_ready)
 
 
@@ -394,7 +407,7 @@ class RolloutWait(object):
             return None
         pods = self.pods(daemonset)
         nodes = dict((n["metadata"]["name"], n) for n in self.nodes(wait_for_change=0.1))
-        down, old_on_ready = stalled_rollout(daemonset, pods, nodes)
+        down, old_on_ready = stalled_rollout(daemonset, pods, nodes, surge=budget[1] == "maxSurge")
         if len(down) < budget[0] or not old_on_ready:
             return None
         return ("DaemonSet %s cannot finish its rolling update: %d node(s) running its pods are not Ready (%s), and "

@@ -413,3 +413,34 @@ def test_a_rolling_update_stuck_behind_nodes_that_are_not_ready_fails_naming_the
     surging = {"rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1}}
     surge = dict(stuck, spec=dict(stuck["spec"], updateStrategy=surging))
     assert ds_wait.rolling_budget(surge) == (1, "maxSurge")
+
+
+def test_under_max_surge_only_a_node_holding_a_new_pod_beside_an_old_one_uses_the_budget(clock):
+    """maxSurge 1: the controller counts a node against the surge only while it runs a new pod that is not available
+    beside an old one. A NotReady node whose only pod is old and terminating (or old: it gets its replacement without
+    the budget) does not stop the update, even through a 10 s stall of a slow image pull; one with a surged pod that
+    cannot become ready does."""
+    surging = {"rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1}}
+    stalled = daemonset(desired=3, updated=1, available=2, generation=2)
+    stalled = dict(stalled, spec=dict(stalled["spec"], updateStrategy=surging))
+    terminating = pod("b", generation=1, ready=False)
+    terminating["metadata"]["deletionTimestamp"] = "2026-01-01T00:01:00Z"
+    nodes = {"a": node("a"), "b": node("b", status="Unknown"), "c": node("c")}
+    assert ds_wait.stalled_rollout(stalled, [pod("a", generation=2), terminating, pod("c", generation=1)], nodes,
+                                   surge=True) == ([], ["p-c"])
+    assert ds_wait.stalled_rollout(stalled, [pod("a", generation=2), terminating, pod("c", generation=1)], nodes) == (
+        ["b"], ["p-c"])
+    surged = pod("b", generation=2, ready=False)
+    surged["metadata"]["name"] = "p-b-new"
+    holding = [pod("a", generation=2), pod("b", generation=1), surged, pod("c", generation=1)]
+    assert ds_wait.stalled_rollout(stalled, holding, nodes, surge=True) == (["b"], ["p-c"])
+
+    client = Client(clock, [stalled], [list(nodes.values())], pods=[pod("a", generation=2), terminating,
+                                                                    pod("c", generation=1)])
+    with pytest.raises(KubeHwError) as err:
+        waiter(client, clock, budget=30).wait("finish the rollout")
+    assert err.value.reason == "Timeout"     # waited on, not reported as a spent budget
+    clock["now"] = 0.0
+    with pytest.raises(TaskFailed) as err:
+        waiter(Client(clock, [stalled], [list(nodes.values())], pods=holding), clock).wait("finish the rollout")
+    assert "use up the update's maxSurge (1)" in str(err.value) and "update_strategy.max_surge" in str(err.value)
