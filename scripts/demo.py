@@ -348,9 +348,8 @@ def day_two(core, kubeconfig, workdir):
         run = run_playbook("kubehw.devices.drift", workdir, inventory=INVENTORY, collections=collections(workdir),
                            kubeconfig=kubeconfig, args=["--limit", "static_resource_nodes"],
                            extra_vars=dict({"kubehw_kubeconfig": kubeconfig}, **({"kubehw_repair": True} if repair else {})))
-        for line in run.stdout.splitlines():
-            if line.strip().startswith('"msg": "'):
-                say("  " + json.loads("{%s}" % line.strip())["msg"])
+        for message in run.printed_messages():
+            say("  " + message)
         say("(exit status %d%s)" % (run.returncode, ": drift, nothing written" if run.returncode == 2 else ""))
         if run.returncode != (0 if repair else 2):
             say(run.stdout[-6000:])

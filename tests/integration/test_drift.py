@@ -50,9 +50,7 @@ def drift(collections_path, tmp_path, cluster, repair=False):
 
 def lines(run, word):
     """The messages of the report's lines that start with word ("drift", "repaired")."""
-    found = [json.loads("{%s}" % line.strip())["msg"] for line in run.stdout.splitlines()
-             if line.strip().startswith('"msg": "%s: ' % word)]
-    return sorted(found)
+    return sorted(run.printed_messages("%s: " % word))
 
 
 def capacity(cluster, node):

@@ -10,7 +10,7 @@ task's result (with when the task started and returned) read through the kubehw_
   has_test_collection(name)              whether make setup unpacked that collection into .cache/collections
   ansible_env(collections, workdir, ...) the environment of a run
   run_playbook(playbook, workdir, ...)   -> PlaybookRun: .returncode (.rc), .stdout, .stderr, .seconds, .results,
-                                            .result(task name), .recap(), .output()
+                                            .result(task name), .printed_messages(prefix), .recap(), .output()
   run_inventory(source, args, workdir, ...)  -> ToolRun: .returncode, .stdout, .stderr, .seconds
   AnsibleRunner(workdir, collections, kubeconfig)   the integration suite's `ansible` fixture: tasks on localhost
 """
@@ -124,6 +124,18 @@ class PlaybookRun(ToolRun):
                 return res
         ran = [r.get("task") for r in self.results]
         raise KeyError("no task named %r ran; tasks: %r\n%s" % (name, ran, self.output()))
+
+    def printed_messages(self, prefix=""):
+        """The "msg" values the default callback printed (of debug, assert and fail tasks), in order, those that
+        start with prefix."""
+        found = []
+        for line in self.stdout.splitlines():
+            text = line.strip()
+            if text.startswith('"msg": "'):
+                message = json.loads("{%s}" % text.rstrip(","))["msg"]
+                if message.startswith(prefix):
+                    found.append(message)
+        return found
 
     def recap(self):
         """The PLAY RECAP: {host: {"ok": n, "changed": n, "unreachable": n, "failed": n}}."""
