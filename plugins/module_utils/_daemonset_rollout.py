@@ -404,11 +404,16 @@ def taint_text(taint):
     return "%s%s:%s" % (taint.get("key"), "=%s" % value if value else "", taint.get("effect"))
 
 
-def node_ready(node):
-    for cond in (node.get("status") or {}).get("conditions") or []:
+def ready_condition(node):
+    """The node's Ready condition, or None when it has none yet."""
+    for cond in ((node or {}).get("status") or {}).get("conditions") or []:
         if cond.get("type") == "Ready":
-            return cond.get("status") == "True"
-    return False
+            return cond
+    return None
+
+
+def node_ready(node):
+    return (ready_condition(node) or {}).get("status") == "True"
 
 
 def node_label_selector(pod_spec):
@@ -465,15 +470,14 @@ def stuck_not_ready(node):
     """Why a node is stuck NotReady ("Ready=False for 12m: KubeletNotReady: ..."), or None: its kubelet reports
     (the condition is False, not Unknown) and its last heartbeat came NOT_READY_GRACE seconds or more after the
     condition turned. Both times are the kubelet's own, so the machine's clock plays no part."""
-    for cond in (node.get("status") or {}).get("conditions") or []:
-        if cond.get("type") != "Ready" or cond.get("status") != "False":
-            continue
-        turned, heard = timestamp_seconds(cond.get("lastTransitionTime")), timestamp_seconds(cond.get("lastHeartbeatTime"))
-        if turned is None or heard is None or heard - turned < NOT_READY_GRACE:
-            return None
-        said = ": ".join(str(part)[:200] for part in (cond.get("reason"), cond.get("message")) if part)
-        return "Ready=False for %dm%s" % ((heard - turned) // 60, ": " + said if said else "")
-    return None
+    cond = ready_condition(node) or {}
+    if cond.get("status") != "False":
+        return None
+    turned, heard = timestamp_seconds(cond.get("lastTransitionTime")), timestamp_seconds(cond.get("lastHeartbeatTime"))
+    if turned is None or heard is None or heard - turned < NOT_READY_GRACE:
+        return None
+    said = ": ".join(str(part)[:200] for part in (cond.get("reason"), cond.get("message")) if part)
+    return "Ready=False for %dm%s" % ((heard - turned) // 60, ": " + said if said else "")
 
 
 def _held_back(pod_spec, nodes):

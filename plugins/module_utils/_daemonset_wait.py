@@ -200,7 +200,7 @@ def uncovered_nodes(daemonset, nodes, pods_of=None):
 
 def _went_down(node, pods):
     """The node is not Ready, and ran a pod of the DaemonSet before its Ready condition last changed."""
-    ready = _ready_condition(node)
+    ready = ds_rollout.ready_condition(node)
     if not ready or ready.get("status") == "True":
         return False        # Ready again, or Ready with the joining taint not lifted yet: joining, not down
     changed = ds_rollout.timestamp_seconds(ready.get("lastTransitionTime"))
@@ -217,13 +217,6 @@ def _by_name(nodes):
     return dict((n["metadata"]["name"], n) for n in nodes)
 
 
-def _ready_condition(node):
-    for cond in ((node or {}).get("status") or {}).get("conditions") or []:
-        if cond.get("type") == "Ready":
-            return cond
-    return None
-
-
 def all_joined(pod_spec, names):
     """A predicate over the nodes by name: every node of ``names`` has joined (Ready, no joining taint the pods do
     not tolerate) or is gone. Heartbeats, other nodes' changes and the first of several nodes to join do not make it
@@ -235,7 +228,7 @@ def all_joined(pod_spec, names):
 
 
 def _kubelet_silent(node):
-    return (_ready_condition(node) or {}).get("status") == "Unknown"
+    return (ds_rollout.ready_condition(node) or {}).get("status") == "Unknown"
 
 
 def node_outcome(daemonset, nodes, pods, joining=None, refused=False):

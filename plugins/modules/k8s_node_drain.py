@@ -208,6 +208,16 @@ def _status_message(err):
     return text
 
 
+def _eviction(pod, dry_run=False):
+    """The policy/v1 Eviction of a pod (a server-side dry run with dry_run)."""
+    meta = pod["metadata"]
+    body = {"apiVersion": "policy/v1", "kind": "Eviction",
+            "metadata": {"name": meta["name"], "namespace": meta["namespace"]}}
+    if dry_run:
+        body["deleteOptions"] = {"dryRun": ["All"]}
+    return body
+
+
 class DrainFailed(Exception):
     def __init__(self, msg):
         super(DrainFailed, self).__init__(msg)
@@ -277,8 +287,7 @@ class NodeDrain(object):
         evicted again.
         """
         meta = pod["metadata"]
-        body = {"apiVersion": "policy/v1", "kind": "Eviction",
-                "metadata": {"name": meta["name"], "namespace": meta["namespace"]}}
+        body = _eviction(pod)
         what = 'evict pod "%s" from node "%s"' % (_pod_key(pod), self.name)
         delay = POLL_INTERVAL
         while True:
@@ -327,11 +336,9 @@ class NodeDrain(object):
         refused = []
         for pod in pods:
             meta = pod["metadata"]
-            body = {"apiVersion": "policy/v1", "kind": "Eviction",
-                    "metadata": {"name": meta["name"], "namespace": meta["namespace"]},
-                    "deleteOptions": {"dryRun": ["All"]}}
             try:
-                self.client.core.create_namespaced_pod_eviction(meta["name"], meta["namespace"], body, dry_run="All",
+                self.client.core.create_namespaced_pod_eviction(meta["name"], meta["namespace"],
+                                                                _eviction(pod, dry_run=True), dry_run="All",
                                                                 _request_timeout=self.client.timeouts())
             except _kubernetes_library.ApiException as exc:
                 err = error_from_api_exception(exc, 'dry-run the eviction of pod "%s"' % _pod_key(pod))
