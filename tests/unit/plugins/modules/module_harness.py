@@ -54,6 +54,17 @@ def run_module(module, capsys, args, check=False, diff=False):
     return json.loads(capsys.readouterr().out)
 
 
+class NoClient(object):
+    """Stands in for KubeClient where a module must refuse before connecting: any attempt is counted (``made``) and
+    fails the module with "connected to the cluster"."""
+
+    made = 0
+
+    def __init__(self, module):
+        type(self).made += 1
+        module.fail_json(msg="connected to the cluster")
+
+
 class FakeClient(object):
     """KubeClient's calling conventions over a fake API object; subclass and set ``api``."""
 

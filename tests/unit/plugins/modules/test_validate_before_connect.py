@@ -20,16 +20,7 @@ from ansible_collections.kubehw.devices.plugins.modules import dra_driver_deploy
 from ansible_collections.kubehw.devices.plugins.modules import extended_resource_info
 from ansible_collections.kubehw.devices.plugins.modules import resource_smoke_test
 from tests.unit.plugins.modules import module_harness
-
-
-class NoClient(object):
-    """Stands in for KubeClient: any attempt to connect is recorded."""
-
-    made = 0
-
-    def __init__(self, module):
-        type(self).made += 1
-        module.fail_json(msg="connected to the cluster")
+from tests.unit.plugins.modules.module_harness import NoClient
 
 
 SMOKE = dict(resource="example.com/dongle")
