@@ -688,3 +688,27 @@ def test_make_test_one_needs_a_test_and_runs_just_that_one():
     proc = _make('test-one', 'TEST=tests/test_release.py', 'ARGS=-k execution_environment')
     assert proc.returncode == 0, proc.stdout
     assert re.search(r'^=+ 1 passed, 3 deselected', proc.stdout, re.M), proc.stdout
+
+
+def test_the_lint_configuration_fails_a_playbook_whose_only_finding_is_a_warning(tmp_path):
+    """ansible-lint exits 0 on warnings (jinja[spacing] is one) unless told strict: the project's .ansible-lint
+    must make a warning fail `make lint`."""
+    lint = os.path.join(os.path.dirname(sys.executable), 'ansible-lint')
+    if not os.access(lint, os.X_OK):
+        pytest.fail('ansible-lint is not installed beside %s (make setup)' % sys.executable)
+    playbook = tmp_path / 'spacing.yml'
+    playbook.write_text('---\n- name: Spacing\n  hosts: localhost\n  gather_facts: false\n  tasks:\n'
+                        '    - name: Show\n      ansible.builtin.debug:\n        msg: "{{ value|default(1) }}"\n')
+    env = dict(os.environ, NO_COLOR='1', ANSIBLE_LINT_SKIP_SCHEMA_UPDATE='1')
+
+    def run(config):
+        return subprocess.run([lint, '--offline', '-c', config, str(playbook)], cwd=str(tmp_path), env=env,
+                              capture_output=True, text=True, timeout=300, check=False)
+
+    strict = run(os.path.join(ROOT, '.ansible-lint'))
+    assert strict.returncode != 0 and 'jinja[spacing]' in strict.stdout + strict.stderr, strict.stdout + strict.stderr
+    # the same configuration without `strict: true` passes it: the warning is what fails the run
+    relaxed = tmp_path / 'relaxed.ansible-lint'
+    relaxed.write_text(open(os.path.join(ROOT, '.ansible-lint')).read().replace('strict: true', 'strict: false'))
+    loose = run(str(relaxed))
+    assert loose.returncode == 0, loose.stdout + loose.stderr
