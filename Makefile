@@ -23,11 +23,11 @@ PYTEST_OPTS := -p no:cacheprovider --durations=10 --dist loadgroup
 # tests share nothing; much of their time is waiting (rollouts, watches), which a second worker fills.
 # PYTEST_JOBS=0 runs in one process (easier to debug).
 PYTEST_JOBS ?= 2
-# The integration stage's workers: its tests use about 0.4 of a core each (measured: 1,295 CPU-s in 1,555 s on two
-# workers), the rest is waiting on controllers, watches and timeouts, so a third worker shortens the longest lane of
-# `make test` more than its control plane's idle cost (about 6 CPU-s a minute) lengthens the others. A PYTEST_JOBS
-# given on the command line or in the environment sets it too (PYTEST_JOBS=0: one process for every stage).
-INTEGRATION_JOBS ?= $(if $(filter command line environment,$(origin PYTEST_JOBS)),$(PYTEST_JOBS),3)
+# The integration stage's workers: two, each with a control plane of its own. Measured alone on two cores
+# (2026-12-02): three workers 1,438 CPU-s in 891 s, two workers 1,234 CPU-s in 930 s: the third control plane and
+# the contention cost more CPU than the third worker saves time, and `make test` is CPU-bound. A PYTEST_JOBS given
+# on the command line or in the environment sets it too (PYTEST_JOBS=0: one process for every stage).
+INTEGRATION_JOBS ?= $(if $(filter command line environment,$(origin PYTEST_JOBS)),$(PYTEST_JOBS),2)
 
 .PHONY: help setup sanity units integration min-versions core-2.18 lint roles node test test-one demo clean
 

@@ -46,7 +46,7 @@ STAGES = ('setup', 'sanity', 'units', 'integration', 'min-versions', 'core-2.18'
 # The real node has a lane of its own: its suite is mostly waiting on the kubelet (status updates, restarts), and it
 # shares the Debian sid image with the roles lane (whichever comes first builds it). Sanity, the units, lint and the
 # ansible-core stages follow the node. Measured in one CI run (fresh clone, 2026-12-02, the role scenarios pipelined and
-# the integration stage on three workers): integration 1,361 s, roles 1,378 s + min-versions 142 s, node + sanity +
+# the integration stage then on three workers): integration 1,361 s, roles 1,378 s + min-versions 142 s, node + sanity +
 # units + lint + core-2.18 1,237 s; so min-versions moves to the third lane. The next run (a slower machine: every
 # stage used 5-28% more CPU for the same work): integration 1,612 s, roles 1,710 s, the third lane 1,731 s.
 LANES = (
