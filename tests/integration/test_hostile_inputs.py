@@ -24,6 +24,7 @@ import uuid
 import pytest
 
 from tests.support.k8s_objects import read_out
+from tests.support.overrides import overridden
 
 ER = "kubehw.devices.k8s_node_extended_resource"
 INFO = "kubehw.devices.extended_resource_info"
@@ -98,13 +99,7 @@ WATCHED = dict(namespaces=[NAMESPACE], names=NODES + [NAMESPACE, FOREIGN_RUNTIME
 
 
 def params_of(module, overrides):
-    params = dict(BASES[module])
-    for key, value in overrides.items():
-        if value is None:
-            params.pop(key, None)
-        else:
-            params[key] = value
-    return params
+    return overridden(BASES[module], overrides)
 
 
 def bring_nodes(cluster):

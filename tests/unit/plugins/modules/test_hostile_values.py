@@ -25,6 +25,7 @@ from ansible_collections.kubehw.devices.plugins.modules import k8s_node_extended
 from ansible_collections.kubehw.devices.plugins.modules import k8s_runtime_class
 from ansible_collections.kubehw.devices.plugins.modules import resource_smoke_test
 from tests.unit.plugins.modules.module_harness import NoClient, run_module
+from tests.support.overrides import overridden
 
 ER = k8s_node_extended_resource
 INFO = extended_resource_info
@@ -127,13 +128,7 @@ CASES = [
 
 
 def params_of(module, overrides):
-    params = dict(BASES[module])
-    for key, value in overrides.items():
-        if value is None:
-            params.pop(key, None)
-        else:
-            params[key] = value
-    return params
+    return overridden(BASES[module], overrides)
 
 
 def test_the_table_covers_every_module_it_names():
@@ -143,8 +138,8 @@ def test_the_table_covers_every_module_it_names():
 
 @pytest.mark.parametrize("module, overrides, offender, rule", CASES,
                          ids=["%s-%02d" % (case[0].__name__.rsplit(".", 1)[-1], i) for i, case in enumerate(CASES)])
-def test_a_hostile_value_is_refused_naming_it_and_the_rule_before_any_connection(monkeypatch, capsys, module, overrides,
-                                                                               offender, rule):
+def test_a_hostile_value_is_refused_naming_it_and_the_rule_before_any_connection(
+        monkeypatch, capsys, module, overrides, offender, rule):
     monkeypatch.setattr(module, "KubeClient", NoClient)
     NoClient.made = 0
     result = run_module(module, capsys, params_of(module, overrides))
