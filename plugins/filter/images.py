@@ -14,15 +14,13 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
-from ansible.module_utils.six import string_types
 
 from ansible_collections.kubehw.devices.plugins.module_utils import _images
-from ansible_collections.kubehw.devices.plugins.module_utils._k8s_objects import check_image, check_image_registry
 
 
 def _registry(registry):
     registry = registry or None
-    check_image_registry(registry, AnsibleFilterError, "registry")
+    _images.check_image_registry(registry, AnsibleFilterError, "registry")
     return registry
 
 
@@ -40,20 +38,10 @@ def image_list(wanted=None, registry=None):
     registry = _registry(registry)
     if wanted is not None and not isinstance(wanted, (list, tuple)):
         raise AnsibleFilterError("image_list takes a list of image names, presets or references, not %r" % (wanted,))
-    for index, want in enumerate(wanted or []):
-        if not isinstance(want, string_types) or not want.strip():
-            raise AnsibleFilterError("image_list item %d %r must be a non-empty string" % (index, want))
-        if _images.name_of(want) is None:
-            if want.partition(":")[0] in ("device_plugin", "dra_driver"):
-                raise AnsibleFilterError(
-                    "%r: that preset has no image in the collection's list (preset custom, test_driver: name the image "
-                    "itself); presets with one: %s" % (want, ", ".join(sorted(
-                        e["preset"] for e in _images.IMAGES.values() if e.get("preset")))))
-            if "/" not in want:
-                raise AnsibleFilterError("%r is neither a name of the collection's image list (%s) nor an image "
-                                         "reference with a registry path" % (want, ", ".join(sorted(_images.IMAGES))))
-            check_image(want, AnsibleFilterError)
-    items = _images.listing(list(wanted) if wanted else None, registry)
+    try:
+        items = _images.listing(list(wanted) if wanted else None, registry)
+    except ValueError as err:
+        raise AnsibleFilterError("image_list %s" % err)
     return {"images": items, "skopeo_sync": _images.skopeo_sync(items),
             "copies": [_images.skopeo_copy(item) for item in items] if registry else []}
 

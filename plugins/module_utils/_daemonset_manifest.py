@@ -16,7 +16,7 @@ import json
 import re
 
 from ansible_collections.kubehw.devices.plugins.module_utils._k8s_names import DNS1123_SUBDOMAIN_RE
-from ansible_collections.kubehw.devices.plugins.module_utils._images import mirrored
+from ansible_collections.kubehw.devices.plugins.module_utils._images import check_image, check_image_registry, mirrored
 from ansible_collections.kubehw.devices.plugins.module_utils._extended_resources import (
     extended_resource_name_problem,
 )
@@ -25,8 +25,6 @@ from ansible_collections.kubehw.devices.plugins.module_utils._k8s_objects import
     MANAGED_BY,
     MANAGED_BY_LABEL,
     MANAGED_KEYS_ANNOTATION,
-    check_image,
-    check_image_registry,
     check_pull_secrets,
     check_tolerations,
     content_hash,

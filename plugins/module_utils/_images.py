@@ -19,6 +19,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import re
+
 GPU_OPERATOR_CSV = ("NVIDIA/gpu-operator bundle/manifests/gpu-operator-certified.clusterserviceversion.yaml "
                     "(gpu-operator-certified.v26.7.0, commit a22dbf671f2e), spec.relatedImages %s")
 PROMOTER = ("kubernetes/k8s.io registry.k8s.io/images/%s/images.yaml (the image promoter's manifest, "
@@ -161,12 +163,56 @@ def _user_image(image):
             "no_digest": None if digest else "named by the user without a digest"}
 
 
+# A registry host (a dotted name, localhost or an address, optional :port) and an optional path of lowercase
+# components, as the distribution reference grammar has them: no scheme, no tag, no trailing slash.
+_REGISTRY_RE = re.compile(r"(?:[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?(?:\.[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?)*"
+                          r"|\[[0-9a-fA-F:]+\])(?::[0-9]{1,5})?(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*")
+
+
+def check_image_registry(registry, error, what="image_registry"):
+    """The mirror every image is taken from: host[:port][/path], matched whole (no scheme, tag or blank)."""
+    if registry is None:
+        return
+    if not isinstance(registry, str) or not _REGISTRY_RE.fullmatch(registry):
+        raise error("%s %r must be a registry host with an optional port and path, such as mirror.example.com:5000/"
+                    "gpu (no scheme, tag, spaces or trailing slash)" % (what, registry))
+
+
+def check_image(image, error, what="image"):
+    """A container image reference: a non-empty string without whitespace (the registry refuses the rest)."""
+    if image is not None and (not isinstance(image, str) or not image.strip() or any(c.isspace() for c in image)):
+        raise error("%s %r must be a container image reference without spaces or newlines" % (what, image))
+
+
+def resolve(wanted):
+    """The list's name for ``wanted`` (as name_of), or None for an image reference with a registry path that a user
+    names; ValueError, naming the value and what is accepted, for anything else."""
+    if not isinstance(wanted, str) or not wanted.strip():
+        raise ValueError("%r must be a non-empty string" % (wanted,))
+    name = name_of(wanted)
+    if name is not None:
+        return name
+    if wanted.partition(":")[0] in ("device_plugin", "dra_driver"):
+        raise ValueError("%r: that preset has no image in the collection's list (preset custom, test_driver: name the "
+                         "image itself); presets with one: %s"
+                         % (wanted, ", ".join(sorted(e["preset"] for e in IMAGES.values() if e.get("preset")))))
+    if "/" not in wanted:
+        raise ValueError("%r is neither a name of the collection's image list (%s) nor an image reference with a "
+                         "registry path" % (wanted, ", ".join(sorted(IMAGES))))
+    check_image(wanted, ValueError)
+    return None
+
+
 def listing(wanted=None, registry=None):
     """The images asked for (list names, presets as device_plugin:<preset> / dra_driver:<preset>, or image
-    references a user named; all listed images when None), once each, as dicts a reader or a mirroring tool uses."""
+    references a user named; all listed images when None), once each, as dicts a reader or a mirroring tool uses.
+    ValueError (resolve()) for an item that is none of these."""
     result, seen = [], set()
-    for want in (sorted(IMAGES) if wanted is None else wanted):
-        name = name_of(want)
+    for index, want in enumerate(sorted(IMAGES) if wanted is None else wanted):
+        try:
+            name = resolve(want)
+        except ValueError as err:
+            raise ValueError("item %d %s" % (index, err))
         if name:
             entry = IMAGES[name]
             item = {"name": name, "image": reference(name), "repository": entry["repository"], "tag": entry["tag"],

@@ -14,7 +14,6 @@ import copy
 import gc
 import hashlib
 import json
-import re
 
 from ansible_collections.kubehw.devices.plugins.module_utils._errors import KubeHwError
 from ansible_collections.kubehw.devices.plugins.module_utils._k8s_names import (
@@ -113,27 +112,6 @@ def check_tolerations(tolerations, error, what="tolerations"):
                 raise error("%s tolerationSeconds needs effect NoExecute" % where)
             if isinstance(seconds, bool) or not isinstance(seconds, int):
                 raise error("%s tolerationSeconds %r must be a whole number of seconds" % (where, seconds))
-
-
-def check_image(image, error, what="image"):
-    """A container image reference: a non-empty string without whitespace (the registry refuses the rest)."""
-    if image is not None and (not isinstance(image, str) or not image.strip() or any(c.isspace() for c in image)):
-        raise error("%s %r must be a container image reference without spaces or newlines" % (what, image))
-
-
-# A registry host (a dotted name, localhost or an address, optional :port) and an optional path of lowercase
-# components, as the distribution reference grammar has them: no scheme, no tag, no trailing slash.
-_REGISTRY_RE = re.compile(r"(?:[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?(?:\.[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?)*"
-                          r"|\[[0-9a-fA-F:]+\])(?::[0-9]{1,5})?(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*")
-
-
-def check_image_registry(registry, error, what="image_registry"):
-    """The mirror every image is taken from: host[:port][/path], matched whole (no scheme, tag or blank)."""
-    if registry is None:
-        return
-    if not isinstance(registry, str) or not _REGISTRY_RE.fullmatch(registry):
-        raise error("%s %r must be a registry host with an optional port and path, such as mirror.example.com:5000/"
-                    "gpu (no scheme, tag, spaces or trailing slash)" % (what, registry))
 
 
 def check_pull_secrets(secrets, error, what="image_pull_secrets"):

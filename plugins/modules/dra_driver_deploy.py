@@ -373,6 +373,7 @@ from ansible_collections.kubehw.devices.plugins.module_utils._connection import 
     protect_kubeconfig_secrets,
 )
 from ansible_collections.kubehw.devices.plugins.module_utils._errors import KubeHwError
+from ansible_collections.kubehw.devices.plugins.module_utils import _images as images
 from ansible_collections.kubehw.devices.plugins.module_utils._images import image_source_spec
 from ansible_collections.kubehw.devices.plugins.module_utils import _daemonset_compare as compare
 from ansible_collections.kubehw.devices.plugins.module_utils import _daemonset_rollout as ds_rollout
@@ -425,8 +426,8 @@ def validate(params):
     check_dns_label(params.get("name") or presets.PRESETS[preset]["name"], "name")
     # an empty namespace is refused, never read as the default one
     check_dns_label(DEFAULT_NAMESPACE if params.get("namespace") is None else params["namespace"], "namespace")
-    objects.check_image(params.get("image"), DaemonSetSpecError)
-    objects.check_image_registry(params.get("image_registry"), DaemonSetSpecError)
+    images.check_image(params.get("image"), DaemonSetSpecError)
+    images.check_image_registry(params.get("image_registry"), DaemonSetSpecError)
     objects.check_pull_secrets(params.get("image_pull_secrets"), DaemonSetSpecError)
     if params.get("state", "present") == "present" and not (params.get("image") or presets.PRESETS[preset]["image"]):
         raise DaemonSetSpecError("preset %s has no default image (its upstream publishes none): set image" % preset)

@@ -332,8 +332,8 @@ def driver_checks(params, host, devices):
                                "run the GPU roles on GPU hosts only, or set nvidia_driver_force: true to prepare an "
                                "image"))
     if installing and params["kernel_headers"]:
-        build = os.path.join(MODULES_DIR, host["kernel"], "build")
-        if os.path.isdir(build):
+        build = host["headers_path"]
+        if host["headers_installed"]:
             found.append(check("kernel_headers", "ok", "%s exists" % build))
         elif host["headers_available"]:
             found.append(check("kernel_headers", "ok", "the headers of %s are not installed; the driver role "
@@ -482,8 +482,9 @@ def gather(params):
             "runtimes": runtimes, "space_paths": paths,
             "free_mib": [free_mib(p) for p in paths]}
     installing = params["install_driver"] and params["kernel_headers"]
-    build = os.path.join(MODULES_DIR, uname.release, "build")
-    host["headers_available"] = headers_available(uname.release) if installing and not os.path.isdir(build) else None
+    host["headers_path"] = os.path.join(MODULES_DIR, uname.release, "build")
+    host["headers_installed"] = os.path.isdir(host["headers_path"])
+    host["headers_available"] = headers_available(uname.release) if installing and not host["headers_installed"] else None
     cdi_needed = params["allocation"] == "dra" and (runtimes.get("containerd") or {}).get("installed", (None,))[0]
     host["cdi_enabled"] = containerd_cdi() if cdi_needed else None
     return host

@@ -292,8 +292,8 @@ from ansible_collections.kubehw.devices.plugins.module_utils._k8s_names import (
     object_name_problem,
 )
 from ansible_collections.kubehw.devices.plugins.module_utils._images import image_source_spec, mirrored, reference
-from ansible_collections.kubehw.devices.plugins.module_utils._k8s_objects import (
-    check_image, check_image_registry, check_pull_secrets, check_tolerations)
+from ansible_collections.kubehw.devices.plugins.module_utils._images import check_image, check_image_registry
+from ansible_collections.kubehw.devices.plugins.module_utils._k8s_objects import check_pull_secrets, check_tolerations
 from ansible_collections.kubehw.devices.plugins.module_utils._extended_resources import (
     extended_resource_name_problem,
 )

@@ -19,7 +19,7 @@ from ansible_collections.kubehw.devices.plugins.filter import images as image_fi
 from ansible_collections.kubehw.devices.plugins.module_utils import _device_plugin_presets as dp_presets
 from ansible_collections.kubehw.devices.plugins.module_utils import _dra_driver_presets as dra_presets
 from ansible_collections.kubehw.devices.plugins.module_utils import _images
-from ansible_collections.kubehw.devices.plugins.module_utils._k8s_objects import check_image_registry
+from ansible_collections.kubehw.devices.plugins.module_utils._images import check_image_registry
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", "..", "..", ".."))

@@ -21,18 +21,19 @@ DEVICES = {"counts": {"pci:10de": 2}, "kernel_modules": [], "device_nodes": [], 
 
 
 def healthy_host(tmp_path):
+    """What gather() reports of a host that lacks nothing (evaluate() reads this alone, never the file system: the
+    headers' folder named here does not exist)."""
     build = tmp_path / "lib" / "modules" / "6.8.0-40-generic" / "build"
-    build.mkdir(parents=True)
     return {"distribution": "Ubuntu", "release": "22.04", "kernel": "6.8.0-40-generic", "architecture": "x86_64",
             "secure_boot": False, "signing_key": None, "signing_key_enrolled": False,
             "runtimes": {"containerd": {"installed": ((2, 1), "containerd 2.1.9")}}, "cdi_enabled": True,
             "space_paths": ["/var/cache/apt", "/var/lib/containerd"],
-            "free_mib": [("/var/cache/apt", 50000), ("/var/lib", 50000)], "headers_available": None}
+            "free_mib": [("/var/cache/apt", 50000), ("/var/lib", 50000)],
+            "headers_path": str(build), "headers_installed": True, "headers_available": None}
 
 
 @pytest.fixture
-def host(tmp_path, monkeypatch):
-    monkeypatch.setattr(mod, "MODULES_DIR", str(tmp_path / "lib" / "modules"))
+def host(tmp_path):
     return healthy_host(tmp_path)
 
 
@@ -54,7 +55,7 @@ LACKS = [
      "distribution", "Fedora 40 is not one the driver role installs on"),
     ("a supported architecture", dict(host={"architecture": "ppc64le"}), "architecture", "ppc64le"),
     ("an NVIDIA GPU", dict(devices={"counts": {}}), "nvidia_gpu", "no NVIDIA GPU"),
-    ("the running kernel's headers", dict(host={"kernel": "6.8.0-41-generic", "headers_available": False}),
+    ("the running kernel's headers", dict(host={"kernel": "6.8.0-41-generic", "headers_installed": False, "headers_available": False}),
      "kernel_headers", "no headers for the running kernel 6.8.0-41-generic"),
     ("module signing under Secure Boot", dict(host={"secure_boot": True}), "secure_boot",
      "Secure Boot is on and DKMS has no signing key"),
@@ -104,7 +105,8 @@ def test_every_blocker_at_once(host):
     ({}, {"devices": {"driver_versions": {"nvidia": "550.1"}, "device_nodes": ["/dev/nvidiactl"]}},
      "running_driver", "warning"),
     # headers a package provides, a key mokutil confirms, CDI off that the toolkit role turns on
-    ({}, {"host": {"kernel": "6.8.0-41-generic", "headers_available": True}}, "kernel_headers", "ok"),
+    ({}, {"host": {"kernel": "6.8.0-41-generic", "headers_installed": False, "headers_available": True}},
+     "kernel_headers", "ok"),
     ({}, {"host": {"secure_boot": True, "signing_key": "/var/lib/dkms/mok.pub", "signing_key_enrolled": True}},
      "secure_boot", "ok"),
     ({}, {"host": {"cdi_enabled": False}}, "cdi", "ok"),
