@@ -18,6 +18,8 @@ from ansible.errors import AnsibleFilterError
 from ansible.module_utils.six import string_types
 from ansible.utils.helpers import pct_to_int
 
+from ansible_collections.kubehw.devices.plugins.module_utils._deploy_results import diff_entries, pod_template_images
+
 
 def serial_batches(hosts, serial=None):
     """The hosts in the batches of a play with this ``serial`` (a number, a percentage such as "25%", or a list of
@@ -44,12 +46,6 @@ def serial_batches(hosts, serial=None):
     return batches
 
 
-def _images(obj):
-    spec = (((obj or {}).get("spec") or {}).get("template") or {}).get("spec") or {}
-    return sorted(set(c.get("image") for c in (spec.get("initContainers") or []) + (spec.get("containers") or [])
-                      if c.get("image")))
-
-
 def _daemonset_change(what, result):
     """What the cluster part's check-mode result says of its DaemonSet: created, updated (images and update strategy
     from -> to) or unchanged; None when the task did not run."""
@@ -60,11 +56,9 @@ def _daemonset_change(what, result):
     name = "%s/%s" % (meta.get("namespace"), meta.get("name")) if meta.get("name") else what
     change = {"what": what, "daemonset": name, "action": "unchanged", "images": {"from": [], "to": []},
               "update_strategy": (daemonset.get("spec") or {}).get("updateStrategy")}
-    for entry in result.get("diff") or []:
-        if not isinstance(entry, dict) or not str(entry.get("after_header") or "").startswith("DaemonSet"):
-            continue
+    for entry in diff_entries(result, "DaemonSet"):
         before, after = entry.get("before") or {}, entry.get("after") or {}
-        change["images"] = {"from": _images(before), "to": _images(after)}
+        change["images"] = {"from": pod_template_images(before), "to": pod_template_images(after)}
         change["update_strategy"] = (after.get("spec") or {}).get("updateStrategy") or change["update_strategy"]
         if result.get("changed"):
             change["action"] = "updated" if before else "created"

@@ -1,0 +1,78 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) kubehw.devices contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+"""The drift_rows filter: playbooks/drift.yml's comparison, from the check-mode results of the modules site.yml runs,
+as one row per node or object that differs. Documented in drift_rows.yml beside this file."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible_collections.kubehw.devices.plugins.module_utils._deploy_results import diff_entries, pod_template_images
+
+# (the accelerator_node role's registered result, the kind of its object, the result's key holding that object,
+# what serves the nodes, the role's fact naming the nodes it serves)
+GPU_OBJECTS = (
+    ("nvidia_container_toolkit_runtime_class_result", "RuntimeClass", "runtime_class", "runtime of the device plugin",
+     "accelerator_node_plugin_nodes"),
+    ("device_plugin_result", "DaemonSet", "daemonset", "device plugin", "accelerator_node_plugin_nodes"),
+    ("dra_driver_result", "DaemonSet", "daemonset", "DRA driver", "accelerator_node_dra_nodes"),
+)
+
+
+def _static_rows(static):
+    """A row per node whose extended resources differ, and per node the module could not compare."""
+    rows = []
+    for batch in (static or {}).get("results") or []:
+        if not isinstance(batch, dict):
+            continue
+        for node in batch.get("nodes") or []:
+            if isinstance(node, dict) and node.get("changed"):
+                diff = node.get("diff") or {}
+                rows.append({"node": node.get("name"), "what": "extended resources",
+                             "declared": diff.get("after", {}), "observed": diff.get("before", {})})
+        for name in batch.get("failed_nodes") or []:
+            rows.append({"node": name, "what": "extended resources",
+                         "declared": (batch.get("item") or {}).get("resources", {}),
+                         "observed": batch.get("msg", "the node could not be compared")})
+    return rows
+
+
+def _joined(images):
+    """The images once each, in the order first seen, as one string."""
+    return ", ".join(image for index, image in enumerate(images) if image not in images[:index])
+
+
+def _object_row(result, kind, field, serves, nodes):
+    """The row of an object the cluster part would write: its images declared and observed, or missing."""
+    before, after, missing = [], [], False
+    for entry in diff_entries(result, kind):
+        missing = missing or not entry.get("before")
+        before += pod_template_images(entry.get("before"))
+        after += pod_template_images(entry.get("after"))
+    meta = (result.get(field) or {}).get("metadata") or {}
+    name = "%s %s%s" % (kind, "%s/" % meta["namespace"] if "namespace" in meta else "", meta.get("name", "?"))
+    return {"node": name, "what": "%s on %s" % (serves, ", ".join(nodes) or "no node"),
+            "declared": {"image": _joined(after)} if after else "present",
+            "observed": "missing" if missing or result.get("action") == "created" else {
+                "image": _joined(before), "differs in": result.get("changed_paths") or result.get("changed_objects") or []}}
+
+
+def drift_rows(static, gpu=None):
+    """The differences the check-mode run of the extended_resources role (``static``, its registered result) and of
+    the accelerator_node role (``gpu``, the host variables of a GPU node after it) found, one dict a row."""
+    rows = _static_rows(static)
+    gpu = gpu or {}
+    for key, kind, field, serves, nodes_fact in GPU_OBJECTS:
+        result = gpu.get(key) or {}
+        if isinstance(result, dict) and result.get("changed"):
+            rows.append(_object_row(result, kind, field, serves, list(gpu.get(nodes_fact) or [])))
+    return rows
+
+
+class FilterModule(object):
+    """drift_rows (docs: drift_rows.yml beside this file)."""
+
+    def filters(self):
+        return {"drift_rows": drift_rows}

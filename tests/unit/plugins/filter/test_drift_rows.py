@@ -1,0 +1,85 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""drift_rows: the drift playbook's rows from the check-mode results it registers (the results' shapes are the
+modules'; the playbook's own run on a real control plane is tests/integration/test_drift.py)."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible_collections.kubehw.devices.plugins.filter.drift import drift_rows
+
+PLUGIN = "nvcr.io/nvidia/k8s-device-plugin:v0.20.0"
+MIRRORED = "registry.example.com/k8s-device-plugin:by-hand"
+
+
+def daemonset(namespace, name, images, init=()):
+    return {"metadata": {"namespace": namespace, "name": name}, "spec": {"template": {"spec": {
+        "initContainers": [{"name": "init-%d" % i, "image": image} for i, image in enumerate(init)],
+        "containers": [{"name": "c-%d" % i, "image": image} for i, image in enumerate(images)]}}}}
+
+
+def deploy_result(before, after, action="updated", paths=("spec.template.spec.containers[0].image",)):
+    return {"changed": True, "action": action, "changed_paths": list(paths),
+            "daemonset": after or before,
+            "diff": [{"before_header": "ConfigMap kubehw/x", "after_header": "ConfigMap kubehw/x",
+                      "before": {"data": {"a": "1"}}, "after": {"data": {"a": "2"}}},
+                     {"before_header": "DaemonSet kubehw/nvidia-device-plugin",
+                      "after_header": "DaemonSet kubehw/nvidia-device-plugin", "before": before, "after": after}]}
+
+
+STATIC = {"results": [
+    {"item": {"resources": {"example.com/dongle": 2}},
+     "nodes": [{"name": "dongle-1", "changed": True,
+                "diff": {"before": {}, "after": {"example.com/dongle": "2"}}},
+               {"name": "dongle-2", "changed": False, "diff": {"before": {"example.com/dongle": "2"},
+                                                               "after": {"example.com/dongle": "2"}}}],
+     "failed_nodes": ["dongle-3"], "msg": "node dongle-3 not found"},
+    "skipped item"]}
+
+
+def test_a_node_whose_resources_differ_and_one_that_could_not_be_compared_are_rows_of_their_own():
+    assert drift_rows(STATIC) == [
+        {"node": "dongle-1", "what": "extended resources", "declared": {"example.com/dongle": "2"}, "observed": {}},
+        {"node": "dongle-3", "what": "extended resources", "declared": {"example.com/dongle": 2},
+         "observed": "node dongle-3 not found"}]
+
+
+def test_an_image_changed_by_hand_is_the_declared_and_the_observed_image_with_the_paths_that_differ():
+    declared = daemonset("kubehw", "nvidia-device-plugin", [PLUGIN])
+    observed = daemonset("kubehw", "nvidia-device-plugin", [MIRRORED])
+    gpu = {"device_plugin_result": deploy_result(observed, declared),
+           "accelerator_node_plugin_nodes": ["gpu-1", "gpu-2"]}
+    assert drift_rows({}, gpu=gpu) == [{
+        "node": "DaemonSet kubehw/nvidia-device-plugin", "what": "device plugin on gpu-1, gpu-2",
+        "declared": {"image": PLUGIN},
+        "observed": {"image": MIRRORED, "differs in": ["spec.template.spec.containers[0].image"]}}]
+
+
+def test_an_init_containers_image_counts_and_each_image_is_named_once_in_pod_order():
+    init = "registry.k8s.io/dra-example-driver:v0.2.1"
+    declared = daemonset("dra", "driver", [PLUGIN, init], init=[init])
+    observed = daemonset("dra", "driver", [PLUGIN, init], init=[MIRRORED])
+    row, = drift_rows(None, gpu={"dra_driver_result": deploy_result(observed, declared),
+                                 "accelerator_node_dra_nodes": ["gpu-3"]})
+    assert row["what"] == "DRA driver on gpu-3"
+    assert row["declared"] == {"image": "%s, %s" % (init, PLUGIN)}
+    assert row["observed"]["image"] == "%s, %s, %s" % (MIRRORED, PLUGIN, init)
+
+
+def test_a_missing_object_is_missing_and_an_unchanged_one_no_row():
+    declared = daemonset("kubehw", "nvidia-device-plugin", [PLUGIN])
+    runtime_class = {"changed": True, "action": "created", "runtime_class": {"metadata": {"name": "nvidia"}},
+                     "diff": {"before": {}, "after": {"handler": "nvidia"}}}
+    gpu = {"device_plugin_result": deploy_result(None, declared, action="created"),
+           "dra_driver_result": {"changed": False, "diff": []},
+           "nvidia_container_toolkit_runtime_class_result": runtime_class}
+    assert drift_rows({}, gpu=gpu) == [
+        {"node": "RuntimeClass nvidia", "what": "runtime of the device plugin on no node", "declared": "present",
+         "observed": "missing"},
+        {"node": "DaemonSet kubehw/nvidia-device-plugin", "what": "device plugin on no node",
+         "declared": {"image": PLUGIN}, "observed": "missing"}]
+
+
+def test_nothing_registered_is_no_drift():
+    assert drift_rows({}, gpu={}) == [] and drift_rows(None) == []
