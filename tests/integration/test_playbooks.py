@@ -701,3 +701,21 @@ def test_driver_rollout_drains_reboots_and_uncordons_one_node_at_a_time(cluster,
     finally:
         for name in ("gpu-node-1", "gpu-node-2"):
             read_out(cluster.core.patch_node(name, {"spec": {"unschedulable": None}}, _preload_content=False))
+
+
+def test_the_images_and_preflight_job_templates_run_their_playbooks_with_survey_strings(collections_path, tmp_path):
+    """The images template as AWX launches it (its survey's empty mirror answer is a string, not an absent variable)
+    lists the upstream images by tag and published digest; the preflight template's answers are the site template's
+    own questions, so a platform team checks the hosts for the run it will launch."""
+    _template, answers = survey_answers("kubehw.devices images", {})
+    assert answers == {"kubehw_image_registry": ""}
+    proc, _recap = play(collections_path, tmp_path, "images", extra_vars=answers)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    listed = [line for line in proc.stdout.splitlines() if "(nvidia" in line or "digest" in line]
+    assert any("nvcr.io/nvidia/k8s-device-plugin:v0.20.0@sha256:a61ba9fd" in line for line in listed), proc.stdout[-4000:]
+    assert not [line for line in listed if '"msg": "/' in line or "None/" in line], listed
+    preflight, preflight_answers = survey_answers("kubehw.devices preflight", {})
+    site, site_answers = survey_answers("kubehw.devices site", {})
+    assert preflight["playbook"] == "playbooks/preflight.yml" and preflight["become_enabled"] is True
+    assert set(preflight_answers) < set(site_answers)
+    assert all(preflight_answers[key] == site_answers[key] for key in preflight_answers), (preflight_answers, site)
