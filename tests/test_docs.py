@@ -199,7 +199,7 @@ def test_the_molecule_path_check_finds_what_it_should(tmp_path):
     ]
 
 
-@pytest.mark.parametrize('page', ['README.md', 'docs/architecture.md', 'docs/development.md'])
+@pytest.mark.parametrize('page', ['README.md', 'docs/architecture.md', 'docs/development.md', 'docs/test-run-history.md'])
 def test_pages_name_files_that_exist(page):
     """Paths in backquotes that look like repository files (a folder and a known extension) exist."""
     with open(os.path.join(ROOT, page), encoding='utf-8') as handle:
