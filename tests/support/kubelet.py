@@ -61,10 +61,11 @@ AWAIT_SECONDS = 2.0     # how long a pass leaves alone an object it changed, wai
 class KubeletStandIn:
     """The kubelets of the configured nodes, as one thread talking to an apiserver (see the module docstring)."""
 
-    # heartbeat_interval 4 s: a tenth of the node-monitor grace period of the suite's control plane
-    # (tests/support/control_plane.py); status_report_interval 60 s: the Ready condition's heartbeat, which the node
+    # heartbeat_interval 10 s: a kubelet's (a quarter of its 40 s lease), four renewals within the node-monitor grace
+    # period of the suite's control plane (40 s, tests/support/control_plane.py); at 4 s the stand-ins' Lease writes
+    # were a sixth of the integration stage's requests; status_report_interval 60 s: the Ready condition's heartbeat, which the node
     # lifecycle controller needs only when there is no Lease (a kubelet's default is 5 minutes)
-    def __init__(self, kubeconfig, config=None, interval=PASS_INTERVAL, heartbeat_interval=4.0,
+    def __init__(self, kubeconfig, config=None, interval=PASS_INTERVAL, heartbeat_interval=10.0,
                  status_report_interval=60.0):
         from kubernetes import client, config as kube_config
 
