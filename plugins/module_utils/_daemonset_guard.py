@@ -192,17 +192,12 @@ def same_driver_message(driver, overlap, option):
             "was written." % (driver, "; ".join(parts), option))
 
 
-# DRA drivers of a vendor's devices that have no preset here, with the device-plugin resources of the same devices:
-# AMD's (ROCm/gpu-operator v1.5.1 docs/dra/dra-driver.md: driver gpu.amd.com, beside the device plugin's amd.com/gpu).
-OTHER_DRA_DRIVERS = {"gpu.amd.com": ["amd.com/gpu"]}
-
-
 def dra_drivers_of(resources, dra_presets):
     """The DRA drivers that hand out the devices these device-plugin resources name: each DRA preset's driver whose
     device plugin serves a resource of the same domain (nvidia.com/gpu and gpu.nvidia.com; gpu.intel.com/i915 and
-    gpu.intel.com), and the vendors' drivers without a preset (OTHER_DRA_DRIVERS), sorted."""
+    gpu.intel.com; amd.com/gpu and gpu.amd.com), sorted."""
     domains = set(_domain(r) for r in resources)
-    served = dict((driver, list(plugin_resources)) for driver, plugin_resources in OTHER_DRA_DRIVERS.items())
+    served = {}
     for preset in dra_presets.values():
         if preset.get("device_plugin"):
             served.setdefault(preset["driver"], []).extend(preset["device_plugin"]["resources"])

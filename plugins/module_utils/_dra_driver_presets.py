@@ -18,7 +18,11 @@ ClusterRole and its binding, and the DeviceClasses from these tables. Read from 
   does not install;
 - Intel's GPU resource driver: intel/intel-resource-drivers-for-kubernetes, tag gpu-v0.11.0,
   deployments/gpu/base/ (resource-driver.yaml, device-class.yaml) with the node selection of
-  deployments/gpu/overlays/nfd_labeled_nodes/add-nodeselector-intel-gpu.yaml.
+  deployments/gpu/overlays/nfd_labeled_nodes/add-nodeselector-intel-gpu.yaml;
+- AMD's GPU DRA driver: ROCm/k8s-gpu-dra-driver, chart k8s-gpu-dra-driver v0.1.0 (main at 2622427, the newest
+  published; the repository has no release tags), helm-charts-k8s/ (values.yaml, templates/kubeletplugin.yaml,
+  clusterrole.yaml, deviceclass.yaml, _helpers.tpl), the driver's name from pkg/consts/consts.go. The AMD GPU
+  Operator (ROCm/gpu-operator v1.5.1, spec.draDriver) renders the same kubelet plugin itself.
 
 What differs from upstream, on purpose: the DaemonSet, ServiceAccount, ClusterRole and ClusterRoleBinding
 are all named after the DaemonSet (one rule, so the rbac playbook can create them for rbac=existing), the
@@ -31,6 +35,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ansible_collections.kubehw.devices.plugins.module_utils import _device_plugin_presets as device_plugin_presets
 from ansible_collections.kubehw.devices.plugins.module_utils._images import reference
 
 PLUGINS_DIR = "/var/lib/kubelet/plugins"
@@ -312,6 +317,69 @@ INTEL = {
                       "labels": [("app", "intel-gpu-plugin")], "images": ["intel/intel-gpu-plugin"]},
 }
 
+# -- AMD's GPU DRA driver (ROCm/k8s-gpu-dra-driver, chart k8s-gpu-dra-driver v0.1.0) -------------------------------
+# Comments name the file under helm-charts-k8s/ of ROCm/k8s-gpu-dra-driver at 2622427.
+AMD = {
+    "driver": "gpu.amd.com",                                # pkg/consts/consts.go DriverName; templates/deviceclass.yaml
+    # templates/kubeletplugin.yaml: <fullname>-kubeletplugin; fullname is the chart's name for the release its
+    # documentation installs (docs/installation.md: helm upgrade -i k8s-gpu-dra-driver ...)
+    "name": "k8s-gpu-dra-driver-kubeletplugin",
+    "image": reference("amd_dra_driver"),                   # values.yaml image.repository, tag Chart.yaml appVersion
+    "init_containers": [],
+    "containers": [{
+        "name": "plugin",                                   # templates/kubeletplugin.yaml
+        "command": ["gpu-kubeletplugin"],
+        "env": [
+            _env("CDI_ROOT", "/var/run/cdi"),
+            _env("KUBELET_REGISTRAR_DIRECTORY_PATH", REGISTRY_DIR),     # values.yaml kubeletPlugin
+            _env("KUBELET_PLUGINS_DIRECTORY_PATH", PLUGINS_DIR),
+            _field_env("NODE_NAME", "spec.nodeName"),
+            _field_env("NAMESPACE", "metadata.namespace"),
+            _env("HEALTHCHECK_PORT", "51515"),              # values.yaml kubeletPlugin.containers.plugin.healthcheckPort
+        ],
+        "liveness_probe": _grpc_probe(51515, period=10, failure=3),     # templates/kubeletplugin.yaml
+        "security_context": {"privileged": True},           # values.yaml kubeletPlugin.containers.plugin
+        # the driver finds the GPUs through the amdgpu driver's /sys and /dev entries
+        "mounts": [_mount("plugins-registry", REGISTRY_DIR), _mount("plugins", PLUGINS_DIR),
+                   _mount("cdi", "/var/run/cdi"), _mount("dev", "/dev"), _mount("sys", "/sys")],
+    }],
+    "volumes": [_volume("plugins-registry", REGISTRY_DIR), _volume("plugins", PLUGINS_DIR),
+                _volume("cdi", "/var/run/cdi"), _volume("dev", "/dev"), _volume("sys", "/sys")],
+    "priority_class": "system-node-critical",               # values.yaml kubeletPlugin.priorityClassName
+    "update_strategy": {"type": "RollingUpdate"},           # values.yaml kubeletPlugin.updateStrategy
+    # values.yaml kubeletPlugin.nodeSelector and affinity are empty (every node), but the driver discovers GPUs
+    # through the amdgpu kernel module and has nothing to publish without it (ROCm/gpu-operator v1.5.1
+    # docs/dra/dra-driver.md, prerequisites). Design choice: the nodes the amd device-plugin preset selects (NFD's
+    # PCI labels of AMD's vendor id 1002 on amd64), so a cluster's other nodes run no pod that cannot start;
+    # node_selector replaces it (the GPU Operator's own selection is feature.node.kubernetes.io/amd-gpu=true).
+    "node_terms": device_plugin_presets.AMD["node_terms"],
+    "node_selector": None,
+    "tolerations": [],                                      # values.yaml kubeletPlugin.tolerations: []
+    "rules": [                                              # templates/clusterrole.yaml
+        {"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaims"], "verbs": ["get"]},
+        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]},
+        {"apiGroups": ["resource.k8s.io"], "resources": ["resourceslices"],
+         "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]},
+    ],
+    "namespace_rules": [],
+    "device_classes": [                                     # templates/deviceclass.yaml (there resource.k8s.io/v1beta1)
+        {"name": "gpu.amd.com", "selectors": ["device.driver == 'gpu.amd.com'"]},
+    ],
+    # Chart.yaml kubeVersion says ">=1.32.0-0", but the driver is built on k8s.io/dynamic-resource-allocation v0.34
+    # (go.mod) and publishes resource.k8s.io/v1 ResourceSlices, which Kubernetes serves from 1.34
+    "min_kubernetes": (1, 34),
+    # ROCm/gpu-operator v1.5.1 docs/dra/dra-driver.md: the DRA driver and the device plugin "cannot be enabled at the
+    # same time" (the operator rejects such a DeviceConfig). ROCm/k8s-device-plugin's static manifest
+    # (k8s-ds-amdgpu-dp.yaml) and its chart (helm/amd-gpu) label their pods name=amdgpu-dp-ds and
+    # name=amd-gpu-dp-ds; the GPU Operator's DaemonSets carry only the DeviceConfig's name, so its plugin is known
+    # by the image. The node labeller runs from the same repository (helm/amd-gpu templates/labeller.yaml, the
+    # operator's node labeller) and serves nothing.
+    "device_plugin": {"resources": ["amd.com/gpu"],
+                      "labels": [("name", "amdgpu-dp-ds"), ("name", "amd-gpu-dp-ds")],
+                      "images": ["rocm/k8s-device-plugin"],
+                      "non_serving_programs": ["k8s-node-labeller"]},
+}
+
 # -- Kubernetes' DRA test driver (kubernetes/kubernetes test/e2e/dra/test-driver) ----------------------------------
 # The kubelet plugin the Kubernetes end-to-end tests use: it publishes simulated devices in a ResourceSlice and
 # prepares claims through CDI (a claim's opaque parameters become environment variables of the container). It proves
@@ -362,5 +430,5 @@ KUBERNETES_TEST = {
     "device_plugin": None,                                  # simulated devices
 }
 
-PRESETS = {"example": EXAMPLE, "nvidia": NVIDIA, "intel": INTEL, "kubernetes_test": KUBERNETES_TEST}
-PRESET_NAMES = ("example", "nvidia", "intel", "kubernetes_test")
+PRESETS = {"example": EXAMPLE, "nvidia": NVIDIA, "intel": INTEL, "amd": AMD, "kubernetes_test": KUBERNETES_TEST}
+PRESET_NAMES = ("example", "nvidia", "intel", "amd", "kubernetes_test")

@@ -84,6 +84,15 @@ IMAGES = {
         "used_by": "dra_driver_deploy preset intel",
         "preset": "dra_driver:intel",
     },
+    "amd_dra_driver": {
+        "repository": "docker.io/rocm/k8s-gpu-dra-driver",
+        "tag": "v0.1.0",
+        "digest": None,
+        "no_digest": "ROCm/k8s-gpu-dra-driver's chart (v0.1.0, main at 2622427) names it by tag (its appVersion); "
+                     "ROCm/gpu-operator v1.5.1 deploys :latest",
+        "used_by": "dra_driver_deploy preset amd",
+        "preset": "dra_driver:amd",
+    },
     "pause": {
         "repository": "registry.k8s.io/pause",
         "tag": "3.10",

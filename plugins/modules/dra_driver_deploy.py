@@ -55,14 +55,15 @@ options:
       - Which DRA driver to deploy. V(example) is kubernetes-sigs/dra-example-driver v0.4.0 (driver
         C(gpu.example.com), simulated GPUs for test clusters), V(nvidia) is the GPU part of kubernetes-sigs/dra-driver-nvidia-gpu
         v0.4.1, the successor of NVIDIA/k8s-dra-driver-gpu (C(gpu.nvidia.com); ComputeDomains are not deployed), V(intel) is Intel's GPU resource driver
-        gpu-v0.11.0 (C(gpu.intel.com)), V(kubernetes_test) is Kubernetes' own DRA test driver
+        gpu-v0.11.0 (C(gpu.intel.com)), V(amd) is AMD's GPU DRA driver ROCm/k8s-gpu-dra-driver v0.1.0
+        (C(gpu.amd.com)), V(kubernetes_test) is Kubernetes' own DRA test driver
         (C(test-driver.cdi.k8s.io), the kubelet plugin of its end-to-end tests, with simulated devices and claims
         prepared through CDI) to prove a node's DRA stack without hardware; it has no published image, so O(image)
         is required. See C(docs/dra.md) for the upstream file of every default.
       - Required with O(state=present); with O(state=absent) it gives the default O(name) and the DeviceClasses to remove.
     type: str
     required: true
-    choices: [example, nvidia, intel, kubernetes_test]
+    choices: [example, nvidia, intel, amd, kubernetes_test]
   state:
     description:
       - V(present) creates or updates the driver's objects.
@@ -82,7 +83,7 @@ options:
       - Name of the DaemonSet, and of the ServiceAccount, ClusterRole and ClusterRoleBinding made for it.
       - Defaults to the upstream DaemonSet name of the preset (C(dra-example-driver-kubeletplugin),
         C(nvidia-dra-driver-gpu-kubelet-plugin), C(intel-gpu-resource-driver-kubelet-plugin),
-        C(dra-test-driver-kubelet-plugin)).
+        C(k8s-gpu-dra-driver-kubeletplugin), C(dra-test-driver-kubelet-plugin)).
     type: str
   image:
     description: Container image, replacing the preset's (all containers of the kubelet plugin use it).
@@ -99,8 +100,8 @@ options:
   tolerations:
     description:
       - Tolerations of the kubelet-plugin pods, replacing the preset's. The preset's are upstream's
-        (V(nvidia) tolerates C(nvidia.com/gpu:NoSchedule), the taint GPU nodes commonly carry; V(example) and V(intel)
-        none).
+        (V(nvidia) tolerates C(nvidia.com/gpu:NoSchedule), the taint GPU nodes commonly carry; V(example), V(intel)
+        and V(amd) none).
     type: list
     elements: dict
   rbac:
@@ -123,7 +124,7 @@ options:
   extended_resource_name:
     description:
       - Set C(spec.extendedResourceName) on the preset's main DeviceClass (C(gpu.example.com), C(gpu.nvidia.com),
-        C(gpu.intel.com)), so pods asking for that extended resource are served by the driver (KEP-5004, the
+        C(gpu.intel.com), C(gpu.amd.com)), so pods asking for that extended resource are served by the driver (KEP-5004, the
         C(DRAExtendedResource) feature gate). For the migration from a device plugin; see C(docs/dra.md).
       - A dry run checks first that the apiserver keeps the field; the task fails naming the gate when it drops it.
     type: str
@@ -199,12 +200,13 @@ options:
     default: false
   allow_device_plugin_overlap:
     description:
-      - The V(nvidia) and V(intel) drivers hand out the same GPUs as the vendor's device plugin. The task fails before
+      - The V(nvidia), V(intel) and V(amd) drivers hand out the same GPUs as the vendor's device plugin. The task fails before
         any write, naming the DaemonSets and the nodes, when a device plugin serving them runs, or will run once the
         node has joined, on a node the driver would run on. A device plugin is recognised by what it is, as one of
         M(kubehw.devices.device_plugin_deploy)'s serving a resource of the vendor's domain (MIG and time-sliced names
         included), one carrying the vendor's upstream labels on itself, its selector or its pod template (NVIDIA's
-        static manifest, Helm chart, GPU Operator), one running the vendor's device-plugin image, in any namespace;
+        static manifest, Helm chart, GPU Operator; AMD's static manifest and Helm chart), one running the vendor's
+        device-plugin image (the AMD GPU Operator's), in any namespace;
         or a node whose allocatable already shows the resource. A second installation of the same driver (another
         namespace or name, a Helm release) on the same nodes is refused the same way, for every preset.
       - Set this to true only when both are meant to run there (upstream's C(gpuResourcesEnabledOverride)); the
@@ -218,7 +220,7 @@ notes:
     with O(rbac=create) the same on C(clusterroles) and C(clusterrolebindings) plus the rights the ClusterRole grants
     (or C(escalate)/C(bind)). See C(docs/dra.md).
   - The identity also needs C(list) on C(daemonsets) in all namespaces for the device-plugin check (V(nvidia),
-    V(intel)), C(list) on C(events) in O(namespace) for the rollout wait, and with O(preset=nvidia) and O(rbac=create)
+    V(intel), V(amd)), C(list) on C(events) in O(namespace) for the rollout wait, and with O(preset=nvidia) and O(rbac=create)
     C(get), C(create), C(update), C(delete) on C(roles) and C(rolebindings) in O(namespace).
   - Each preset's Kubernetes floor is checked before any write (the server version), and the task refuses naming
     it.

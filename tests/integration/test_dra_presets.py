@@ -11,7 +11,7 @@ and authorizer when KUBECONFIG names one (../shared/k8s, no kubelet needed), and
 - a DRA driver next to a device plugin serving the same GPUs on the same node is refused with nothing written;
 - the example driver's own service account may do what the driver does (SubjectAccessReview for each right, the
   Kubernetes 1.36 per-node claim-status verbs included, and real requests with its TokenRequest token);
-- ``wait: devices`` finishes on a mixed cluster, where only the Intel node runs the driver;
+- ``wait: devices`` finishes on a mixed cluster, where only the Intel or AMD node runs the driver;
 - the shared rollout wait: nodes still joining (their kubelet registered them Ready False), pods the DaemonSet
   controller cannot create, a rolling update stuck behind a node that is down.
 
@@ -370,27 +370,35 @@ def test_the_example_drivers_service_account_may_do_what_the_driver_does(cluster
 # -- wait: devices on a mixed cluster -------------------------------------------------------------------------------
 
 INTEL_LABEL = {"intel.feature.node.kubernetes.io/gpu": "true"}
-MIXED_NODES = [
-    {"name": "arc-1", "labels": INTEL_LABEL, "inventory": {"gpu.intel.com/i915": 2}},
-    {"name": "cpu-1"}, {"name": "cpu-2"}, {"name": "cpu-3"},
-]
+AMD_LABEL = {"feature.node.kubernetes.io/pci-0380_1002.present": "true", "kubernetes.io/arch": "amd64"}
+# (the GPU node, where the driver publishes 2 devices; nodes left out)
+MIXED_NODES = {
+    "intel": ({"name": "arc-1", "labels": INTEL_LABEL, "inventory": {"gpu.intel.com/i915": 2}},
+              [{"name": "cpu-1"}, {"name": "cpu-2"}, {"name": "cpu-3"}]),
+    # NFD's label of an AMD accelerator (PCI class 0380, vendor 1002); an arm64 node with the same label is left out
+    # as the amd device-plugin preset leaves it out
+    "amd": ({"name": "mi300-1", "labels": AMD_LABEL, "inventory": {"amd.com/gpu": 2}},
+            [{"name": "cpu-1"}, {"name": "arm-1", "labels": dict(AMD_LABEL, **{"kubernetes.io/arch": "arm64"})}]),
+}
 
 
-def test_wait_devices_finishes_on_a_mixed_cluster_where_only_the_intel_node_runs_the_driver(cluster, ansible):
-    """With no node selection the Intel plugin ran on every node and the wait timed out on the nodes
-    without an Intel GPU; the preset's NFD node selector leaves them out."""
-    namespace, name = cluster.namespace(), cluster.unique_name("dra-intel")
-    standin, nodes = kubelet_nodes(cluster, MIXED_NODES, pod_start_delay=0.1)
-    names = dict(zip((n["name"] for n in MIXED_NODES), nodes))
-    run, res = deploy(ansible, namespace, name, preset="intel", wait="devices", min_count=2)
+@pytest.mark.parametrize("preset", sorted(MIXED_NODES))
+def test_wait_devices_finishes_on_a_mixed_cluster_where_only_the_gpu_node_runs_the_driver(cluster, ansible, preset):
+    """With no node selection the Intel plugin ran on every node and the wait timed out on the nodes without an
+    Intel GPU; the preset's NFD node selector leaves them out. AMD's chart also runs on every node; the preset selects
+    NFD's AMD GPU nodes, and the devices its driver publishes (gpu.amd.com) end the wait."""
+    gpu, others = MIXED_NODES[preset]
+    namespace, name = cluster.namespace(), cluster.unique_name("dra-" + preset)
+    standin, nodes = kubelet_nodes(cluster, [gpu] + others, pod_start_delay=0.1)
+    run, res = deploy(ansible, namespace, name, preset=preset, wait="devices", min_count=2)
     try:
         assert not res["failed"], run.output()
         mine = set(nodes)
-        assert [(n["name"], n["device_count"]) for n in res["nodes"] if n["name"] in mine] == [(names["arc-1"], 2)]
+        assert [(n["name"], n["device_count"]) for n in res["nodes"] if n["name"] in mine] == [(nodes[0], 2)]
         assert sorted(pod_node(p) for p in daemonset_pods(cluster, namespace, name)
-                      if pod_node(p) in mine) == [names["arc-1"]]
+                      if pod_node(p) in mine) == [nodes[0]]
     finally:
-        remove(ansible, namespace, name, "intel")
+        remove(ansible, namespace, name, preset)
 
 
 # -- the shared rollout wait: pods that cannot be created, nodes still joining ------------------------------------

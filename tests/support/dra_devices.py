@@ -9,7 +9,8 @@ __metaclass__ = type
 
 # Image substring -> the DRA driver its kubelet plugin registers, the node inventory key it publishes devices from,
 # and the shape of its devices ("profile"). Drivers: registry.k8s.io/dra-example-driver (kubernetes-sigs/dra-example-
-# driver), nvcr.io/nvidia/k8s-dra-driver-gpu (gpu.nvidia.com), intel-gpu-resource-driver (gpu.intel.com).
+# driver), nvcr.io/nvidia/k8s-dra-driver-gpu (gpu.nvidia.com), intel-gpu-resource-driver (gpu.intel.com),
+# rocm/k8s-gpu-dra-driver (gpu.amd.com).
 # Configuration key dra_drivers replaces this map; an entry without a profile publishes gpu-N devices with "model".
 DEFAULT_DRA_DRIVERS = {
     "dra-example-driver": {"driver": "gpu.example.com", "inventory": "example.com/gpu", "profile": "example"},
@@ -18,6 +19,7 @@ DEFAULT_DRA_DRIVERS = {
     # device names and attributes (cmd/gpu-kubelet-plugin/deviceinfo.go)
     "dra-driver-nvidia-gpu": {"driver": "gpu.nvidia.com", "inventory": "nvidia.com/gpu", "profile": "nvidia"},
     "intel-gpu-resource-driver": {"driver": "gpu.intel.com", "inventory": "gpu.intel.com/i915", "profile": "intel"},
+    "k8s-gpu-dra-driver": {"driver": "gpu.amd.com", "inventory": "amd.com/gpu", "profile": "amd"},
 }
 DEVICE_MEMORY = "16Gi"
 
@@ -49,6 +51,16 @@ def _intel_device(node, i):
             "capacity": {"memory": {"value": DEVICE_MEMORY}, "millicores": {"value": "1k"}}}
 
 
+def _amd_device(node, i):
+    # ROCm/k8s-gpu-dra-driver (2622427) cmd/gpu-kubeletplugin/deviceinfo.go: gpu-<card index>-<render index>, type
+    # amdgpu, PCI address, product, driver version; capacity memory, compute and SIMD units
+    return {"name": "gpu-%d-%d" % (i + 1, 128 + i),
+            "attributes": {"type": {"string": "amdgpu"}, "pciAddr": {"string": "0000:%02x:00.0" % (i + 3)},
+                           "cardIndex": {"int": i + 1}, "renderIndex": {"int": 128 + i},
+                           "productName": {"string": "AMD Instinct MI300X"}, "driverVersion": {"version": "6.12.12"}},
+            "capacity": {"memory": {"value": "192Gi"}, "computeUnits": {"value": "304"}, "simdUnits": {"value": "1216"}}}
+
+
 def _plain_device(spec, node, i):
     return {"name": "gpu-%d" % i,
             "attributes": {"index": {"int": i}, "model": {"string": spec.get("model", "simulated-gpu")},
@@ -56,7 +68,7 @@ def _plain_device(spec, node, i):
             "capacity": {"memory": {"value": spec.get("memory", DEVICE_MEMORY)}}}
 
 
-_PROFILES = {"example": _example_device, "nvidia": _nvidia_device, "intel": _intel_device}
+_PROFILES = {"example": _example_device, "nvidia": _nvidia_device, "intel": _intel_device, "amd": _amd_device}
 
 
 def slice_name(node, driver):

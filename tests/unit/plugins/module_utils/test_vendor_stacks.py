@@ -35,7 +35,7 @@ def test_the_table_has_every_verdict_from_every_vendor():
     assert [r for r in ROWS if r["serves"]] and [r for r in ROWS if not r["serves"] and not r.get("publishes")]
     assert [r for r in ROWS if r.get("publishes")]
     assert set(vendor(r) for r in ROWS) == {"nvidia", "intel", "rocm"}
-    assert GUARDED_PRESETS == ["intel", "nvidia"]
+    assert GUARDED_PRESETS == ["amd", "intel", "nvidia"]
 
 
 @pytest.mark.parametrize("preset", GUARDED_PRESETS)
@@ -63,7 +63,7 @@ def test_a_second_installation_is_found_by_the_driver_it_publishes_and_only_then
 @pytest.mark.parametrize("row", [r for r in ROWS if r["serves"]], ids=[i for i, r in zip(ROW_IDS, ROWS) if r["serves"]])
 def test_device_plugin_deploy_looks_for_the_dra_driver_of_the_same_vendors_devices(row):
     """The other direction: for the resources a plugin row serves, device_plugin_deploy lists the ResourceSlices of
-    exactly the DRA drivers the same vendor publishes (AMD's too, which has no DRA preset here)."""
+    exactly the DRA drivers the same vendor publishes."""
     expected = sorted(set(r["publishes"] for r in ROWS if r.get("publishes") and vendor(r) == vendor(row)))
     assert guard.dra_drivers_of(row["serves"], dra_presets.PRESETS) == expected, row["source"]
 

@@ -279,6 +279,37 @@ def test_intel_preset_is_the_gpu_resource_driver_gpu_v0_11_0():
     assert [c["metadata"]["name"] for c in dra_manifest.build_device_classes(params(preset="intel"))] == ["gpu.intel.com"]
 
 
+def test_amd_preset_is_rocms_gpu_dra_driver_chart_v0_1_0():
+    """ROCm/k8s-gpu-dra-driver helm-charts-k8s at 2622427 (chart v0.1.0): templates/kubeletplugin.yaml, values.yaml,
+    clusterrole.yaml, deviceclass.yaml; the nodes are those the amd device-plugin preset selects."""
+    ds = dra_manifest.build_daemonset(params(preset="amd"))
+    pod = ds["spec"]["template"]["spec"]
+    assert ds["metadata"]["name"] == "k8s-gpu-dra-driver-kubeletplugin"
+    plugin = container(ds, "plugin")
+    assert plugin["image"] == "docker.io/rocm/k8s-gpu-dra-driver:v0.1.0" and plugin["command"] == ["gpu-kubeletplugin"]
+    assert env_of(plugin)["HEALTHCHECK_PORT"] == "51515" and env_of(plugin)["CDI_ROOT"] == "/var/run/cdi"
+    assert plugin["livenessProbe"]["grpc"] == {"port": 51515, "service": "liveness"}
+    assert plugin["securityContext"] == {"privileged": True}
+    assert host_paths(ds)["dev"] == {"path": "/dev"} and host_paths(ds)["sys"] == {"path": "/sys"}
+    assert pod["priorityClassName"] == "system-node-critical" and ds["spec"]["updateStrategy"] == {"type": "RollingUpdate"}
+    assert "tolerations" not in pod and "nodeSelector" not in pod
+    # AMD GPU nodes as NFD labels them (vendor 1002 on amd64), not every node as the chart's empty affinity
+    ready = {"type": "Ready", "status": "True"}
+    nodes = [{"metadata": {"name": name, "labels": labels}, "status": {"conditions": [ready]}} for name, labels in (
+        ("mi300", {"feature.node.kubernetes.io/pci-0380_1002.present": "true", "kubernetes.io/arch": "amd64"}),
+        ("radeon", {"feature.node.kubernetes.io/pci-0300_1002.present": "true", "kubernetes.io/arch": "amd64"}),
+        ("arm", {"feature.node.kubernetes.io/pci-1002.present": "true", "kubernetes.io/arch": "arm64"}),
+        ("h100", {"feature.node.kubernetes.io/pci-10de.present": "true", "kubernetes.io/arch": "amd64"}))]
+    assert ds_rollout.selected_nodes(pod, nodes) == ["mi300", "radeon"]
+    assert presets.AMD["rules"] == [
+        {"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaims"], "verbs": ["get"]},
+        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]},
+        {"apiGroups": ["resource.k8s.io"], "resources": ["resourceslices"],
+         "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]}]
+    assert [(c["metadata"]["name"], c["spec"]["selectors"]) for c in dra_manifest.build_device_classes(params(preset="amd"))] == [
+        ("gpu.amd.com", [{"cel": {"expression": "device.driver == 'gpu.amd.com'"}}])]
+
+
 def test_kubernetes_test_preset_runs_the_e2e_test_driver_as_a_kubelet_plugin():
     ds = dra_manifest.build_daemonset(params(preset="kubernetes_test"))
     pod = ds["spec"]["template"]["spec"]
@@ -393,7 +424,7 @@ def test_rbac_comparison_sees_rules_labels_and_subjects():
     (dict(extended_resource_name="kubernetes.io/gpu"), "extended_resource_name 'kubernetes.io/gpu'"),
     (dict(extended_resource_name="gpu"), "extended_resource_name 'gpu'"),
     (dict(extended_resource_name="example.com/gpu", device_classes=False), "needs device_classes: true"),
-    (dict(preset="amd"), "preset 'amd' must be one of example, nvidia, intel"),
+    (dict(preset="xilinx"), "preset 'xilinx' must be one of example, nvidia, intel, amd"),
 ])
 def test_validation_names_the_value_and_the_rule(overrides, message):
     with pytest.raises(DaemonSetSpecError) as err:
@@ -716,6 +747,8 @@ def writes_of(api, dra_api):
 
 @pytest.mark.parametrize("preset, server, served", [
     ("intel", "v1.33.4", ("v1beta2", "v1beta1")),
+    # AMD's chart says 1.32, but its driver publishes resource.k8s.io/v1 slices (dynamic-resource-allocation v0.34)
+    ("amd", "v1.33.4", ("v1beta2", "v1beta1")),
     ("example", "v1.32.9", ("v1beta1",)),
     # a 1.34 server with resource.k8s.io/v1 switched off
     ("nvidia", "v1.34.1-gke.1000", ("v1beta2",)),
