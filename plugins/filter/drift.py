@@ -39,24 +39,18 @@ def _static_rows(static):
     return rows
 
 
-def _joined(images):
-    """The images once each, in the order first seen, as one string."""
-    return ", ".join(image for index, image in enumerate(images) if image not in images[:index])
-
-
 def _object_row(result, kind, field, serves, nodes):
     """The row of an object the cluster part would write: its images declared and observed, or missing."""
-    before, after, missing = [], [], False
-    for entry in diff_entries(result, kind):
-        missing = missing or not entry.get("before")
-        before += pod_template_images(entry.get("before"))
-        after += pod_template_images(entry.get("after"))
+    entries = diff_entries(result, kind)
+    missing = any(not entry.get("before") for entry in entries)
+    before = ", ".join(pod_template_images(*[entry.get("before") for entry in entries]))
+    after = ", ".join(pod_template_images(*[entry.get("after") for entry in entries]))
     meta = (result.get(field) or {}).get("metadata") or {}
     name = "%s %s%s" % (kind, "%s/" % meta["namespace"] if "namespace" in meta else "", meta.get("name", "?"))
     return {"node": name, "what": "%s on %s" % (serves, ", ".join(nodes) or "no node"),
-            "declared": {"image": _joined(after)} if after else "present",
+            "declared": {"image": after} if after else "present",
             "observed": "missing" if missing or result.get("action") == "created" else {
-                "image": _joined(before), "differs in": result.get("changed_paths") or result.get("changed_objects") or []}}
+                "image": before, "differs in": result.get("changed_paths") or result.get("changed_objects") or []}}
 
 
 def drift_rows(static, gpu=None):

@@ -13,14 +13,16 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 
-def pod_template_images(obj):
-    """The images of an object's pod template (a DaemonSet's), init containers first, each once, in pod order."""
-    spec = (((obj or {}).get("spec") or {}).get("template") or {}).get("spec") or {}
+def pod_template_images(*objects):
+    """The images of the objects' pod templates (DaemonSets'), init containers first, each image once, in the order
+    first seen."""
     images = []
-    for container in (spec.get("initContainers") or []) + (spec.get("containers") or []):
-        image = container.get("image") if isinstance(container, dict) else None
-        if image and image not in images:
-            images.append(image)
+    for obj in objects:
+        spec = (((obj or {}).get("spec") or {}).get("template") or {}).get("spec") or {}
+        for container in (spec.get("initContainers") or []) + (spec.get("containers") or []):
+            image = container.get("image") if isinstance(container, dict) else None
+            if image and image not in images:
+                images.append(image)
     return images
 
 
