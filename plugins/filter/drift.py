@@ -53,6 +53,20 @@ def _object_row(result, kind, field, serves, nodes):
                 "image": before, "differs in": result.get("changed_paths") or result.get("changed_objects") or []}}
 
 
+def _coverage_rows(result, field, serves, nodes):
+    """A row per node the inventory gives the DaemonSet whose template does not admit it (the DaemonSet's
+    selected_nodes): relabelled out of the pool, or tainted by someone else. Not repairable by the run: the
+    collection's roles read node labels, they do not write them."""
+    if not isinstance(result.get("selected_nodes"), list):
+        return []
+    meta = (result.get(field) or {}).get("metadata") or {}
+    admitted = set(result["selected_nodes"])
+    return [{"node": node, "what": "%s DaemonSet %s/%s" % (serves, meta.get("namespace", "?"), meta.get("name", "?")),
+             "declared": "served", "observed": "not selected (the node's labels or taints keep its pods away)",
+             "repairable": False}
+            for node in nodes if node not in admitted]
+
+
 def drift_rows(static, gpu=None):
     """The differences the check-mode run of the extended_resources role (``static``, its registered result) and of
     the accelerator_node role (``gpu``, the host variables of a GPU node after it) found, one dict a row."""
@@ -60,8 +74,13 @@ def drift_rows(static, gpu=None):
     gpu = gpu or {}
     for key, kind, field, serves, nodes_fact in GPU_OBJECTS:
         result = gpu.get(key) or {}
-        if isinstance(result, dict) and result.get("changed"):
-            rows.append(_object_row(result, kind, field, serves, list(gpu.get(nodes_fact) or [])))
+        if not isinstance(result, dict):
+            continue
+        nodes = list(gpu.get(nodes_fact) or [])
+        if result.get("changed"):
+            rows.append(_object_row(result, kind, field, serves, nodes))
+        if kind == "DaemonSet":
+            rows += _coverage_rows(result, field, serves, nodes)
     return rows
 
 

@@ -450,6 +450,13 @@ def selected_nodes(pod_spec, nodes):
                   if node_matches(pod_spec, n) and not untolerated_taints(pod_spec, n))
 
 
+def admitted_nodes(pod_spec, nodes):
+    """Names of the nodes whose labels and taints admit a pod of this template: those the DaemonSet controller runs
+    one on, and those held back only while they join or are not Ready (stuck ones too), sorted. Which nodes an
+    inventory's hosts must be among."""
+    return sorted(set(selected_nodes(pod_spec, nodes)) | set(name for name, _why, _stuck in _held_back(pod_spec, nodes)))
+
+
 def timestamp_seconds(timestamp):
     """Seconds since the epoch of an RFC 3339 time (second precision), or None."""
     if not timestamp:

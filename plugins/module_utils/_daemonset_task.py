@@ -169,6 +169,11 @@ class DaemonSetTask(object):
         """Every node: listed at the first call, then what the task's node watch holds."""
         return ds_wait.node_list(self.node_watch)
 
+    def report_selected_nodes(self):
+        """result selected_nodes: the nodes the desired template admits (recorded by select_nodes()), from the task's
+        one list of the nodes."""
+        self.result["selected_nodes"] = ds_rollout.admitted_nodes(self.node_selection, self.nodes())
+
     def select_nodes(self, pod_spec):
         """Records which nodes the task's DaemonSet runs on (a pod spec holding at least its tolerations, nodeSelector
         and affinity), once, before the node watch is made."""

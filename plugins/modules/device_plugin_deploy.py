@@ -468,6 +468,17 @@ nodes:
   type: dict
   sample: {"gpu-1": {"pod": "nvidia-device-plugin-x2b9k", "pod_ready": true, "waiting_reasons": [],
            "capacity": {"nvidia.com/gpu": 4}, "allocatable": {"nvidia.com/gpu": 4}, "resource_ready": true}}
+selected_nodes:
+  description:
+    - The nodes the DaemonSet's pod template admits (its node selector, required node affinity, and the taints it
+      tolerates), Ready or still joining, by name, sorted; in check mode those of the template the task would write.
+      Read before any write, from the task's one list of the nodes the template can select.
+    - The drift playbook compares them with the inventory's hosts, so a node relabelled out of the selection is named.
+  returned: when state is present
+  type: list
+  elements: str
+  sample: ["gpu-1", "gpu-2"]
+  version_added: 1.1.0
 node_outcome:
   description:
     - After a rollout wait, each node the pod template selects, joins or runs a pod on, and how it ended
@@ -627,6 +638,7 @@ class DevicePluginDeploy(ds_task.DaemonSetTask):
         live = self._read_daemonset_to_replace(desired)
         live_cm, stale_cm = self._read_configmap_to_replace(configmap, desired, live)
         self._check_dra_overlap(desired, resources)
+        self.report_selected_nodes()
         before_gen = (live or {}).get("metadata", {}).get("generation")
         self.result["generation"]["before"] = before_gen
 

@@ -312,6 +312,17 @@ rollout:
   description: Rollout state of the DaemonSet, as M(kubehw.devices.device_plugin_deploy) reports it.
   returned: when state is present and the DaemonSet exists
   type: dict
+selected_nodes:
+  description:
+    - The nodes the DaemonSet's pod template admits (its node selector, required node affinity, and the taints it
+      tolerates), Ready or still joining, by name, sorted; in check mode those of the template the task would write.
+      Read before any write, from the task's one list of the nodes the template can select.
+    - The drift playbook compares them with the inventory's hosts, so a node relabelled out of the selection is named.
+  returned: when state is present
+  type: list
+  elements: str
+  sample: ["gpu-1", "gpu-2"]
+  version_added: 1.1.0
 node_outcome:
   description:
     - After a rollout wait, each node the pod template selects, joins or runs a pod on, and how it ended
@@ -338,7 +349,7 @@ nodes:
       description: The DRA driver.
       type: str
     pools:
-      description: The pools the node's devices are in (one per node for the three presets, named after the node).
+      description: The pools the node's devices are in (one per node for every preset, named after the node).
       type: list
       elements: str
     devices:
@@ -621,6 +632,7 @@ class DraDriverDeploy(ds_task.DaemonSetTask):
         # Every read and every refusal before the first write.
         live_ds = self.daemonset_to_replace(desired_ds)
         self._check_device_plugin_overlap(desired_ds)
+        self.report_selected_nodes()
         rbac_plan = self._rbac_plan()
         ds_diffs = compare.differences(desired_ds, live_ds)
         self._add_planned_diffs(rbac_plan, desired_ds, live_ds, ds_diffs)

@@ -2,8 +2,9 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """playbooks/drift.yml on the real control plane with the demo's cluster and its hand-written inventory: drift found
 on a fresh cluster and on one changed by hand (a node's advertised resource removed, the device plugin's image
-replaced), reported per node and object with exit status 2 and nothing written; repaired with kubehw_repair=true,
-and clean after (a repair run ends with the same check a clean run makes: "no drift" is asserted once, at the end)."""
+replaced, a GPU node relabelled out of the plugin's selection), reported per node and object with exit status 2 and
+nothing written; repaired with kubehw_repair=true but for the node's label, which no run writes (exit 2 naming it),
+and clean after its label is back ("no drift" is asserted once, at the end)."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -62,6 +63,20 @@ def runtime_classes(cluster):
     return [rc.metadata.name for rc in client.NodeV1Api(cluster.api_client).list_runtime_class().items]
 
 
+NFD_GPU_LABEL = "feature.node.kubernetes.io/pci-10de.present"
+UNSELECTED = ('drift: gpu-node-2: device plugin DaemonSet %s/%s: declared "served", observed "not selected (the node\'s '
+              'labels or taints keep its pods away)"' % (PLUGIN_NAMESPACE, PLUGIN))
+
+
+def node_labels(cluster, node):
+    return json.loads(cluster.core.read_node(node, _preload_content=False).data)["metadata"].get("labels") or {}
+
+
+def set_label(cluster, node, value):
+    """The NFD label the nvidia preset selects on, set or (None) removed, as a relabelling tool would."""
+    read_out(cluster.core.patch_node(node, {"metadata": {"labels": {NFD_GPU_LABEL: value}}}, _preload_content=False))
+
+
 def plugin_images(cluster):
     ds = json.loads(cluster.apps.read_namespaced_daemon_set(PLUGIN, PLUGIN_NAMESPACE, _preload_content=False).data)
     return [c["image"] for c in ds["spec"]["template"]["spec"]["containers"]]
@@ -106,23 +121,33 @@ def test_drift_is_found_per_node_written_nowhere_repaired_on_request_and_then_cl
     assert capacity(cluster, "dongle-node-1")[DONGLE] == "2" and "nvidia" in runtime_classes(cluster)
     declared_images = plugin_images(cluster)
 
-    # changed by hand: the node's resource removed (as a re-registered node loses it), the plugin's image replaced
+    # changed by hand: the node's resource removed (as a re-registered node loses it), the plugin's image replaced,
+    # and gpu-node-2 relabelled out of the plugin's selection (its NFD label gone)
     read_out(cluster.core.patch_node_status("dongle-node-1", [
         {"op": "remove", "path": "/status/capacity/%s" % DONGLE.replace("/", "~1")}], _preload_content=False))
     read_out(cluster.apps.patch_namespaced_daemon_set(PLUGIN, PLUGIN_NAMESPACE, [
         {"op": "replace", "path": "/spec/template/spec/containers/0/image", "value": MIRRORED}],
         _preload_content=False))
+    set_label(cluster, "gpu-node-2", None)
     changed = drift(collections_path, tmp_path, cluster)
     assert changed.returncode == 2, changed.output()
     found = lines(changed, "drift")
-    assert len(found) == 2, found
+    assert len(found) == 3, found
     assert 'drift: dongle-node-1: extended resources: declared {"%s": "2"}, observed {}' % DONGLE in found, found
     plugin_line = [line for line in found if line.startswith("drift: DaemonSet")][0]
     assert '"image": "%s"' % declared_images[0] in plugin_line.split("observed", 1)[0], plugin_line
     assert '"image": "%s"' % MIRRORED in plugin_line.split("observed", 1)[1], plugin_line
+    assert UNSELECTED in found, found
     assert DONGLE not in capacity(cluster, "dongle-node-1") and plugin_images(cluster)[0] == MIRRORED
 
-    assert drift(collections_path, tmp_path, cluster, repair=True).returncode == 0
+    # the repair writes what differs but cannot give the node its label back: it says so and still exits 2
+    partly = drift(collections_path, tmp_path, cluster, repair=True)
+    assert partly.returncode == 2, partly.output()
+    assert lines(partly, "drift") == [UNSELECTED] and len(lines(partly, "repaired")) == 2, partly.output()
+    assert "drift on 1 node(s) or object(s): gpu-node-2. Repaired 2 other difference(s)" in partly.stdout, partly.output()
     assert capacity(cluster, "dongle-node-1")[DONGLE] == "2" and plugin_images(cluster) == declared_images
+    assert NFD_GPU_LABEL not in node_labels(cluster, "gpu-node-2")
+
+    set_label(cluster, "gpu-node-2", "true")
     clean = drift(collections_path, tmp_path, cluster)
     assert clean.returncode == 0 and "no drift" in clean.stdout and not lines(clean, "drift"), clean.output()

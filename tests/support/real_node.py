@@ -196,7 +196,8 @@ class RealNode:
             raise RealNodeError("target.sh %s failed: %s" % (command, proc.stderr.strip()[-2000:]))
 
     def configure_runtime(self):
-        """Run real_node_files/runtime.yml (the collection's roles) against the root file system."""
+        """Run real_node_files/runtime.yml (the collection's roles) against the root file system, then the roles'
+        part again, which must change nothing."""
         inventory = os.path.join(self.state_dir, "inventory.yml")
         with open(inventory, "w") as handle:
             yaml.safe_dump({"all": {"hosts": {self.name: {
@@ -205,10 +206,17 @@ class RealNode:
                 "ansible_pipelining": True, "ansible_python_interpreter": "/usr/bin/python3"}}}}, handle)
         workdir = os.path.join(self.state_dir, "ansible")
         os.makedirs(workdir, exist_ok=True)
-        run = run_playbook(os.path.join(FILES, "runtime.yml"), workdir, inventory=inventory,
-                           collections=collections_path(os.path.join(workdir, "collections")), timeout=600)
+        collections = collections_path(os.path.join(workdir, "collections"))
+        run = run_playbook(os.path.join(FILES, "runtime.yml"), workdir, inventory=inventory, collections=collections,
+                           timeout=600)
         if run.returncode:
             raise RealNodeError("the node's runtime play failed:\n%s" % run.output()[-4000:])
+        # The roles again on what they wrote (containerd 2.1, a version 3 main file they edited): nothing to change.
+        again = run_playbook(os.path.join(FILES, "runtime.yml"), workdir, inventory=inventory, collections=collections,
+                             extra_vars={"node_roles_only": True}, timeout=600)
+        changed = [r.get("task") for r in again.results if r.get("changed")]
+        if again.returncode or changed:
+            raise RealNodeError("the roles' second run on the node changed %s:\n%s" % (changed, again.output()[-4000:]))
         return run
 
     def _write_node_files(self):

@@ -46,8 +46,10 @@ def play(role, hosts, **play_vars):
             variables.update(facts)
         hostvars[name] = variables
     first = dict(hostvars[next(iter(hosts))], ansible_play_hosts=list(hosts), hostvars=hostvars, **play_vars)
-    task = task_named(tasks, 'Know the nodes the device plugin serves')
-    first.update(Templar(loader=loader, variables=dict(first, **task['vars'])).template(task['ansible.builtin.set_fact']))
+    # the play's node lists, then (after the plugin's rollout, whose result play_vars may give) those it selects
+    for start in ('Know the nodes the device plugin serves', "Know the device-plugin nodes the plugin's DaemonSet"):
+        task = task_named(tasks, start)
+        first.update(Templar(loader=loader, variables=dict(first, **task['vars'])).template(task['ansible.builtin.set_fact']))
     return first
 
 

@@ -1,9 +1,9 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The containerd_nvidia_dropin filter (the nvidia_container_toolkit role's containerd drop-in), config versions 2 and 3.
 
-The molecule scenarios run both for real: nvidia_container_toolkit on Debian bookworm's containerd
-1.6 (dump version 2), nvidia_container_toolkit_containerd2 on Debian sid's containerd 2.1 (dump
-version 3, under a main file of version 2 and then 3). V3_DUMP is an excerpt of 2.1's dump.
+Both run for real: the nvidia_container_toolkit molecule scenario on Debian bookworm's containerd
+1.6 (dump version 2), the real node (make node) on Debian sid's containerd 2.1 (dump version 3,
+under the version 3 main file kubeadm's guide writes). V3_DUMP is an excerpt of 2.1's dump.
 """
 
 from __future__ import absolute_import, division, print_function

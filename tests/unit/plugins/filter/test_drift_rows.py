@@ -83,3 +83,19 @@ def test_a_missing_object_is_missing_and_an_unchanged_one_no_row():
 
 def test_nothing_registered_is_no_drift():
     assert drift_rows({}, gpu={}) == [] and drift_rows(None) == []
+
+
+def test_a_gpu_node_its_daemonset_does_not_select_is_a_row_no_repair_writes():
+    """The module's selected_nodes against the nodes the inventory gives the plugin: a node relabelled out of the
+    pool is named, whether or not the DaemonSet itself differs."""
+    unchanged = {"changed": False, "daemonset": daemonset("kubehw", "nvidia-device-plugin", [PLUGIN]),
+                 "selected_nodes": ["gpu-1", "gpu-3"]}
+    rows = drift_rows({}, gpu={"device_plugin_result": unchanged, "accelerator_node_plugin_nodes": ["gpu-1", "gpu-2"],
+                               "dra_driver_result": {"changed": False, "skipped": True},
+                               "accelerator_node_dra_nodes": []})
+    assert rows == [{"node": "gpu-2", "what": "device plugin DaemonSet kubehw/nvidia-device-plugin",
+                     "declared": "served", "observed": "not selected (the node's labels or taints keep its pods away)",
+                     "repairable": False}]
+    # a result without the list (a skipped task, an older module) says nothing of coverage
+    assert drift_rows({}, gpu={"device_plugin_result": dict(unchanged, selected_nodes=None),
+                               "accelerator_node_plugin_nodes": ["gpu-2"]}) == []

@@ -105,8 +105,9 @@ class FakeClient(object):
 
 
 class FakeListWatch(object):
-    """KubeClient's ListWatch over the fake: each until() lists once and judges once, so the predicate holds now
-    or the wait 'times out' as ListWatch.until does (the fake's state between calls is the test's to set)."""
+    """KubeClient's ListWatch over the fake: as ListWatch.until, a call returns what it holds when the predicate holds
+    on it; otherwise it lists once and judges once, so the predicate holds now or the wait 'times out' (the fake's
+    state between calls is the test's to set)."""
 
     def __init__(self, list_fn, what, list_kwargs):
         self.list_fn = list_fn
@@ -116,6 +117,8 @@ class FakeListWatch(object):
         self.listed = False
 
     def until(self, predicate, timeout):
+        if self.listed and predicate(self.objects):
+            return self.objects
         items = self.list_fn(**self.list_kwargs)["items"]
         self.objects = dict((("%s/%s" % (o["metadata"]["namespace"], o["metadata"]["name"]))
                              if o["metadata"].get("namespace") else o["metadata"]["name"], o) for o in items)
