@@ -557,10 +557,11 @@ class RolloutWait(object):
         self.joining = uncovered_nodes(current, self.nodes(), lambda _ds: pods)[0]
         state = self._record(current, result, pods)
         if self.joining:
+            # the module's hint too: a joining node says nothing of the pods that run elsewhere and still wait
             return ("Timed out after %ss waiting for DaemonSet %s: the nodes it selects are still joining and never "
                     "became schedulable: %s (the node lifecycle controller removes node.kubernetes.io/not-ready once "
-                    "the kubelet reports Ready); %s; %s" % (wait_timeout, self.key, self.joining_text(),
-                                                            self.selection_text(current), state["reason"]))
+                    "the kubelet reports Ready); %s; %s%s" % (wait_timeout, self.key, self.joining_text(),
+                                                              self.selection_text(current), state["reason"], extra))
         nodes = dict((n["metadata"]["name"], n) for n in self.nodes())
         report = ds_rollout.node_report(pods, nodes, [], 0, current["metadata"].get("generation"))
         return ds_rollout.timeout_message("the rollout", wait_timeout, current, state, report, [], 0, False) + extra

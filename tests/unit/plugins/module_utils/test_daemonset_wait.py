@@ -313,6 +313,12 @@ def test_a_node_that_never_joins_fails_the_rollout_naming_it_and_a_silent_kubele
     assert ("Timed out after 20s waiting for DaemonSet plugins/nvidia-device-plugin: the nodes it selects are still "
             "joining and never became schedulable: b (node.kubernetes.io/not-ready:NoSchedule)") in str(err.value)
     assert result["node_outcome"] == {"a": "ready", "b": "joining", "gone": "not-ready"}
+    # what the module knows of the pods elsewhere (dra_driver_deploy's nvidia_driver_root hint) is kept beside it
+    with pytest.raises(TaskFailed) as err:
+        waiter(client, clock, budget=20).rollout(daemonset(desired=1), {}, "the plugin", "Label the nodes", 20, False,
+                                                 [], timeout_hint=lambda _ds, pods: "; the hint of %d pods" % len(pods))
+    assert "still joining and never became schedulable: b" in str(err.value)
+    assert str(err.value).endswith("; the hint of 2 pods"), str(err.value)
 
 
 def test_a_node_that_went_down_with_its_pod_is_not_waited_for_as_if_it_were_joining(clock):
