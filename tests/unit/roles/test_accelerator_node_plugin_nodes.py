@@ -30,7 +30,7 @@ def after_rollout(role, selected, **play_vars):
 def evaluate(role, variables, name, what):
     """Each condition of the task's `when` (what='when') or of its assertion (what='that'), as Ansible judges it."""
     loader, _defaults, tasks = role
-    templar = Templar(loader=loader, variables=dict(variables, ansible_check_mode=False))
+    templar = Templar(loader=loader, variables=dict(dict(ansible_check_mode=False), **variables))
     found = task_named(tasks, name)
     conditions = found['when'] if what == 'when' else found['ansible.builtin.assert']['that']
     return [templar.evaluate_conditional(c) for c in ([conditions] if isinstance(conditions, str) else conditions)]
@@ -40,6 +40,8 @@ def test_a_node_the_daemonset_does_not_select_fails_the_play_naming_it(role):
     variables = after_rollout(role, ['gpu-node-1', 'gpu-node-3'])
     assert variables['accelerator_node_plugin_nodes_unselected'] == ['gpu-node-2']
     assert all(evaluate(role, variables, REFUSE, 'when')) and not all(evaluate(role, variables, REFUSE, 'that'))
+    # under --check nothing waits, so nothing is refused (a node not in the cluster yet is not selected either)
+    assert not all(evaluate(role, dict(variables, ansible_check_mode=True), REFUSE, 'when'))
     loader, _defaults, tasks = role
     message = Templar(loader=loader, variables=variables).template(
         task_named(tasks, REFUSE)['ansible.builtin.assert']['fail_msg'])
