@@ -313,11 +313,7 @@ rollout:
   returned: when state is present and the DaemonSet exists
   type: dict
 selected_nodes:
-  description:
-    - The nodes the DaemonSet's pod template admits (its node selector, required node affinity, and the taints it
-      tolerates), Ready or still joining, by name, sorted; in check mode those of the template the task would write.
-      Read before any write, from the task's one list of the nodes the template can select.
-    - The drift playbook compares them with the inventory's hosts, so a node relabelled out of the selection is named.
+  description: The nodes the DaemonSet's pod template admits, as M(kubehw.devices.device_plugin_deploy) returns them.
   returned: when state is present
   type: list
   elements: str
