@@ -44,7 +44,8 @@ def included_vars(role, variables, name):
 def assertion_holds(role, variables, name):
     loader, _defaults, tasks = role
     templar = Templar(loader=loader, variables=variables)
-    return all(templar.evaluate_conditional(c) for c in task_named(tasks, name)['ansible.builtin.assert']['that'])
+    that = task_named(tasks, name)['ansible.builtin.assert']['that']
+    return all(templar.evaluate_conditional(c) for c in ([that] if isinstance(that, str) else that))
 
 
 def branch_accepted(role, variables):

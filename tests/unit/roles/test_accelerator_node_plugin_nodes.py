@@ -14,6 +14,7 @@ __metaclass__ = type
 from ansible.template import Templar
 
 from tests.unit.roles.test_accelerator_node_dra_smoke import SMOKE, play, rendered, role, task_named  # noqa: F401 pylint: disable=unused-import
+from tests.unit.roles.test_accelerator_node_dra_stack import assertion_holds, runs
 
 REFUSE = "Fail where the plugin's DaemonSet does not select a device-plugin node of the play"
 WAIT = "Wait until the resource is allocatable on every node the device plugin serves"
@@ -22,26 +23,18 @@ DAEMONSET = {'metadata': {'namespace': 'kubehw-device-plugins', 'name': 'nvidia-
 
 
 def after_rollout(role, selected, **play_vars):
-    """The first host's variables once the plugin's task registered selected_nodes and the role knew what it selects."""
+    """The first host's variables once the plugin's task registered selected_nodes and the role knew what it selects
+    (a run without --check unless play_vars say otherwise)."""
     return play(role, HOSTS, device_plugin_result={'changed': False, 'daemonset': DAEMONSET, 'selected_nodes': selected},
-                **play_vars)
-
-
-def evaluate(role, variables, name, what):
-    """Each condition of the task's `when` (what='when') or of its assertion (what='that'), as Ansible judges it."""
-    loader, _defaults, tasks = role
-    templar = Templar(loader=loader, variables=dict(dict(ansible_check_mode=False), **variables))
-    found = task_named(tasks, name)
-    conditions = found['when'] if what == 'when' else found['ansible.builtin.assert']['that']
-    return [templar.evaluate_conditional(c) for c in ([conditions] if isinstance(conditions, str) else conditions)]
+                **dict(dict(ansible_check_mode=False), **play_vars))
 
 
 def test_a_node_the_daemonset_does_not_select_fails_the_play_naming_it(role):
     variables = after_rollout(role, ['gpu-node-1', 'gpu-node-3'])
     assert variables['accelerator_node_plugin_nodes_unselected'] == ['gpu-node-2']
-    assert all(evaluate(role, variables, REFUSE, 'when')) and not all(evaluate(role, variables, REFUSE, 'that'))
+    assert runs(role, variables, REFUSE) and not assertion_holds(role, variables, REFUSE)
     # under --check nothing waits, so nothing is refused (a node not in the cluster yet is not selected either)
-    assert not all(evaluate(role, dict(variables, ansible_check_mode=True), REFUSE, 'when'))
+    assert not runs(role, dict(variables, ansible_check_mode=True), REFUSE)
     loader, _defaults, tasks = role
     message = Templar(loader=loader, variables=variables).template(
         task_named(tasks, REFUSE)['ansible.builtin.assert']['fail_msg'])
@@ -49,19 +42,19 @@ def test_a_node_the_daemonset_does_not_select_fails_the_play_naming_it(role):
             "of this play") in message, message
 
     everyone = after_rollout(role, ['gpu-node-1', 'gpu-node-2'])
-    assert everyone['accelerator_node_plugin_nodes_unselected'] == [] and all(evaluate(role, everyone, REFUSE, 'that'))
+    assert everyone['accelerator_node_plugin_nodes_unselected'] == [] and assertion_holds(role, everyone, REFUSE)
     assert everyone['accelerator_node_plugin_nodes_served'] == ['gpu-node-1', 'gpu-node-2']
 
 
 def test_without_the_requirement_the_node_is_left_out_of_the_wait_and_the_smoke_test(role):
     variables = after_rollout(role, ['gpu-node-2'], accelerator_node_require_selected=False)
-    assert not all(evaluate(role, variables, REFUSE, 'when'))
+    assert not runs(role, variables, REFUSE)
     loader, _defaults, tasks = role
     wait = Templar(loader=loader, variables=variables).template(
         task_named(tasks, WAIT)['kubehw.devices.extended_resource_info'])
     assert wait['names'] == ['gpu-node-2']
-    smoke, runs = rendered(role, variables, SMOKE, 'accelerator_node_plugin_nodes_served')
-    assert runs and smoke['node'] == 'gpu-node-2'
+    smoke, smoke_runs = rendered(role, variables, SMOKE, 'accelerator_node_plugin_nodes_served')
+    assert smoke_runs and smoke['node'] == 'gpu-node-2'
     # nothing selected at all: neither a wait nor a smoke test
     none = after_rollout(role, [], accelerator_node_require_selected=False)
-    assert none['accelerator_node_plugin_nodes_served'] == [] and not all(evaluate(role, none, WAIT, 'when'))
+    assert none['accelerator_node_plugin_nodes_served'] == [] and not runs(role, none, WAIT)
