@@ -42,13 +42,9 @@ PYTEST_STAGES = ('units', 'integration', 'min-versions', 'core-2.18', 'node')
 STAGES = ('setup', 'sanity', 'units', 'integration', 'min-versions', 'core-2.18', 'lint', 'roles', 'node')
 # After setup, these lanes run at the same time; a lane runs its stages in the order given. The integration stage is
 # the longest and has a lane of its own; the role scenarios (mostly waiting on downloads, dpkg and systemd boots) are
-# followed by the two other ansible-core releases' stages; the real node (mostly waiting on the kubelet; it shares the
-# Debian sid image with the role scenarios, whichever comes first builds it) by sanity, the units and lint. Measured in
-# a fresh-clone run (2026-12-02, integration on two workers): integration 1,593 s; roles 1,091 s, then min-versions 185 s
-# and core-2.18 143 s; node 661 s, sanity 433 s, units 247 s, lint 128 s. (Before, min-versions and core-2.18 followed
-# lint, and the roles lane stood idle for the last 700 s.) With these lanes (f37d2c7): integration 1,565 s; roles 1,025 s,
-# min-versions 543 s (beside the integration stage its tests took twice as long), core-2.18 95 s; node 608 s,
-# sanity 411 s, units 307 s, lint 258 s; 1,738 s in all.
+# followed by the two other ansible-core releases' stages; the real node (mostly waiting on its Debian sid image and
+# the kubelet) by sanity, the units and lint. The lanes end within a minute of each other in a fresh-clone run: the
+# seconds of each stage are docs/development.md's table ("What each stage proves, and what it costs").
 LANES = (
     ('integration',),
     ('roles', 'min-versions', 'core-2.18'),
