@@ -116,7 +116,7 @@ define run_pytest
 endef
 
 units:
-	$(call run_pytest,units,tests/unit tests/test_build.py tests/test_release.py tests/test_ci_tooling.py tests/test_docs.py)
+	$(call run_pytest,units,tests/unit tests/test_build.py tests/test_release.py tests/test_ci_tooling.py tests/test_docs.py tests/test_benchmarks.py)
 
 # The stages that need a Kubernetes API run through scripts/cluster_stage.sh: each pytest worker starts a real control
 # plane of its own from Kubernetes release binaries (tests/support/k8s_binaries.py), with a kubelet stand-in per test for the nodes it needs;

@@ -72,7 +72,7 @@ def cluster(nodes):
 
 def manifests():
     """The objects dra_driver_deploy writes for the example preset, built by its own code."""
-    from ansible_collections.kubehw.devices.plugins.modules import dra_driver_deploy as mod
+    from ansible_collections.kubehw.devices.plugins.module_utils import _dra_driver_manifest as mod
 
     params = dict(preset="example", namespace=NAMESPACE, name=None, image=None, env=None,
                   node_selector=dict(GPU_LABEL), tolerations=None, device_classes=True, extended_resource_name=None)

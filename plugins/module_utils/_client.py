@@ -451,6 +451,13 @@ class ListWatch(object):
         self.resource_version = None
         self.listed = False
 
+    def relist(self):
+        """The objects as they are now: one list, from which later ``until()`` calls go on. For a verdict that must
+        not rest on what the watch held at its last look (a watch only reads changes while someone waits on it, and
+        the apiserver never says when a resumed stream has caught up)."""
+        self.listed = False
+        return self.until(lambda _objects: True, 1.0)
+
     def until(self, predicate, timeout):
         """The objects once ``predicate(objects)`` is true (at once when it already is); raises KubeHwError with
         reason ``Timeout`` (``.objects``: the last state) when ``timeout`` seconds pass first."""

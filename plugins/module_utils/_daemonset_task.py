@@ -119,9 +119,9 @@ def missing_runtime_class(client, pod_spec):
 class DaemonSetTask(object):
     """One deploy task of the DaemonSet ``namespace/name``: what device_plugin_deploy and dra_driver_deploy share after
     building their manifest. Subclasses fill ``result`` and call these steps; options read here: adopt_daemonset,
-    wait_timeout, allow_empty_rollout. Nodes are listed once per task (``node_watch``), then followed by watching: the
-    nodes the desired template can select, where a label selector can say which (daemonset_to_replace() records the
-    template before the first read of the nodes)."""
+    wait_timeout, allow_empty_rollout. Nodes are listed by the guard and once more by the wait (``node_watch``), then
+    followed by watching: the nodes the desired template can select, where a label selector can say which
+    (daemonset_to_replace() records the template before the first read of the nodes)."""
 
     def __init__(self, module, client, namespace, name):
         self.module = module

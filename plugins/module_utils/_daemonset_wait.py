@@ -9,7 +9,9 @@ half provisioned is waited for, within wait_timeout, instead of reported done wi
 
 It watches: the DaemonSet through one list and then its watch; the nodes, only once they matter (the rollout
 looks finished, or it failed), through one list and then their watch. Each later look goes on from the
-resourceVersion the previous one reached, so a 5,000-node cluster is listed once per task, not once per slice.
+resourceVersion the previous one reached, so a 5,000-node cluster is listed at most twice per task (by the guard
+before the write, and when the rollout first looks finished, so nodes that registered meanwhile are covered), not
+once per slice.
 
 A refusal by the DaemonSet controller (FailedCreate: Pod Security, a quota, a missing RuntimeClass, an admission
 webhook) fails the wait once it persists: the controller's FailedCreate events for the DaemonSet span
@@ -303,9 +305,11 @@ class RolloutWait(object):
         self._pods_seen = None  # (the DaemonSet as it was, its pods) of the last pod list
 
     # -- what the wait reads
-    def nodes(self, wait_for_change=0.0):
+    def nodes(self, wait_for_change=0.0, fresh=False):
         """Every node: listed at the first call; later calls add the changes that arrived since, waiting up to
-        ``wait_for_change`` seconds for the first one."""
+        ``wait_for_change`` seconds for the first one, or (``fresh``) list them again."""
+        if fresh:
+            return list(self.node_watch.relist().values())
         if not self.node_watch.listed:
             return node_list(self.node_watch)
         if wait_for_change > 0:
@@ -439,6 +443,7 @@ class RolloutWait(object):
         started = time.monotonic()
         last = current
         uncovered_since = unready_since = None
+        nodes_read = False
         while True:
             slice_ = SLICE if time.monotonic() - started < SLOWDOWN_AFTER else SLICE_LATER
             last = self._look(done, min(self.remaining(), slice_), last)
@@ -447,7 +452,10 @@ class RolloutWait(object):
             if done(last) and not cover_nodes:
                 return last
             if done(last):
-                self.joining, self.uncovered = uncovered_nodes(last, self.nodes(), self.pods)
+                # The first verdict reads the nodes anew: those that registered since the task listed them (a pool
+                # growing during the rollout) are covered; later looks follow them through the node watch.
+                self.joining, self.uncovered = uncovered_nodes(last, self.nodes(fresh=not nodes_read), self.pods)
+                nodes_read = True
                 if not self.joining and not self.uncovered:
                     # The controller counted every pod available, yet one of the template's is not ready now (the
                     # node lifecycle controller marked it while its copy of the node was older, a probe failed): its

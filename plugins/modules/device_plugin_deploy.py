@@ -628,7 +628,7 @@ class DevicePluginDeploy(ds_task.DaemonSetTask):
         return self.rollout_wait().pods(daemonset)
 
     def list_nodes(self):
-        """Every node by name: listed once per task, then followed by the wait's watch."""
+        """Every node by name: listed by the guard (the wait lists them once more, then watches)."""
         return dict((n["metadata"]["name"], n) for n in self.nodes())
 
     # -- present -------------------------------------------------------------------------------

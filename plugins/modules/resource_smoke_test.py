@@ -276,6 +276,7 @@ skipped_reason:
 """
 
 import copy
+import re
 import time
 import uuid
 
@@ -545,8 +546,51 @@ def exit_code(pod):
     return None
 
 
-def failure_message(params, result):
-    """Why the smoke-test pod failed, with what the module knows about the devices' way into the container."""
+TOOLKIT_CDI = "the kubehw.devices.nvidia_container_toolkit role writes it with nvidia_container_toolkit_cdi: true"
+
+
+def runtime_cdi_text(runtime):
+    """What the node's container runtime (status.nodeInfo.containerRuntimeVersion, e.g. containerd://2.1.4) does with
+    the CDI devices a DRA driver hands over (the kubelet passes them in the CRI's CDIDevices field; a runtime that does
+    not read it starts the container without them, silently), or None when it injects them whatever its
+    configuration says (CRI-O has done so since 1.23, with no setting to turn it off)."""
+    runtime = runtime or ""
+    if runtime.startswith("cri-o://"):
+        return None
+    match = re.match(r"^containerd://v?(\d+)\.(\d+)(\.\d+)?", runtime)
+    if not match:
+        return ("a DRA driver hands devices over as CDI devices, which containerd injects only from version 1.7 on and "
+                "with enable_cdi = true in its CRI configuration (containerd 2.x has it on unless a configuration "
+                "turns it off; %s)" % TOOLKIT_CDI)
+    version = "containerd %s" % runtime[len("containerd://"):]
+    major, minor = int(match.group(1)), int(match.group(2))
+    if (major, minor) < (1, 7):
+        return ("a DRA driver hands devices over as CDI devices, and the node runs %s, which does not inject CDI "
+                "devices at all: containerd 1.7 or newer with enable_cdi = true in its CRI configuration does"
+                % version)
+    if major < 2:
+        return ("a DRA driver hands devices over as CDI devices, and the node runs %s, which injects them only with "
+                "enable_cdi = true in its CRI configuration (off by default before containerd 2.0; %s)"
+                % (version, TOOLKIT_CDI))
+    return ("a DRA driver hands devices over as CDI devices, and the node runs %s, which injects them unless its "
+            "configuration sets enable_cdi = false (the CRI plugin's setting, on by default since containerd 2.0): look "
+            "for it in the node's config.toml and the files it imports; enable_cdi = true in a drop-in read after it "
+            "turns CDI back on (%s)" % (version, TOOLKIT_CDI))
+
+
+def node_runtime(client, node):
+    """The node's container runtime as its kubelet reports it, or None when the node cannot be read (the message is
+    worded without it)."""
+    try:
+        found = client.call_json(client.core.read_node, node, what='read node "%s"' % node)
+    except KubeHwError:
+        return None
+    return ((found.get("status") or {}).get("nodeInfo") or {}).get("containerRuntimeVersion")
+
+
+def failure_message(params, result, runtime=None):
+    """Why the smoke-test pod failed, with what the module knows about the devices' way into the container.
+    ``runtime``: the node's containerRuntimeVersion, when it could be read."""
     message = "The smoke-test pod failed on %s" % result.get("node")
     if result.get("exit_code") is not None:
         message += ": its container exited with code %s" % result["exit_code"]
@@ -555,12 +599,14 @@ def failure_message(params, result):
                             for d in result["allocation"])
         message += (
             ". Its claim %s was allocated (%s) and prepared by the driver before the container started (the kubelet "
-            "starts no container of a pod whose claims it could not prepare). If the command looked for the device "
-            "and did not find it, the node's container runtime did not inject it: a DRA driver hands devices over as "
-            "CDI devices, which containerd injects only from version 1.7 on and with enable_cdi = true in its CRI "
-            "configuration (containerd 2.x has it on unless a configuration turns it off; the "
-            "kubehw.devices.nvidia_container_toolkit role writes it with nvidia_container_toolkit_cdi: true)"
-            % (result.get("claim"), devices))
+            "starts no container of a pod whose claims it could not prepare)" % (result.get("claim"), devices))
+        cdi = runtime_cdi_text(runtime)
+        if cdi:
+            message += (". If the command looked for the device and did not find it, the node's container runtime "
+                        "did not inject it: %s" % cdi)
+        else:
+            message += (". The node runs %s, which injects a claim's CDI devices whatever its configuration: the "
+                        "command's own output says what it missed" % runtime.replace("://", " "))
     return "%s. Its log: %s" % (message, result.get("log", ""))
 
 
@@ -694,7 +740,8 @@ def main():
         module.fail_json(msg="The pod requesting %s was expected to stay Pending but was bound to %s" % (
             what_is_asked(params), result["node"]), **result)
     if params["wait_for"] == "completed" and result.get("phase") == "Failed":
-        module.fail_json(msg=failure_message(params, result), **result)
+        runtime = node_runtime(client, result["node"]) if result.get("allocation") else None
+        module.fail_json(msg=failure_message(params, result, runtime), **result)
     module.exit_json(**result)
 
 

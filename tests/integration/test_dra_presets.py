@@ -458,6 +458,43 @@ def test_a_rollout_with_one_ready_node_and_one_joining_covers_both(cluster, ansi
         remove(ansible, namespace, name, "example")
 
 
+def test_a_node_that_registers_during_the_rollout_is_covered_before_it_is_done(cluster, ansible):
+    """A pool grows while its driver rolls out: a second node registers once the DaemonSet is written, after the
+    guard listed the nodes. The task judged the rollout done on the guard's copy of the nodes when the first node's
+    pod was ready, and returned without the new node. Now the first verdict reads the nodes anew and the wait goes on
+    until the new node has joined and runs its pod."""
+    namespace, name = cluster.namespace(), cluster.unique_name("dra-grow")
+    label = {"kubehw-it.example.com/grow": name}
+    # the first node's pod takes 4 s to be ready; the second node is still joining then (Ready after 10 s)
+    _standin, (first,) = kubelet_nodes(cluster, [{"name": "grow-first", "labels": label}], pod_start_delay=4)
+    late = {}
+
+    def register_once_written():
+        try:
+            wait_for(lambda: cluster.apps.list_namespaced_daemon_set(
+                namespace, field_selector="metadata.name=%s" % name).items, timeout=60,
+                what="DaemonSet %s/%s written" % (namespace, name))
+            standin, (node,) = cluster.kubelets([{"name": "grow-late", "labels": label, "starting": True}],
+                                                pod_start_delay=0.2)
+            late["node"] = node
+            ready_later(standin, node, 10)
+        except BaseException as err:  # pytest.fail() included: reported by the assertions below
+            late["error"] = err
+
+    registrar = threading.Thread(target=register_once_written, daemon=True)
+    registrar.start()
+    run, res = deploy(ansible, namespace, name, preset="example", node_selector=label, wait="rollout",
+                      wait_timeout=90)
+    registrar.join(60)
+    try:
+        assert "node" in late, late.get("error")
+        assert not res["failed"], run.output()
+        assert res["node_outcome"] == {first: "ready", late["node"]: "ready"}, res["node_outcome"]
+        assert res["rollout"]["desired"] == 2 and res["rollout"]["done"], res["rollout"]
+    finally:
+        remove(ansible, namespace, name, "example")
+
+
 def failed_creates(cluster, namespace, name):
     events = json.loads(cluster.core.list_namespaced_event(
         namespace, field_selector="involvedObject.kind=DaemonSet,involvedObject.name=%s" % name,

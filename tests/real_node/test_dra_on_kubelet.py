@@ -98,6 +98,8 @@ def test_without_the_roles_cdi_setting_the_claim_never_reaches_the_container_and
         assert smoke["phase"] == "Failed" and smoke["exit_code"] == 1
         assert "claim_" not in smoke["log"]
         assert "prepared by the driver" in smoke["msg"] and "enable_cdi = true" in smoke["msg"], smoke["msg"]
+        # the node's own containerd (2.x: CDI on unless a configuration turns it off, as the node's main file does)
+        assert "the node runs containerd 2." in smoke["msg"] and "sets enable_cdi = false" in smoke["msg"], smoke["msg"]
     finally:
         real_node.run(["mv", saved, TOOLKIT_DROPIN])
         real_node.restart_containerd()

@@ -102,6 +102,9 @@ class Watch(object):
         self.list_kwargs = {}   # no label selector: the watch holds every node
         self.calls = 0
 
+    def relist(self):
+        return self.until(lambda _objects: True, 1.0)
+
     def until(self, predicate, timeout):
         self.calls += 1
         self.listed = True
@@ -228,6 +231,21 @@ def test_a_rollout_done_on_its_ready_node_waits_for_the_one_still_joining(clock)
                     [[node("a"), joining], [node("a"), joining], [node("a"), node("b")]],
                     pod_states=[[pod("a")], [pod("a"), pod("b")]])
     wait = waiter(client, clock)
+    done = wait.wait("finish the rollout")
+    assert done["status"]["desiredNumberScheduled"] == 2 and wait.joining == {}
+    assert wait.outcome(done) == {"a": "ready", "b": "ready"}
+
+
+def test_a_node_that_registers_after_the_guard_listed_the_nodes_is_waited_for(clock):
+    """The guard listed one node before the write; a second node of the pool registered while the first one's pod
+    started. The wait judged "done" on the guard's copy of the nodes and returned without the new node. Now the first
+    verdict reads the nodes anew: the new node is joining, then covered, and the outcome names both."""
+    joining = node("b", ready=False, taints=[NOT_READY_TAINT])
+    client = Client(clock, [daemonset(desired=1), daemonset(desired=1), daemonset(desired=2)],
+                    [[node("a")], [node("a"), joining], [node("a"), node("b")]],
+                    pod_states=[[pod("a")], [pod("a"), pod("b")]])
+    wait = waiter(client, clock)
+    assert [n["metadata"]["name"] for n in wait.nodes()] == ["a"]      # the guard's list, before the write
     done = wait.wait("finish the rollout")
     assert done["status"]["desiredNumberScheduled"] == 2 and wait.joining == {}
     assert wait.outcome(done) == {"a": "ready", "b": "ready"}

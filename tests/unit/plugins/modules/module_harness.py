@@ -116,6 +116,10 @@ class FakeListWatch(object):
         self.objects = {}
         self.listed = False
 
+    def relist(self):
+        self.listed = False
+        return self.until(lambda _objects: True, 1.0)
+
     def until(self, predicate, timeout):
         if self.listed and predicate(self.objects):
             return self.objects

@@ -215,6 +215,49 @@ def test_a_failed_dra_pod_whose_container_ran_is_explained_by_the_runtime_s_cdi_
     assert "CDI" not in mod.failure_message({"device_class": "gpu.example.com"}, dict(result, exit_code=None))
 
 
+@pytest.mark.parametrize("runtime, says, not_said", [
+    # the node's own runtime decides what the message says of CDI
+    ("containerd://1.6.36", "the node runs containerd 1.6.36, which does not inject CDI devices at all", "toolkit"),
+    ("containerd://1.7.24", "the node runs containerd 1.7.24, which injects them only with enable_cdi = true",
+     "enable_cdi = false"),
+    ("containerd://v2.1.4", "the node runs containerd v2.1.4, which injects them unless its configuration sets "
+     "enable_cdi = false", "does not inject"),
+    # CRI-O injects CDI devices whatever its configuration: no containerd setting to point at
+    ("cri-o://1.33.2", "The node runs cri-o 1.33.2, which injects a claim's CDI devices whatever its configuration",
+     "enable_cdi"),
+])
+def test_the_cdi_part_of_a_failed_dra_pod_s_message_is_the_node_s_runtime_s(runtime, says, not_said):
+    result = {"node": "gpu-1", "exit_code": 1, "claim": "c", "log": "",
+              "allocation": [{"driver": "gpu.example.com", "pool": "gpu-1", "device": "gpu-0"}]}
+    message = mod.failure_message({"device_class": "gpu.example.com"}, result, runtime)
+    assert says in message and not_said not in message, message
+    assert "prepared by the driver" in message
+
+
+def test_the_node_s_runtime_is_read_from_its_kubelet_s_report_and_a_refused_read_words_the_message_without_it():
+    class Core(object):
+        def __init__(self, answer):
+            self.answer = answer
+
+        def read_node(self, name):
+            return name
+
+    class Client(object):
+        def __init__(self, answer):
+            self.core = Core(answer)
+            self.answer = answer
+
+        def call_json(self, fn, *args, **kwargs):
+            assert fn(*args) == "gpu-1" and kwargs["what"] == 'read node "gpu-1"'
+            if isinstance(self.answer, Exception):
+                raise self.answer
+            return self.answer
+
+    reported = {"status": {"nodeInfo": {"containerRuntimeVersion": "containerd://2.1.4"}}}
+    assert mod.node_runtime(Client(reported), "gpu-1") == "containerd://2.1.4"
+    assert mod.node_runtime(Client(mod.KubeHwError("forbidden", status=403)), "gpu-1") is None
+
+
 def test_the_pod_takes_its_image_from_the_mirror_with_the_pull_secrets():
     pod = mod.pod_manifest(dict(PARAMS, image_registry="mirror.local:5000", image_pull_secrets=["mirror-pull"]), "run1")
     assert pod["spec"]["containers"][0]["image"] == "mirror.local:5000/nvidia/cuda:12.4.1-base-ubuntu22.04"
