@@ -168,10 +168,12 @@ def resolve_auth_params(params, environ=None):
     return resolved
 
 
-def timeout_problem(option, value):
+def timeout_problem(option, value, zero_allowed=None):
     """Why a timeout option's value cannot work (None when it can): a number of seconds above 0, or 0 and above for
-    retry_timeout (0: no retry). The one wording of this rule for every module and the inventory plugin."""
-    zero_allowed = dict(TIMEOUT_FLOORS)[option]
+    retry_timeout (0: no retry) and for an option given ``zero_allowed`` (a wait_timeout of 0: look once). The one
+    wording of this rule for every timeout option of every module and of the inventory plugin."""
+    if zero_allowed is None:
+        zero_allowed = dict(TIMEOUT_FLOORS)[option]
     if not isinstance(value, bool) and isinstance(value, (int, float)) and (value >= 0 if zero_allowed else value > 0):
         return None
     return "%s %r must be a number of seconds %s" % (option, value, "0 or more" if zero_allowed else "above 0")

@@ -114,6 +114,13 @@ def missing_runtime_class(client, pod_spec):
     return None
 
 
+def deployment_spec():
+    """The argument spec of the doc fragment kubehw.devices.daemonset_deployment: the options this task base reads."""
+    return dict(adopt_daemonset=dict(type="bool", default=False),
+                allow_empty_rollout=dict(type="bool", default=False),
+                wait_timeout=dict(type="int", default=300))
+
+
 # -- the task both deploy modules are ----------------------------------------------------------------------------
 
 class DaemonSetTask(object):

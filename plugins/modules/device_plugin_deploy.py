@@ -48,6 +48,7 @@ author:
   - kubehw.devices contributors (@kubehw)
 extends_documentation_fragment:
   - kubehw.devices.k8s_auth_options
+  - kubehw.devices.daemonset_deployment
   - kubehw.devices.attributes.action_group
   - kubehw.devices.image_source
   - kubehw.devices.attributes
@@ -207,16 +208,6 @@ options:
         written to the DaemonSet.
     type: bool
     default: false
-  adopt_daemonset:
-    description:
-      - Let the module take over a DaemonSet O(name) in O(namespace) that it did not create (one without the label
-        C(app.kubernetes.io/managed-by=kubehw.devices)); O(state=present) replaces its template and adds the module's
-        labels (with a warning), O(state=absent) deletes it. Use it to move a plugin installed otherwise under this
-        module, after removing the other installer's claim on it (a Helm release, an operator).
-      - When false, such a DaemonSet makes the task fail before any write, naming the DaemonSet and its owner, as a
-        foreign ConfigMap does (O(adopt_configmap)).
-    type: bool
-    default: false
   allow_dra_overlap:
     description:
       - Before any write, the module lists the ResourceSlices of the DRA drivers that hand out the same devices
@@ -236,14 +227,6 @@ options:
         C(app.kubernetes.io/name) of the DaemonSet). Its data is replaced, the module's labels and an ownerReference
         are added, and O(state=absent) deletes it later.
       - When false, such a ConfigMap makes the task fail before any write, naming the ConfigMap and its owner.
-    type: bool
-    default: false
-  allow_empty_rollout:
-    description:
-      - With O(wait=rollout) or O(wait=resource), a DaemonSet that selects no node (C(desiredNumberScheduled) 0)
-        fails the task, naming the node selector and each node-affinity alternative with how many nodes match it,
-        because the plugin then runs nowhere (no node carries the label, Node Feature Discovery is not deployed).
-      - Set true when that is expected (nodes not there yet); the task then succeeds with a warning.
     type: bool
     default: false
   labels:
@@ -333,10 +316,6 @@ options:
     type: str
     choices: [none, rollout, resource]
     default: rollout
-  wait_timeout:
-    description: Seconds to wait for O(wait) in total.
-    type: int
-    default: 300
   min_count:
     description: With O(wait=resource), the smallest count of each resource a node must advertise.
     type: int
@@ -520,6 +499,7 @@ from ansible_collections.kubehw.devices.plugins.module_utils._client import Kube
 from ansible_collections.kubehw.devices.plugins.module_utils._connection import (
     AUTH_ARG_SPEC,
     protect_kubeconfig_secrets,
+    timeout_problem,
 )
 from ansible_collections.kubehw.devices.plugins.module_utils._errors import KubeHwError
 from ansible_collections.kubehw.devices.plugins.module_utils._images import image_source_spec
@@ -571,9 +551,7 @@ def argument_spec():
         )),
         delete_old_pods=dict(type="bool", default=False),
         adopt_configmap=dict(type="bool", default=False),
-        adopt_daemonset=dict(type="bool", default=False),
         allow_dra_overlap=dict(type="bool", default=False),
-        allow_empty_rollout=dict(type="bool", default=False),
         labels=dict(type="dict"),
         annotations=dict(type="dict"),
         definition=dict(type="dict"),
@@ -590,10 +568,10 @@ def argument_spec():
         devices=dict(type="list", elements="dict"),
         device_domain=dict(type="str"),
         wait=dict(type="str", default="rollout", choices=list(manifest.WAIT_MODES)),
-        wait_timeout=dict(type="int", default=300),
         min_count=dict(type="int", default=1),
     )
     spec.update(image_source_spec())
+    spec.update(ds_task.deployment_spec())
     spec.update(AUTH_ARG_SPEC)
     return spec
 
@@ -1057,8 +1035,9 @@ def main():
         built = manifest.build(params) if params["state"] == "present" else None
     except DaemonSetSpecError as err:
         problem = "Invalid input: %s" % err
-    if problem is None and params["wait_timeout"] < 0:
-        problem = "Invalid input: wait_timeout %d must not be negative" % params["wait_timeout"]
+    if problem is None:
+        problem = timeout_problem("wait_timeout", params["wait_timeout"], zero_allowed=True)
+        problem = problem and "Invalid input: %s" % problem
     if problem:
         # failed outside the except block: ansible-core 2.19 would attach the active exception's traceback
         module.fail_json(msg=problem)

@@ -33,6 +33,7 @@ author:
   - kubehw.devices contributors (@kubehw)
 extends_documentation_fragment:
   - kubehw.devices.k8s_auth_options
+  - kubehw.devices.daemonset_deployment
   - kubehw.devices.attributes.action_group
   - kubehw.devices.image_source
   - kubehw.devices.attributes
@@ -148,10 +149,6 @@ options:
     description: With O(wait=devices), the smallest number of devices each node must publish.
     type: int
     default: 1
-  wait_timeout:
-    description: Seconds to wait for O(wait) in total.
-    type: int
-    default: 300
   update_strategy:
     description:
       - How a template change reaches the kubelet-plugin pods, in place of the preset's rolling update (the
@@ -167,15 +164,6 @@ options:
       max_surge:
         description: How many nodes may run an old and a new kubelet plugin at the same time (a number or a percentage).
         type: raw
-  allow_empty_rollout:
-    description:
-      - Succeed with a warning when the DaemonSet selects no node, instead of failing.
-      - Nodes that match the selection but are still joining (not Ready yet, or tainted
-        C(node.kubernetes.io/not-ready) as every node is at registration) are waited for within O(wait_timeout), also
-        when other nodes already run the pods, and named if they never become schedulable; the task fails at once
-        only when no node matches at all.
-    type: bool
-    default: false
   nvidia_driver_root:
     description:
       - With O(preset=nvidia), where the NVIDIA driver is installed on the nodes (the chart's C(nvidiaDriverRoot)).
@@ -190,14 +178,6 @@ options:
         init container, read-only for V(/), with C(HostToContainer) propagation otherwise) and set as
         C(NVIDIA_DRIVER_ROOT) in the init container and the plugin container.
     type: str
-  adopt_daemonset:
-    description:
-      - A DaemonSet of O(name) that this module did not create (no label C(app.kubernetes.io/managed-by=kubehw.devices),
-        as one of a Helm release, an operator or made by hand) fails the task before any write, with O(state=present)
-        and O(state=absent) alike, unless this is true; then the module takes it over (present) or deletes it (absent).
-        The same rule as M(kubehw.devices.device_plugin_deploy)'s.
-    type: bool
-    default: false
   allow_device_plugin_overlap:
     description:
       - The V(nvidia), V(intel) and V(amd) drivers hand out the same GPUs as the vendor's device plugin. The task fails before
@@ -380,6 +360,7 @@ from ansible_collections.kubehw.devices.plugins.module_utils._client import Kube
 from ansible_collections.kubehw.devices.plugins.module_utils._connection import (
     AUTH_ARG_SPEC,
     protect_kubeconfig_secrets,
+    timeout_problem,
 )
 from ansible_collections.kubehw.devices.plugins.module_utils._errors import KubeHwError
 from ansible_collections.kubehw.devices.plugins.module_utils import _images as images
@@ -451,8 +432,9 @@ def validate(params):
         rolling_update(params["update_strategy"])
     if params.get("min_count") is not None:
         params["min_count"] = whole_number(params["min_count"], "min_count", minimum=0)
-    if params.get("wait_timeout") is not None:
-        params["wait_timeout"] = whole_number(params["wait_timeout"], "wait_timeout", minimum=0)
+    problem = params.get("wait_timeout") is not None and timeout_problem("wait_timeout", params["wait_timeout"], True)
+    if problem:
+        raise DaemonSetSpecError(problem)
     extended = params.get("extended_resource_name")
     if extended is not None:
         if not params.get("device_classes", True):
@@ -971,14 +953,12 @@ def argument_spec():
         extended_resource_name=dict(type="str"),
         wait=dict(type="str", default="devices", choices=list(WAIT_MODES)),
         min_count=dict(type="int", default=1),
-        wait_timeout=dict(type="int", default=300),
         update_strategy=dict(type="dict", options=dict(max_unavailable=dict(type="raw"), max_surge=dict(type="raw"))),
-        allow_empty_rollout=dict(type="bool", default=False),
         nvidia_driver_root=dict(type="str"),
-        adopt_daemonset=dict(type="bool", default=False),
         allow_device_plugin_overlap=dict(type="bool", default=False),
     )
     spec.update(image_source_spec())
+    spec.update(ds_task.deployment_spec())
     spec.update(AUTH_ARG_SPEC)
     return spec
 

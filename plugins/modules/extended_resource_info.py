@@ -225,6 +225,7 @@ from ansible_collections.kubehw.devices.plugins.module_utils._client import Kube
 from ansible_collections.kubehw.devices.plugins.module_utils._connection import (
     AUTH_ARG_SPEC,
     protect_kubeconfig_secrets,
+    timeout_problem,
 )
 from ansible_collections.kubehw.devices.plugins.module_utils._errors import KubeHwError, fail_from_error
 from ansible_collections.kubehw.devices.plugins.module_utils._extended_resources import (
@@ -416,9 +417,9 @@ def check_input(module):
     problem = node_target_problem(module.params)
     if problem:
         module.fail_json(msg=problem, changed=False)
-    if module.params["wait_timeout"] < 0:
-        module.fail_json(msg="wait_timeout %d must be a whole number of seconds >= 0" % module.params["wait_timeout"],
-                         changed=False)
+    problem = timeout_problem("wait_timeout", module.params["wait_timeout"], zero_allowed=True)
+    if problem:
+        module.fail_json(msg=problem, changed=False)
     wanted = module.params["wait_allocatable"] or {}
     for key, count in wanted.items():
         problem = extended_resource_name_problem(key)

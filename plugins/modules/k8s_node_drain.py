@@ -169,6 +169,7 @@ from ansible_collections.kubehw.devices.plugins.module_utils._client import Kube
 from ansible_collections.kubehw.devices.plugins.module_utils._connection import (
     AUTH_ARG_SPEC,
     protect_kubeconfig_secrets,
+    timeout_problem,
 )
 from ansible_collections.kubehw.devices.plugins.module_utils._errors import KubeHwError, error_from_api_exception
 from ansible_collections.kubehw.devices.plugins.module_utils._k8s_names import DNS1123_SUBDOMAIN_RE
@@ -449,9 +450,7 @@ def input_problem(params):
     if len(name) > 253 or not DNS1123_SUBDOMAIN_RE.match(name):
         return ("name %r is not a valid node name: a lowercase RFC 1123 subdomain (a-z, 0-9, '-' and '.', "
                 "starting and ending alphanumeric, at most 253 characters)" % name)
-    if params["timeout"] < 1:
-        return "timeout must be at least 1 second; got %d" % params["timeout"]
-    return None
+    return timeout_problem("timeout", params["timeout"], zero_allowed=False) or None
 
 
 def main():

@@ -276,6 +276,7 @@ from ansible_collections.kubehw.devices.plugins.module_utils._client import PAGE
 from ansible_collections.kubehw.devices.plugins.module_utils._connection import (
     AUTH_ARG_SPEC,
     protect_kubeconfig_secrets,
+    timeout_problem,
 )
 from ansible_collections.kubehw.devices.plugins.module_utils._errors import KubeHwError
 from ansible_collections.kubehw.devices.plugins.module_utils._extended_resources import (
@@ -591,8 +592,9 @@ def validate(module):
         module.fail_json(msg=problem, changed=False, nodes=[], changed_nodes=[], failed_nodes=[])
     if params["parallel"] < 1:
         module.fail_json(msg="parallel must be at least 1, got %d" % params["parallel"])
-    if params["wait_timeout"] < 0:
-        module.fail_json(msg="wait_timeout must not be negative, got %d" % params["wait_timeout"])
+    problem = timeout_problem("wait_timeout", params["wait_timeout"], zero_allowed=True)
+    if problem:
+        module.fail_json(msg=problem)
     if params["parallel"] > MAX_PARALLEL:
         module.fail_json(msg="parallel must be at most %d (each is a thread and a connection to the apiserver), got %d"
                          % (MAX_PARALLEL, params["parallel"]))

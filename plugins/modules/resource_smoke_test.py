@@ -285,6 +285,7 @@ from ansible_collections.kubehw.devices.plugins.module_utils._client import Kube
 from ansible_collections.kubehw.devices.plugins.module_utils._connection import (
     AUTH_ARG_SPEC,
     protect_kubeconfig_secrets,
+    timeout_problem,
 )
 from ansible_collections.kubehw.devices.plugins.module_utils._errors import KubeHwError
 from ansible_collections.kubehw.devices.plugins.module_utils._k8s_names import (
@@ -329,8 +330,9 @@ def input_problem(params):
     """Why the task's input is refused before any request (naming the value and the rule), or None."""
     if params["count"] < 1:
         return "count must be a whole number of at least 1, got %s" % params["count"]
-    if params["timeout"] < 1:
-        return "timeout must be a whole number of seconds of at least 1, got %s" % params["timeout"]
+    problem = timeout_problem("timeout", params["timeout"], zero_allowed=False)
+    if problem:
+        return problem
     if params.get("node") is not None:
         problem = object_name_problem(params["node"])
         if problem:

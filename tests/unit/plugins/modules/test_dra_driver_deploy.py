@@ -420,7 +420,7 @@ def test_rbac_comparison_sees_rules_labels_and_subjects():
     (dict(env={"1BAD": "x"}), "env name '1BAD'"),
     (dict(min_count=-1), "min_count -1 must be a whole number >= 0"),
     (dict(min_count="many"), "min_count 'many' must be a whole number >= 0"),
-    (dict(wait_timeout=-5), "wait_timeout -5 must be a whole number >= 0"),
+    (dict(wait_timeout=-5), "wait_timeout -5 must be a number of seconds 0 or more"),
     (dict(extended_resource_name="kubernetes.io/gpu"), "extended_resource_name 'kubernetes.io/gpu'"),
     (dict(extended_resource_name="gpu"), "extended_resource_name 'gpu'"),
     (dict(extended_resource_name="example.com/gpu", device_classes=False), "needs device_classes: true"),
@@ -433,7 +433,7 @@ def test_validation_names_the_value_and_the_rule(overrides, message):
 
 
 def test_min_count_from_an_awx_string_becomes_a_number():
-    given = params(min_count="3", wait_timeout=" 60 ")
+    given = params(min_count="3", wait_timeout=60)
     mod.validate(given)
     assert given["min_count"] == 3 and given["wait_timeout"] == 60
 

@@ -20,7 +20,9 @@ import json
 import pytest
 
 from ansible_collections.kubehw.devices.plugins.modules import device_plugin_deploy
+from ansible_collections.kubehw.devices.plugins.modules import dra_driver_deploy
 from ansible_collections.kubehw.devices.plugins.modules import extended_resource_info
+from ansible_collections.kubehw.devices.plugins.modules import k8s_node_drain
 from ansible_collections.kubehw.devices.plugins.modules import k8s_node_extended_resource
 from ansible_collections.kubehw.devices.plugins.modules import k8s_runtime_class
 from ansible_collections.kubehw.devices.plugins.modules import resource_smoke_test
@@ -91,7 +93,7 @@ CASES = [
     (ER, {"parallel": 0}, "parallel", "at least 1"),
     (ER, {"parallel": 100000}, "parallel", "at most 100"),
     (ER, {"parallel": "three"}, "parallel", "int"),
-    (ER, {"wait_timeout": -1}, "wait_timeout", "must not be negative"),
+    (ER, {"wait_timeout": -1}, "wait_timeout -1", "must be a number of seconds 0 or more"),
     (ER, {"state": "EXACT"}, "EXACT", "must be one of"),
     # --- extended_resource_info
     (INFO, {"name": "hostile-1\n"}, "'hostile-1\\n'", "DNS subdomain"),
@@ -104,7 +106,7 @@ CASES = [
     (SMOKE, {"resource": "hostile.example.com/dongle\n"}, "dongle\\n", "letters, digits"),
     (SMOKE, {"resource": DONGLE, "count": 0}, "count", "at least 1"),
     (SMOKE, {"resource": DONGLE, "count": "3 GPUs"}, "count", "int"),
-    (SMOKE, {"resource": DONGLE, "timeout": 0}, "timeout", "at least 1"),
+    (SMOKE, {"resource": DONGLE, "timeout": 0}, "timeout 0", "must be a number of seconds above 0"),
     (SMOKE, {"resource": DONGLE, "node": "hostile-1\n"}, "'hostile-1\\n'", "DNS subdomain"),
     (SMOKE, {"resource": DONGLE, "namespace": "kube system"}, "kube system", "DNS label"),
     (SMOKE, {"resource": DONGLE, "name_prefix": ""}, "name_prefix", "must not be empty or blank"),
@@ -148,3 +150,27 @@ def test_a_hostile_value_is_refused_naming_it_and_the_rule_before_any_connection
     assert offender in result["msg"] and rule in result["msg"], (offender, rule, result["msg"])
     assert "Traceback (most recent call last)" not in json.dumps(result)
     assert result.get("changed") is not True
+
+
+# Every wait and task timeout option of every module: (module, its other parameters, option, a value it refuses, what it allows)
+TIMEOUTS = [
+    (ER, BASES[ER], "wait_timeout", -1, "0 or more"),
+    (INFO, dict(BASES[INFO], name="hostile-1"), "wait_timeout", -1, "0 or more"),
+    (DEPLOY, BASES[DEPLOY], "wait_timeout", -1, "0 or more"),
+    (dra_driver_deploy, {"preset": "example", "namespace": "kubehw-hostile"}, "wait_timeout", -1, "0 or more"),
+    (SMOKE, dict(BASES[SMOKE], resource=DONGLE), "timeout", 0, "above 0"),
+    (k8s_node_drain, {"name": "hostile-1"}, "timeout", 0, "above 0"),
+]
+# (the connection's request_timeout, connect_timeout and retry_timeout: the same words, from KubeClient before its
+# first request, tests/unit/plugins/module_utils/test_client.py)
+
+
+@pytest.mark.parametrize("module, base, option, value, allowed", TIMEOUTS,
+                         ids=["%s-%s" % (case[0].__name__.rsplit(".", 1)[-1], case[2]) for case in TIMEOUTS])
+def test_every_timeout_option_is_refused_in_one_wording_before_any_connection(
+        monkeypatch, capsys, module, base, option, value, allowed):
+    monkeypatch.setattr(module, "KubeClient", NoClient)
+    NoClient.made = 0
+    result = run_module(module, capsys, dict(base, **{option: value}))
+    assert result.get("failed") is True and NoClient.made == 0, result
+    assert "%s %r must be a number of seconds %s" % (option, value, allowed) in result["msg"], result["msg"]

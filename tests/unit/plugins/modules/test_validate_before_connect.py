@@ -28,8 +28,8 @@ DEPLOY = dict(preset="nvidia")
 DRA = dict(preset="example")
 
 CASES = [
-    (extended_resource_info, dict(name="n1", wait_timeout=-1), ["wait_timeout -1", ">= 0"]),
-    (extended_resource_info, dict(all_nodes=True, wait_timeout=-5), ["wait_timeout -5", ">= 0"]),
+    (extended_resource_info, dict(name="n1", wait_timeout=-1), ["wait_timeout -1", "number of seconds 0 or more"]),
+    (extended_resource_info, dict(all_nodes=True, wait_timeout=-5), ["wait_timeout -5", "number of seconds 0 or more"]),
     (extended_resource_info, dict(name="n1", wait_released=["gpu"]), ["wait_released", "'gpu'", "exactly one '/'"]),
     (extended_resource_info, dict(name="n1", wait_released=["nvidia.com/gpu", " "]), ["wait_released", "' '"]),
     (resource_smoke_test, dict(SMOKE, tolerations=[{"operator": "Bogus"}]),
