@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from tests.support.k8s_objects import read_out
-from tests.support.node_configs import DEMO_CONFIG_PATH
+from tests.support.node_configs import DEMO_CONFIG_PATH, NO_NODES
 from tests.support.playbook_runner import run_playbook
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -151,3 +151,17 @@ def test_drift_is_found_per_node_written_nowhere_repaired_on_request_and_then_cl
     set_label(cluster, "gpu-node-2", "true")
     clean = drift(collections_path, tmp_path, cluster)
     assert clean.returncode == 0 and "no drift" in clean.stdout and not lines(clean, "drift"), clean.output()
+
+
+@pytest.mark.node_config(NO_NODES)
+def test_a_repair_answer_that_is_not_true_or_false_is_refused_before_anything_is_compared(cluster, collections_path,
+                                                                                         tmp_path):
+    """An AWX survey or an -e typo ("ture", "maybe") was read as false by the bool filter: the run compared instead
+    of repairing and said nothing of the answer. Now the first play refuses it, naming it, before any comparison."""
+    run = run_playbook("kubehw.devices.drift", str(tmp_path), inventory=DEMO_INVENTORY, collections=collections_path,
+                       kubeconfig=cluster.kubeconfig,
+                       extra_vars={"kubehw_repair": "maybe", "kubehw_kubeconfig": cluster.kubeconfig}, timeout=300)
+    assert run.returncode == 2, run.output()
+    assert 'kubehw_repair must be true or false, got "maybe": nothing was compared or written' in run.stdout, \
+        run.output()
+    assert "Compare the static extended resources" not in run.stdout, run.output()
