@@ -432,3 +432,14 @@ KUBERNETES_TEST = {
 
 PRESETS = {"example": EXAMPLE, "nvidia": NVIDIA, "intel": INTEL, "amd": AMD, "kubernetes_test": KUBERNETES_TEST}
 PRESET_NAMES = ("example", "nvidia", "intel", "amd", "kubernetes_test")
+
+
+def for_device_plugin(device_plugin_preset):
+    """The DRA preset that hands out the devices a device_plugin_deploy preset serves (a resource of the one is a
+    resource the other's guard knows as the same devices), or "" where none does (generic, custom). Raises KeyError
+    for a name that is not a device plugin preset."""
+    served = set(device_plugin_presets.PRESETS[device_plugin_preset]["resources"])
+    for name in PRESET_NAMES:
+        if served & set((PRESETS[name].get("device_plugin") or {}).get("resources") or []):
+            return name
+    return ""

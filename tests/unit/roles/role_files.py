@@ -9,7 +9,6 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import os
-import re
 
 from ansible.parsing.dataloader import DataLoader
 from ansible.template import Templar
@@ -18,28 +17,12 @@ ROLES = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', '..
 OMIT = '__omit_place_holder__'
 
 
-# A default that names an image of the collection's list through its filter ("{{ 'cuda_base' |
-# kubehw.devices.image_reference }}"): a bare Templar has no collection plugins, so such a default is given the value
-# the filter returns, by the filter's own function.
-IMAGE_REFERENCE = re.compile(r"^\{\{ '([a-z_]+)' \| kubehw\.devices\.image_reference \}\}$")
-
-
-def _with_image_references(defaults):
-    from ansible_collections.kubehw.devices.plugins.filter.images import image_reference
-
-    resolved = {}
-    for key, value in defaults.items():
-        match = IMAGE_REFERENCE.match(value) if isinstance(value, str) else None
-        resolved[key] = image_reference(match.group(1)) if match else value
-    return resolved
-
-
 def load_role(name):
     """(loader, defaults, tasks) of roles/<name>: the tasks of tasks/main.yml and of the files it includes."""
     loader = DataLoader()
     folder = os.path.join(ROLES, name)
     defaults = loader.load_from_file(os.path.join(folder, 'defaults', 'main.yml'), trusted_as_template=True)
-    return loader, _with_image_references(defaults), _tasks(loader, os.path.join(folder, 'tasks'), 'main.yml', [])
+    return loader, defaults, _tasks(loader, os.path.join(folder, 'tasks'), 'main.yml', [])
 
 
 def _tasks(loader, folder, file_name, conditions):
