@@ -86,6 +86,19 @@ def _package_steps(installed, pinned):
     return steps
 
 
+def _others_cordon(drain):
+    """The node was cordoned before the run by someone else (not by an earlier drain of this collection)."""
+    return bool(drain.get("cordoned")) and not drain.get("own_cordon")
+
+
+def _after_reboot(drain):
+    if _others_cordon(drain):
+        return "stays cordoned (cordoned before the run)"
+    if drain.get("cordoned"):
+        return "uncordon once Ready (cordoned by an earlier run that stopped)"
+    return "uncordon once Ready"
+
+
 def _node_plan(host):
     """One host's part of the plan: its steps in the order the run takes them, and what blocks them."""
     driver = host.get("driver") or {}
@@ -107,13 +120,13 @@ def _node_plan(host):
             if drain.get("failed"):
                 blocked.append({"pod": None, "message": drain.get("msg")})
         steps.append("reboot (%s)" % why)
-        steps.append("stays cordoned (cordoned before the run)" if drain.get("cordoned") else "uncordon once Ready")
+        steps.append(_after_reboot(drain))
     package_steps = _package_steps(host.get("packages") or {}, host.get("pinned") or {})
     steps.extend(package_steps)
     if not steps:
         steps.append("no change: driver %s (branch %s)" % (driver.get("running") or "not managed", driver.get("branch"))
                      if driver else "no change")
-    return dict(host, steps=steps, blocked=blocked, stays_cordoned=bool(drain.get("cordoned")),
+    return dict(host, steps=steps, blocked=blocked, stays_cordoned=_others_cordon(drain),
                 changes=bool(driver.get("install") or driver.get("reboot") or package_steps))
 
 

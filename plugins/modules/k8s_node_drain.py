@@ -29,6 +29,11 @@ description:
     runs one, naming it, before any write, unless O(force=true).
   - With O(state=uncordoned), waits until the node reports C(Ready=True) (after a reboot, for example;
     O(wait_ready=false) skips that), then clears C(spec.unschedulable).
+  - The cordon carries the annotation C(kubehw.devices/cordoned) (the time it was made), removed again by
+    O(state=uncordoned). A node cordoned before the task without it is someone else's cordon (RV(cordoned) true,
+    RV(own_cordon) false); one with it was cordoned by an earlier drain that stopped (a budget that refused, a host
+    that did not come back), which a resumed rollout makes schedulable again once it is done. The annotation also
+    says on the node since when it has been held back.
   - A second run with the same input sends no write (the node is already cordoned and holds no pod to evict, or
     is already schedulable).
 author:
@@ -134,6 +139,13 @@ cordoned:
   description: Whether the node was cordoned before the task ran.
   returned: always
   type: bool
+own_cordon:
+  description:
+    - Whether that cordon is one this module made (the node carries C(kubehw.devices/cordoned)), so a rollout that
+      stopped after it may lift it; false for a node cordoned otherwise, or not cordoned.
+  returned: always
+  type: bool
+  version_added: 1.1.0
 evicted:
   description: Pods evicted by this task (in check mode, that would be), as C(namespace/name).
   returned: always
@@ -175,6 +187,10 @@ from ansible_collections.kubehw.devices.plugins.module_utils._errors import Kube
 from ansible_collections.kubehw.devices.plugins.module_utils._k8s_names import DNS1123_SUBDOMAIN_RE
 
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
+# Set with the cordon this module makes (its value: when), removed with the uncordon: a cordon of ours, not someone
+# else's, when a stopped rollout runs again.
+CORDON_ANNOTATION = "kubehw.devices/cordoned"
+CORDON_ANNOTATION_PATH = "/metadata/annotations/kubehw.devices~1cordoned"
 # kubectl drain waits 5 s between eviction attempts a budget refused (k8s.io/kubectl/pkg/drain, v0.32).
 RETRY_MAX_DELAY = 5.0
 POLL_INTERVAL = 1.0
@@ -197,6 +213,12 @@ def _ready(node):
         if cond.get("type") == "Ready":
             return cond.get("status") == "True"
     return False
+
+
+def _own_cordon(node):
+    """Whether the node carries the annotation of a cordon this module made."""
+    annotations = (node.get("metadata") or {}).get("annotations")
+    return isinstance(annotations, dict) and CORDON_ANNOTATION in annotations
 
 
 def _status_message(err):
@@ -233,8 +255,8 @@ class NodeDrain(object):
         self.name = module.params["name"]
         self.sleep = sleep
         self.deadline = time.monotonic() + module.params["timeout"]
-        self.result = dict(changed=False, node=self.name, exists=True, cordoned=False, evicted=[], left_on_node=[],
-                           blocked=[])
+        self.result = dict(changed=False, node=self.name, exists=True, cordoned=False, own_cordon=False, evicted=[],
+                           left_on_node=[], blocked=[])
         self.diff = None
 
     # -- reads
@@ -254,10 +276,22 @@ class NodeDrain(object):
             what='list the pods of node "%s"' % self.name)
         return listing.get("items") or []
 
-    def set_unschedulable(self, value):
-        # JSON patch: the node always has a spec; "remove" only runs when the flag is set.
-        ops = [{"op": "add", "path": "/spec/unschedulable", "value": True}] if value else \
-            [{"op": "remove", "path": "/spec/unschedulable"}]
+    def set_unschedulable(self, node, value):
+        """Cordon (with the annotation saying when) or uncordon (the flag and the annotation removed, where set). JSON
+        patch: the node always has a spec; "remove" only runs on what the node read holds."""
+        meta = node.get("metadata") or {}
+        annotations = meta.get("annotations")
+        if value:
+            stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+            ops = [{"op": "add", "path": "/spec/unschedulable", "value": True},
+                   {"op": "add", "path": CORDON_ANNOTATION_PATH, "value": stamp} if isinstance(annotations, dict) else
+                   {"op": "add", "path": "/metadata/annotations", "value": {CORDON_ANNOTATION: stamp}}]
+        else:
+            ops = []
+            if (node.get("spec") or {}).get("unschedulable"):
+                ops.append({"op": "remove", "path": "/spec/unschedulable"})
+            if isinstance(annotations, dict) and CORDON_ANNOTATION in annotations:
+                ops.append({"op": "remove", "path": CORDON_ANNOTATION_PATH})
         self.client.call_json(self.client.core.patch_node, self.name, ops,
                               what='%s node "%s"' % ("cordon" if value else "uncordon", self.name))
 
@@ -381,6 +415,7 @@ class NodeDrain(object):
             return
         cordoned = bool((node.get("spec") or {}).get("unschedulable"))
         self.result["cordoned"] = cordoned
+        self.result["own_cordon"] = cordoned and _own_cordon(node)
         evict, unmanaged = self.classify(self.node_pods())
         if unmanaged and not self.params["force"]:
             raise DrainFailed(
@@ -395,7 +430,7 @@ class NodeDrain(object):
             self.result["blocked"] = self.refused_now(evict)
             return
         if not cordoned:
-            self.set_unschedulable(True)
+            self.set_unschedulable(node, True)
         uids = set()
         for pod in evict:
             if self.evict(pod):
@@ -423,11 +458,13 @@ class NodeDrain(object):
                 raise DrainFailed('Node "%s" did not report Ready=True within %ss; it stays cordoned.'
                                   % (self.name, self.params["timeout"]))
         cordoned = bool((node.get("spec") or {}).get("unschedulable"))
+        marked = _own_cordon(node)
         self.result["cordoned"] = cordoned
-        self.result["changed"] = cordoned
+        self.result["own_cordon"] = cordoned and marked
+        self.result["changed"] = cordoned or marked
         self.diff = dict(before=dict(unschedulable=cordoned), after=dict(unschedulable=False))
-        if cordoned and not self.module.check_mode:
-            self.set_unschedulable(False)
+        if (cordoned or marked) and not self.module.check_mode:
+            self.set_unschedulable(node, False)
 
 
 def argument_spec():

@@ -154,8 +154,8 @@ def test_drift_is_found_per_node_written_nowhere_repaired_on_request_and_then_cl
 
 
 @pytest.mark.node_config(NO_NODES)
-def test_a_repair_answer_that_is_not_true_or_false_is_refused_before_anything_is_compared(cluster, collections_path,
-                                                                                         tmp_path):
+def test_a_repair_answer_that_is_not_true_or_false_is_refused_before_anything_is_compared(
+        cluster, collections_path, tmp_path):
     """An AWX survey or an -e typo ("ture", "maybe") was read as false by the bool filter: the run compared instead
     of repairing and said nothing of the answer. Now the first play refuses it, naming it, before any comparison."""
     run = run_playbook("kubehw.devices.drift", str(tmp_path), inventory=DEMO_INVENTORY, collections=collections_path,

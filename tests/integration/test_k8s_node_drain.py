@@ -14,6 +14,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import json
+import re
 import time
 
 from kubernetes import client
@@ -142,6 +143,10 @@ def test_drain_skips_daemonset_and_mirror_pods_check_mode_and_rerun_write_nothin
     assert sorted((s["pod"], s["reason"]) for s in out["left_on_node"]) == [
         ("%s/agent-x" % ns, "DaemonSet"), ("%s/static-x" % ns, "mirror pod")]
     assert run.result("Drain again")["changed"] is False and run.result("Drain again")["cordoned"] is True
+    # the cordon is marked as this module's, with its time: a rollout that stopped here lifts it when run again
+    assert out["own_cordon"] is False and run.result("Drain again")["own_cordon"] is True
+    stamp = node(cluster, target)["metadata"]["annotations"]["kubehw.devices/cordoned"]
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", stamp), stamp
     if cluster.controlled:
         assert writes(cluster, mark) == [
             ("PATCH", "/api/v1/nodes/%s" % target, 200),
@@ -164,6 +169,15 @@ def test_drain_skips_daemonset_and_mirror_pods_check_mode_and_rerun_write_nothin
     if cluster.controlled:
         assert writes(cluster, mark) == [("PATCH", "/api/v1/nodes/%s" % target, 200)]
     assert "unschedulable" not in node(cluster, target)["spec"]
+    assert "kubehw.devices/cordoned" not in (node(cluster, target)["metadata"].get("annotations") or {})
+
+    # cordoned by someone else (kubectl cordon): the drain says so, leaves it unmarked, and writes no cordon
+    read_out(cluster.core.patch_node(target, {"spec": {"unschedulable": True}}, _preload_content=False))
+    run = ansible(drain(name=target))
+    assert run.rc == 0, run.output()
+    out = run.result("Drain")
+    assert out["cordoned"] is True and out["own_cordon"] is False and out["changed"] is False, out
+    assert "kubehw.devices/cordoned" not in (node(cluster, target)["metadata"].get("annotations") or {})
 
 
 def test_a_drains_evictions_share_one_connection(cluster, ansible):

@@ -698,6 +698,28 @@ def test_driver_rollout_drains_reboots_and_uncordons_one_node_at_a_time(cluster,
         cordoned = dict((n["metadata"]["name"], bool(n["spec"].get("unschedulable")))
                         for n in json.loads(cluster.core.list_node(_preload_content=False).data)["items"])
         assert cordoned["gpu-node-1"] and cordoned["gpu-node-2"], cordoned
+
+        # the cause fixed (the budget gone), the same play again: the plan says the node the stopped run cordoned is
+        # made schedulable again and only the one cordoned by someone else stays so; the run finishes and does that
+        read_out(client.PolicyV1Api(cluster.api_client).delete_namespaced_pod_disruption_budget(
+            "solo", namespace, _preload_content=False))
+        resumed_plan = upgrade_plan(collections_path, tmp_path, cluster, inventory, env)
+        assert resumed_plan["stays_cordoned"] == ["gpu-node-1"] and resumed_plan["blocked"] == [], resumed_plan["lines"]
+        assert resumed_plan["lines"][1].endswith("uncordon once Ready (cordoned by an earlier run that stopped)"), \
+            resumed_plan["lines"]
+        room = MachineRoom(cluster, str(tmp_path / "reboots"), namespace, owner)
+        room.replaced = True
+        room.start()
+        try:
+            proc, _recap = play(collections_path, tmp_path, "site", cluster.kubeconfig, inventory=inventory, env=env,
+                                extra_vars={"nvidia_driver_drain_timeout": 30})
+        finally:
+            room.stopping.set()
+            room.join()
+        assert proc.returncode == 0, proc.stdout[-5000:]
+        cordoned = dict((n["metadata"]["name"], bool(n["spec"].get("unschedulable")))
+                        for n in json.loads(cluster.core.list_node(_preload_content=False).data)["items"])
+        assert cordoned["gpu-node-1"] and not cordoned["gpu-node-2"], cordoned
     finally:
         for name in ("gpu-node-1", "gpu-node-2"):
             read_out(cluster.core.patch_node(name, {"spec": {"unschedulable": None}}, _preload_content=False))

@@ -79,6 +79,20 @@ def test_each_node_gets_its_steps_in_the_order_the_run_takes_them_and_blocks_are
     assert plan["blocked"] == ["gpu-2"] and plan["unchanged"] == ["gpu-3"] and plan["stays_cordoned"] == ["gpu-4"]
 
 
+def test_a_node_an_earlier_run_cordoned_before_it_stopped_is_uncordoned_and_not_counted_as_someone_elses():
+    """A rollout that stopped at a refused drain left its node cordoned (and marked so); the plan of the run that
+    resumes it named that node as cordoned before the run, staying so: the run then left it cordoned for good."""
+    plan = upgrade_plan([host("gpu-1", cordoned=True),
+                         host("gpu-2", cordoned=True, drain={"evicted": [], "blocked": [], "cordoned": True,
+                                                             "own_cordon": True})])
+    assert plan["lines"] == [
+        "batch 1: gpu-1: cordon and drain: evict no pod; reboot (driver module not loaded (loaded: none)); "
+        "stays cordoned (cordoned before the run)",
+        "batch 1: gpu-2: cordon and drain: evict no pod; reboot (driver module not loaded (loaded: none)); "
+        "uncordon once Ready (cordoned by an earlier run that stopped)"]
+    assert plan["stays_cordoned"] == ["gpu-1"]
+
+
 def test_a_reboot_left_to_the_operator_a_refused_drain_and_pinned_packages_are_in_the_plan():
     plan = upgrade_plan([
         host("gpu-1", by_run=False),
