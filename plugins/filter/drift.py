@@ -10,6 +10,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.kubehw.devices.plugins.module_utils._deploy_results import diff_entries, pod_template_images
+from ansible_collections.kubehw.devices.plugins.module_utils._host_packages import package_differences
 
 # (the accelerator_node role's registered result, the kind of its object, the result's key holding that object,
 # what serves the nodes, the role's fact naming the nodes it serves)
@@ -67,10 +68,36 @@ def _coverage_rows(result, field, serves, nodes):
             for node in nodes if node not in admitted]
 
 
-def drift_rows(static, gpu=None):
-    """The differences the check-mode run of the extended_resources role (``static``, its registered result) and of
-    the accelerator_node role (``gpu``, the host variables of a GPU node after it) found, one dict a row."""
-    rows = _static_rows(static)
+def _host_rows(hosts):
+    """A row per GPU host whose NVIDIA driver or pinned packages differ from the inventory (``hosts``: what the
+    accelerator_node role's upgrade_plan entry point read of each, its accelerator_node_upgrade fact). Not repairable
+    by the drift run: a driver change means a drain and a reboot, which site.yml does batch by batch (and
+    upgrade_plan.yml shows first)."""
+    rows = []
+    for host in hosts or []:
+        if not isinstance(host, dict):
+            continue
+        node = host.get("node") or host.get("host")
+        driver = host.get("driver") or {}
+        if driver.get("install"):
+            rows.append({"node": node, "what": "NVIDIA driver", "declared": "branch %s" % driver.get("branch"),
+                         "observed": driver.get("running") or "none", "repairable": False})
+        elif driver.get("reboot"):
+            rows.append({"node": node, "what": "NVIDIA driver", "declared": "branch %s loaded" % driver.get("branch"),
+                         "observed": "%s installed, not loaded (kernel modules loaded: %s)" % (
+                             driver.get("running") or "a driver", ", ".join(driver.get("loaded_modules") or [])
+                             or "none"), "repairable": False})
+        for name, have, version in package_differences(host.get("packages") or {}, host.get("pinned") or {}):
+            rows.append({"node": node, "what": "package %s" % name, "declared": version,
+                         "observed": ", ".join(have) or "not installed", "repairable": False})
+    return rows
+
+
+def drift_rows(static, gpu=None, hosts=None):
+    """The differences the check-mode run of the extended_resources role (``static``, its registered result), of
+    the accelerator_node role (``gpu``, the host variables of a GPU node after it) and, where the run read the hosts,
+    the hosts' driver and packages (``hosts``, accelerator_node_upgrade of each) found, one dict a row."""
+    rows = _static_rows(static) + _host_rows(hosts)
     gpu = gpu or {}
     for key, kind, field, serves, nodes_fact in GPU_OBJECTS:
         result = gpu.get(key) or {}

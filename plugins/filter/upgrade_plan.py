@@ -19,6 +19,7 @@ from ansible.module_utils.six import string_types
 from ansible.utils.helpers import pct_to_int
 
 from ansible_collections.kubehw.devices.plugins.module_utils._deploy_results import diff_entries, pod_template_images
+from ansible_collections.kubehw.devices.plugins.module_utils._host_packages import package_differences
 
 
 def serial_batches(hosts, serial=None):
@@ -67,23 +68,10 @@ def _daemonset_change(what, result):
     return change
 
 
-# The packages a pin names, and the names each is installed under (containerd.io on Docker's repositories).
-PACKAGE_NAMES = {"nvidia-container-toolkit": ("nvidia-container-toolkit",), "containerd": ("containerd", "containerd.io")}
-
-
 def _package_steps(installed, pinned):
-    """A step per pinned package whose installed version differs (the roles install unpinned packages only where
-    they are missing, and leave an installed one as it is)."""
-    steps = []
-    for name, version in sorted(pinned.items()):
-        if not version:
-            continue
-        have = [installed[n] for n in PACKAGE_NAMES.get(name, (name,)) if installed.get(n)]
-        if not have:
-            steps.append("install %s %s" % (name, version))
-        elif not any(h == version or h.startswith(version + "-") or h.startswith(version + "+") for h in have):
-            steps.append("%s %s -> %s" % (name, ", ".join(have), version))
-    return steps
+    """A step per pinned package whose installed version differs."""
+    return [("%s %s -> %s" % (name, ", ".join(have), version)) if have else ("install %s %s" % (name, version))
+            for name, have, version in package_differences(installed, pinned)]
 
 
 def _others_cordon(drain):

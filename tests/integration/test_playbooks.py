@@ -725,6 +725,30 @@ def test_driver_rollout_drains_reboots_and_uncordons_one_node_at_a_time(cluster,
             read_out(cluster.core.patch_node(name, {"spec": {"unschedulable": None}}, _preload_content=False))
 
 
+def test_drift_reads_the_hosts_driver_on_request_and_no_repair_run_writes_it(cluster, collections_path, tmp_path):
+    """drift.yml with kubehw_drift_hosts=true on hosts whose driver (branch 550) is installed but not loaded: a row per
+    host, read as the upgrade plan reads the hosts, nothing changed; a repair run leaves those rows (a driver change
+    drains and reboots: site.yml) and exits 2 saying so. Without the variable the hosts are not read."""
+    cluster.require_controlled("the rollout inventory names the configured demo nodes")
+    inventory, env = rollout_inventory(tmp_path, cluster)
+    mark = cluster.mark()
+    runs = {}
+    for name, extra in (("hosts", {"kubehw_drift_hosts": "true"}),
+                        ("repair", {"kubehw_drift_hosts": "true", "kubehw_repair": "true"}),
+                        ("cluster only", {})):
+        runs[name], _recap = play(collections_path, tmp_path, "drift", cluster.kubeconfig, inventory=inventory,
+                                  env=env, extra_vars=extra)
+    expected = ['drift: %s: NVIDIA driver: declared "branch 550 loaded", observed "550.54.15 installed, not loaded '
+                '(kernel modules loaded: none)"' % node for node in ("gpu-node-1", "gpu-node-2")]
+    assert runs["hosts"].returncode == 2, runs["hosts"].output()
+    assert sorted(runs["hosts"].printed_messages("drift: ")) == expected, runs["hosts"].output()
+    assert runs["repair"].returncode == 2 and sorted(runs["repair"].printed_messages("drift: ")) == expected
+    assert "a host's driver or packages change with site.yml" in runs["repair"].stdout, runs["repair"].output()
+    assert runs["cluster only"].returncode == 0 and "no drift" in runs["cluster only"].stdout, \
+        runs["cluster only"].output()
+    assert cluster.writes(mark) == [] and not os.listdir(str(tmp_path / "reboots"))
+
+
 def test_the_images_and_preflight_job_templates_run_their_playbooks_with_survey_strings(collections_path, tmp_path):
     """The images template as AWX launches it (its survey's empty mirror answer is a string, not an absent variable)
     lists the upstream images by tag and published digest; the preflight template's answers are the site template's

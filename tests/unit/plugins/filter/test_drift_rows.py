@@ -99,3 +99,30 @@ def test_a_gpu_node_its_daemonset_does_not_select_is_a_row_no_repair_writes():
     # a result without the list (a skipped task, an older module) says nothing of coverage
     assert drift_rows({}, gpu={"device_plugin_result": dict(unchanged, selected_nodes=None),
                                "accelerator_node_plugin_nodes": ["gpu-2"]}) == []
+
+
+def host(node, driver=None, packages=None, pinned=None):
+    """What the accelerator_node role's upgrade_plan entry point records of a host (accelerator_node_upgrade)."""
+    return {"host": node, "node": node, "driver": driver or {}, "packages": packages or {}, "pinned": pinned or {}}
+
+
+def test_a_hosts_driver_and_pinned_packages_that_differ_are_rows_no_repair_writes():
+    rows = drift_rows({}, hosts=[
+        host("gpu-1", driver={"running": "550.54.15", "branch": "570", "install": True, "reboot": True}),
+        host("gpu-2", driver={"running": "570.86.15", "branch": "570", "install": False, "reboot": True,
+                              "loaded_modules": []}),
+        host("gpu-3", driver={"running": "570.86.15", "branch": "570", "install": False, "reboot": False},
+             packages={"containerd.io": "1.7.27-1", "nvidia-container-toolkit": "1.17.7-1"},
+             pinned={"containerd": "1.7.28", "nvidia-container-toolkit": "1.17.7"}),
+        host("gpu-4", pinned={"nvidia-container-toolkit": "1.17.7"}),
+        host("gpu-5", driver={"running": "570.86.15", "branch": "570"}, pinned={"containerd": ""}),
+    ])
+    assert rows == [
+        {"node": "gpu-1", "what": "NVIDIA driver", "declared": "branch 570", "observed": "550.54.15",
+         "repairable": False},
+        {"node": "gpu-2", "what": "NVIDIA driver", "declared": "branch 570 loaded",
+         "observed": "570.86.15 installed, not loaded (kernel modules loaded: none)", "repairable": False},
+        {"node": "gpu-3", "what": "package containerd", "declared": "1.7.28", "observed": "1.7.27-1",
+         "repairable": False},
+        {"node": "gpu-4", "what": "package nvidia-container-toolkit", "declared": "1.17.7",
+         "observed": "not installed", "repairable": False}]
