@@ -80,6 +80,16 @@ def deploy(ansible, namespace, name, title="Deploy", **params):
     return run, run.result(title)
 
 
+def deploy_beside(action, ansible, namespace, name, **params):
+    """deploy() while ``action`` runs in a thread of its own (what the cluster does meanwhile); joined after."""
+    thread = threading.Thread(target=action, daemon=True)
+    thread.start()
+    try:
+        return deploy(ansible, namespace, name, **params)
+    finally:
+        thread.join(60)
+
+
 def remove(ansible, namespace, name, preset):
     run = ansible([{"name": "Remove", MODULE: dict(preset=preset, namespace=namespace, name=name, state="absent",
                                                    device_classes=False, wait="none"), "register": "out"}])
@@ -481,11 +491,8 @@ def test_a_node_that_registers_during_the_rollout_is_covered_before_it_is_done(c
         except BaseException as err:  # pytest.fail() included: reported by the assertions below
             late["error"] = err
 
-    registrar = threading.Thread(target=register_once_written, daemon=True)
-    registrar.start()
-    run, res = deploy(ansible, namespace, name, preset="example", node_selector=label, wait="rollout",
-                      wait_timeout=90)
-    registrar.join(60)
+    run, res = deploy_beside(register_once_written, ansible, namespace, name, preset="example", node_selector=label,
+                             wait="rollout", wait_timeout=90)
     try:
         assert "node" in late, late.get("error")
         assert not res["failed"], run.output()
@@ -570,11 +577,8 @@ def test_a_refusal_the_controller_gets_past_does_not_fail_the_rollout(cluster, a
         read_out(cluster.core.patch_namespaced_resource_quota("no-pods", namespace, {"spec": {"hard": {"pods": "10"}}},
                                                               _preload_content=False))
 
-    lifter = threading.Thread(target=raise_the_quota_after_the_first_refusal, daemon=True)
-    lifter.start()
-    run, res = deploy(ansible, namespace, name, preset="example", node_selector=label, wait="rollout",
-                      wait_timeout=90)
-    lifter.join(60)
+    run, res = deploy_beside(raise_the_quota_after_the_first_refusal, ansible, namespace, name, preset="example",
+                             node_selector=label, wait="rollout", wait_timeout=90)
     try:
         assert failed_creates(cluster, namespace, name), "the quota never refused a pod: nothing was tested"
         assert not res["failed"], run.output()
