@@ -103,7 +103,7 @@ def test_the_readme_install_and_commands_work_from_an_empty_home(cluster, tmp_pa
     (work / "my-inventory.yml").write_text(yaml.safe_dump(inventory))
     commands = readme_commands()
     playbooks = [[w for w in c if w.startswith("kubehw.devices.")][0] for c in commands]
-    expected = ("rbac", "site", "verify", "drift", "drift", "upgrade_plan", "images", "teardown")
+    expected = ("rbac", "site", "verify", "drift", "drift", "drift", "upgrade_plan", "images", "teardown")
     assert playbooks == ["kubehw.devices.%s" % p for p in expected]
     outputs = {}
     for command, playbook in zip(commands, playbooks):
