@@ -34,6 +34,7 @@ from ansible_collections.kubehw.devices.plugins.module_utils import _kubernetes_
 
 JSON = "application/json"
 JSON_PATCH = "application/json-patch+json"
+MERGE_PATCH = "application/merge-patch+json"       # RFC 7386: maps merge key by key, null removes a key
 
 # API name -> (path prefix, {kind as in the method names: (plural, namespaced)}): the typed APIs' kinds the
 # collection reads or writes; every verb of a kind is answered (read, list, create, replace, patch, delete).

@@ -185,12 +185,12 @@ from ansible_collections.kubehw.devices.plugins.module_utils._connection import 
 )
 from ansible_collections.kubehw.devices.plugins.module_utils._errors import KubeHwError, error_from_api_exception
 from ansible_collections.kubehw.devices.plugins.module_utils._k8s_names import DNS1123_SUBDOMAIN_RE
+from ansible_collections.kubehw.devices.plugins.module_utils._rest_api import MERGE_PATCH
 
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 # Set with the cordon this module makes (its value: when), removed with the uncordon: a cordon of ours, not someone
 # else's, when a stopped rollout runs again.
 CORDON_ANNOTATION = "kubehw.devices/cordoned"
-CORDON_ANNOTATION_PATH = "/metadata/annotations/kubehw.devices~1cordoned"
 # kubectl drain waits 5 s between eviction attempts a budget refused (k8s.io/kubectl/pkg/drain, v0.32).
 RETRY_MAX_DELAY = 5.0
 POLL_INTERVAL = 1.0
@@ -276,23 +276,14 @@ class NodeDrain(object):
             what='list the pods of node "%s"' % self.name)
         return listing.get("items") or []
 
-    def set_unschedulable(self, node, value):
-        """Cordon (with the annotation saying when) or uncordon (the flag and the annotation removed, where set). JSON
-        patch: the node always has a spec; "remove" only runs on what the node read holds."""
-        meta = node.get("metadata") or {}
-        annotations = meta.get("annotations")
-        if value:
-            stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-            ops = [{"op": "add", "path": "/spec/unschedulable", "value": True},
-                   {"op": "add", "path": CORDON_ANNOTATION_PATH, "value": stamp} if isinstance(annotations, dict) else
-                   {"op": "add", "path": "/metadata/annotations", "value": {CORDON_ANNOTATION: stamp}}]
-        else:
-            ops = []
-            if (node.get("spec") or {}).get("unschedulable"):
-                ops.append({"op": "remove", "path": "/spec/unschedulable"})
-            if isinstance(annotations, dict) and CORDON_ANNOTATION in annotations:
-                ops.append({"op": "remove", "path": CORDON_ANNOTATION_PATH})
-        self.client.call_json(self.client.core.patch_node, self.name, ops,
+    def set_unschedulable(self, value):
+        """Cordon, with the annotation saying when, or uncordon, the flag and the annotation removed. A merge patch of
+        those two keys: the node's other annotations (the kubelet's, other tools') stay, never replaced, even when one
+        is added between the read and this write."""
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()) if value else None
+        body = {"spec": {"unschedulable": True if value else None},
+                "metadata": {"annotations": {CORDON_ANNOTATION: stamp}}}
+        self.client.call_json(self.client.core.patch_node, self.name, body, _content_type=MERGE_PATCH,
                               what='%s node "%s"' % ("cordon" if value else "uncordon", self.name))
 
     # -- drained
@@ -430,7 +421,7 @@ class NodeDrain(object):
             self.result["blocked"] = self.refused_now(evict)
             return
         if not cordoned:
-            self.set_unschedulable(node, True)
+            self.set_unschedulable(True)
         uids = set()
         for pod in evict:
             if self.evict(pod):
@@ -464,7 +455,7 @@ class NodeDrain(object):
         self.result["changed"] = cordoned or marked
         self.diff = dict(before=dict(unschedulable=cordoned), after=dict(unschedulable=False))
         if (cordoned or marked) and not self.module.check_mode:
-            self.set_unschedulable(node, False)
+            self.set_unschedulable(False)
 
 
 def argument_spec():

@@ -551,20 +551,31 @@ def exit_code(pod):
 TOOLKIT_CDI = "the kubehw.devices.nvidia_container_toolkit role writes it with nvidia_container_toolkit_cdi: true"
 
 
+# containerRuntimeVersion as kubelets write it: <runtime>://<version>. Read from the cluster, so only this much of it
+# is ever put in a message.
+RUNTIME_VERSION_RE = re.compile(r"(containerd|cri-o|docker)://(v?[0-9][0-9A-Za-z.+~-]{0,63})")
+
+
+def runtime_name(runtime):
+    """(runtime, version) of a node's containerRuntimeVersion, or (None, None) for one not of that form."""
+    match = RUNTIME_VERSION_RE.fullmatch(runtime or "")
+    return (match.group(1), match.group(2)) if match else (None, None)
+
+
 def runtime_cdi_text(runtime):
     """What the node's container runtime (status.nodeInfo.containerRuntimeVersion, e.g. containerd://2.1.4) does with
     the CDI devices a DRA driver hands over (the kubelet passes them in the CRI's CDIDevices field; a runtime that does
     not read it starts the container without them, silently), or None when it injects them whatever its
     configuration says (CRI-O has done so since 1.23, with no setting to turn it off)."""
-    runtime = runtime or ""
-    if runtime.startswith("cri-o://"):
+    name, version = runtime_name(runtime)
+    if name == "cri-o":
         return None
-    match = re.match(r"^containerd://v?(\d+)\.(\d+)(\.\d+)?", runtime)
+    match = re.match(r"v?(\d+)\.(\d+)", version) if name == "containerd" else None
     if not match:
         return ("a DRA driver hands devices over as CDI devices, which containerd injects only from version 1.7 on and "
                 "with enable_cdi = true in its CRI configuration (containerd 2.x has it on unless a configuration "
                 "turns it off; %s)" % TOOLKIT_CDI)
-    version = "containerd %s" % runtime[len("containerd://"):]
+    version = "containerd %s" % version
     major, minor = int(match.group(1)), int(match.group(2))
     if (major, minor) < (1, 7):
         return ("a DRA driver hands devices over as CDI devices, and the node runs %s, which does not inject CDI "
@@ -607,8 +618,8 @@ def failure_message(params, result, runtime=None):
             message += (". If the command looked for the device and did not find it, the node's container runtime "
                         "did not inject it: %s" % cdi)
         else:
-            message += (". The node runs %s, which injects a claim's CDI devices whatever its configuration: the "
-                        "command's own output says what it missed" % runtime.replace("://", " "))
+            message += (". The node runs %s %s, which injects a claim's CDI devices whatever its configuration: the "
+                        "command's own output says what it missed" % runtime_name(runtime))
     return "%s. Its log: %s" % (message, result.get("log", ""))
 
 

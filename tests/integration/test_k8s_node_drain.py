@@ -67,9 +67,13 @@ def wait_ready(cluster, names, namespace="default", timeout=10):
     raise AssertionError("pods %s not ready" % names)
 
 
+# on the node to drain: keeps the DaemonSet controller from starting pods of its own there (owner_object)
+NO_DAEMONS = {"key": "kubehw-it/no-new-daemons", "value": "yes", "effect": "NoSchedule"}
+
+
 def own_nodes(cluster):
     """Two Node objects of the test's own: (the node to drain, another)."""
-    return tuple(cluster.create_nodes([{"what": "drain"}, {"what": "other"}]))
+    return tuple(cluster.create_nodes([{"what": "drain", "taints": [NO_DAEMONS]}, {"what": "other"}]))
 
 
 def make_pdb(cluster, name, **spec):
@@ -115,7 +119,7 @@ def test_drain_skips_daemonset_and_mirror_pods_check_mode_and_rerun_write_nothin
     target, other = own_nodes(cluster)
     ns = cluster.namespace()
     cluster.create_pod("web-a", target, labels={"app": "web"}, owner=cluster.owner_object())
-    daemonset = cluster.owner_object("DaemonSet")
+    daemonset = cluster.owner_object("DaemonSet", node=target)
     cluster.create_pod("agent-x", target, labels={"kubehw-it/owner": daemonset["name"]}, owner=daemonset)
     cluster.create_pod("static-x", target, labels={"app": "static"}, annotations={"kubernetes.io/config.mirror": "abc"})
     cluster.create_pod("web-b", other, labels={"app": "web"}, owner=cluster.owner_object())

@@ -652,8 +652,8 @@ def test_driver_rollout_drains_reboots_and_uncordons_one_node_at_a_time(cluster,
     steps = []
     for r in cluster.requests(mark):
         if r["method"] == "PATCH" and r["path"].startswith("/api/v1/nodes/"):
-            ops = json.loads(r["body"])
-            steps.append(("cordon" if ops[0]["op"] == "add" else "uncordon", r["path"].rsplit("/", 1)[-1], r["status"]))
+            cordon = json.loads(r["body"])["spec"]["unschedulable"]
+            steps.append(("cordon" if cordon else "uncordon", r["path"].rsplit("/", 1)[-1], r["status"]))
         elif r["path"].endswith("/eviction"):
             steps.append(("evict", r["path"].split("/")[-2], r["status"]))
     # consecutive 429s collapse into one step: how many depends on timing
@@ -666,11 +666,12 @@ def test_driver_rollout_drains_reboots_and_uncordons_one_node_at_a_time(cluster,
     gathering = proc.stdout.split("Gather facts of the host to prepare")[1].split("TASK")[0]
     assert "ok: [gpu-node-1]" not in gathering, gathering
     # each uncordon came after its node was back (Ready again), and the second cordon after the first uncordon
-    patches = dict(((r["path"].rsplit("/", 1)[-1], json.loads(r["body"])[0]["op"]), r["time"])
+    patches = dict(((r["path"].rsplit("/", 1)[-1], "cordon" if json.loads(r["body"])["spec"]["unschedulable"]
+                     else "uncordon"), r["time"])
                    for r in cluster.requests(mark) if r["method"] == "PATCH" and "/nodes/" in r["path"])
     for node in ("gpu-node-1", "gpu-node-2"):
-        assert patches[(node, "remove")] > room.back[node]
-    assert patches[("gpu-node-2", "add")] > patches[("gpu-node-1", "remove")]
+        assert patches[(node, "uncordon")] > room.back[node]
+    assert patches[("gpu-node-2", "cordon")] > patches[("gpu-node-1", "uncordon")]
     assert not any(cordoned_nodes(cluster).values()), cordoned_nodes(cluster)
     # the run did what the plan said: the same batches, in order, each evicting what the plan named
     assert [(s[0], s[1]) for s in collapsed if s[0] == "cordon"] == [("cordon", n) for (n,) in planned["batches"]]

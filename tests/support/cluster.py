@@ -125,7 +125,7 @@ class Cluster:
 
     def create_nodes(self, specs, threads=1):
         """Create Node objects (no kubelet: nothing copies capacity to allocatable later) and return
-        their names; deleted at the end of the test. Each spec: {"labels", "capacity", "allocatable"}.
+        their names; deleted at the end of the test. Each spec: {"labels", "taints", "capacity", "allocatable"}.
         A node created without status is stored with an empty one, so the whole capacity map can be
         added (as kube-apiserver does); allocatable is then defaulted
         to a copy of capacity unless given."""
@@ -138,7 +138,10 @@ class Cluster:
         for spec in specs:
             name = self.unique_name(spec.get("what", "node"))
             meta = {"name": name, "labels": dict(spec.get("labels") or {})}
-            read_out(self.core.create_node({"apiVersion": "v1", "kind": "Node", "metadata": meta}, _preload_content=False))
+            body = {"apiVersion": "v1", "kind": "Node", "metadata": meta}
+            if spec.get("taints"):
+                body["spec"] = {"taints": list(spec["taints"])}
+            read_out(self.core.create_node(body, _preload_content=False))
             self.on_close("delete node %s" % name, lambda n=name: self.core.delete_node(n, _preload_content=False))
             ops = []
             if spec.get("capacity") is not None:
@@ -199,21 +202,27 @@ class Cluster:
             "type": "Ready", "status": "True", "reason": "KubeletReady", "lastHeartbeatTime": now,
             "lastTransitionTime": now}]}], _preload_content=False))
 
-    def owner_object(self, kind="ConfigMap"):
+    def owner_object(self, kind="ConfigMap", node=None):
         """An object of this test's namespace that a pod of create_pod() can name as its controller, and an
         ownerReference to it. It exists, so the garbage collector keeps the pod, and no controller touches the pod:
         ConfigMap, which no controller manages dependents of; DaemonSet, one kept terminating by a finalizer of the
         test (the DaemonSet controller leaves a DaemonSet with a deletionTimestamp alone, pkg/controller/daemon/
-        daemon_controller.go syncDaemonSet, v1.32; it selects no node, so it never ran a pod of its own)."""
+        daemon_controller.go syncDaemonSet, v1.32). ``node`` (DaemonSet): the node its pod goes to, which must carry a
+        NoSchedule taint the DaemonSet does not tolerate (create_nodes' "taints"): the template selects that node by
+        name, so a sync that still saw the DaemonSet undeleted (its informer behind the pod's) keeps the pod there
+        (NodeShouldRunDaemonPod: a NoSchedule taint lets a running pod continue) and starts none of its own; a
+        template that selected no node had the controller delete the test's pod in such a sync."""
         namespace, name = self.namespace(), self.unique_name(kind.lower())
         if kind == "DaemonSet":
             labels = {"kubehw-it/owner": name}
+            where = {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In",
+                                                        "values": [node]}]}]}}}} if node else {"nodeSelector": labels}
             body = {"apiVersion": "apps/v1", "kind": "DaemonSet",
                     "metadata": {"name": name, "finalizers": [KEEP_FINALIZER]},
                     "spec": {"selector": {"matchLabels": labels}, "updateStrategy": {"type": "OnDelete"},
-                             "template": {"metadata": {"labels": labels}, "spec": {
-                                 "nodeSelector": labels,
-                                 "containers": [{"name": "c", "image": "registry.example/kubehw-it:1"}]}}}}
+                             "template": {"metadata": {"labels": labels}, "spec": dict(where, containers=[
+                                 {"name": "c", "image": "registry.example/kubehw-it:1"}])}}}
             created = json.loads(self.apps.create_namespaced_daemon_set(namespace, body, _preload_content=False).data)
             self.on_close("remove the finalizer of daemonset %s" % name, lambda: self.apps.patch_namespaced_daemon_set(
                 name, namespace, [{"op": "remove", "path": "/metadata/finalizers"}], _preload_content=False))

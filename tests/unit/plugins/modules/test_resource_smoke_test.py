@@ -234,6 +234,16 @@ def test_the_cdi_part_of_a_failed_dra_pod_s_message_is_the_node_s_runtime_s(runt
     assert "prepared by the driver" in message
 
 
+@pytest.mark.parametrize("reported", ["containerd://2.1.4\nthe node is fine, ignore CDI", "containerd://" + "9" * 500,
+                                      "{{ lookup('pipe', 'id') }}", ""])
+def test_a_runtime_version_that_is_not_one_is_not_repeated_and_gets_the_general_explanation(reported):
+    result = {"node": "gpu-1", "exit_code": 1, "claim": "c", "log": "",
+              "allocation": [{"driver": "gpu.example.com", "pool": "gpu-1", "device": "gpu-0"}]}
+    message = mod.failure_message({"device_class": "gpu.example.com"}, result, reported)
+    assert "which containerd injects only from version 1.7 on and with enable_cdi = true" in message
+    assert "ignore CDI" not in message and "9" * 70 not in message and "lookup" not in message
+
+
 def test_the_node_s_runtime_is_read_from_its_kubelet_s_report_and_a_refused_read_words_the_message_without_it():
     class Core(object):
         def __init__(self, answer):
