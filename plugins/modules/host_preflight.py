@@ -91,6 +91,13 @@ options:
       - Defaults to the package cache of the host's package manager and the image store of each runtime.
     type: list
     elements: path
+  sysfs_root:
+    description:
+      - Where sysfs is mounted; the firmware's Secure Boot variable is read from its C(firmware/efi/efivars).
+      - Give the same root as M(kubehw.devices.device_facts) where the host's sysfs is mounted elsewhere, as in a
+        container that reads the host.
+    type: path
+    default: /sys
 extends_documentation_fragment:
   - kubehw.devices.attributes
 attributes:
@@ -163,7 +170,8 @@ import subprocess
 
 from ansible.module_utils.basic import AnsibleModule
 
-SECURE_BOOT_VAR = "/sys/firmware/efi/efivars/SecureBoot-8be4df61-93ca-11d2-aa0d-00e098032b8c"
+# The firmware's Secure Boot variable, under the sysfs root.
+SECURE_BOOT_VAR = "firmware/efi/efivars/SecureBoot-8be4df61-93ca-11d2-aa0d-00e098032b8c"
 OS_RELEASE = ("/etc/os-release", "/usr/lib/os-release")
 MODULES_DIR = "/lib/modules"
 # Keys DKMS signs modules with (Debian and Ubuntu's dkms 3, Ubuntu's shim-signed, RHEL's dkms).
@@ -207,13 +215,14 @@ def os_release():
     return "unknown", ""
 
 
-def secure_boot():
+def secure_boot(sysfs_root):
     """True, False, or None when the firmware does not say (no EFI variables)."""
+    variable = os.path.join(sysfs_root, SECURE_BOOT_VAR)
     try:
-        with open(SECURE_BOOT_VAR, "rb") as handle:
+        with open(variable, "rb") as handle:
             data = handle.read()
     except (IOError, OSError):
-        return False if not os.path.isdir(os.path.dirname(SECURE_BOOT_VAR)) else None
+        return False if not os.path.isdir(os.path.dirname(variable)) else None
     return bool(len(data) >= 5 and data[4] == 1)   # 4 bytes of attributes, then the value
 
 
@@ -478,7 +487,7 @@ def gather(params):
         runtimes["containerd"]["candidate"] = package_candidate(params["containerd_package"])
     paths = params.get("space_paths") or default_space_paths(params["runtimes"])
     host = {"distribution": distribution, "release": release, "kernel": uname.release, "architecture": uname.machine,
-            "secure_boot": secure_boot(), "signing_key": key, "signing_key_enrolled": enrolled,
+            "secure_boot": secure_boot(params["sysfs_root"]), "signing_key": key, "signing_key_enrolled": enrolled,
             "runtimes": runtimes, "space_paths": paths,
             "free_mib": [free_mib(p) for p in paths]}
     installing = params["install_driver"] and params["kernel_headers"]
@@ -506,6 +515,7 @@ def main():
             allocation=dict(type="str", choices=["device_plugin", "dra"], default="device_plugin"),
             min_free_mib=dict(type="int", default=4096),
             space_paths=dict(type="list", elements="path"),
+            sysfs_root=dict(type="path", default="/sys"),
         ),
         supports_check_mode=True,
     )

@@ -134,14 +134,14 @@ def test_os_release_as_ansible_facts_names_it(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("data,expected", [(b"\x06\x00\x00\x00\x01", True), (b"\x06\x00\x00\x00\x00", False)])
-def test_secure_boot_from_the_efi_variable(tmp_path, monkeypatch, data, expected):
-    var = tmp_path / "efivars" / "SecureBoot-8be4df61-93ca-11d2-aa0d-00e098032b8c"
-    var.parent.mkdir()
+def test_secure_boot_from_the_efi_variable_under_the_sysfs_root(tmp_path, data, expected):
+    var = tmp_path / "sys" / "firmware" / "efi" / "efivars" / "SecureBoot-8be4df61-93ca-11d2-aa0d-00e098032b8c"
+    var.parent.mkdir(parents=True)
     var.write_bytes(data)
-    monkeypatch.setattr(mod, "SECURE_BOOT_VAR", str(var))
-    assert mod.secure_boot() is expected
-    monkeypatch.setattr(mod, "SECURE_BOOT_VAR", str(tmp_path / "no-efi" / "efivars" / "SecureBoot-x"))
-    assert mod.secure_boot() is False      # legacy boot: no EFI variables at all
+    assert mod.secure_boot(str(tmp_path / "sys")) is expected
+    var.unlink()
+    assert mod.secure_boot(str(tmp_path / "sys")) is None     # EFI variables, but not that one: unknown
+    assert mod.secure_boot(str(tmp_path / "no-efi")) is False      # legacy boot: no EFI variables at all
 
 
 @pytest.mark.parametrize("banner,expected", [
