@@ -47,21 +47,18 @@ MIN_VENV := $(ROOT)/.cache/min-versions/venv
 CORE_218_VENV := $(ROOT)/.cache/core-2.18/venv
 CORE_218 := 2.18.19
 # What the ansible-core stages run: the plugins' unit tests (the modules run in-process) and the inventory plugin's
-# suite (cluster data planted as templates must stay strings on every ansible-core the collection supports); the
-# floor stage also runs, of the module integration suites, the tests marked floor (-m selects them and every test
-# that is not an integration test): each module's life cycle and each path of the client library (transport, TLS and
-# token, watches, faults, conflicts, dry runs, patches), which is all the library does for the modules (the requests
-# and answers are the collection's own JSON); what a module decides from those answers is the same code on every
-# release. The floor tests are not run again on 2.18: the lowest release (2.17) and the newest (2.19, every other
-# stage) bracket it, and they would add about 150 CPU seconds to a run that must stay under 30 minutes on 2 cores.
-# On 2.18 only what runs inside ansible-core's controller and changed between its releases: the inventory plugin
-# (unsafe values) and the filters (templating), with the inventory suite; the modules' unit tests run on 2.17 and
-# 2.19, which bracket it (about 40 CPU seconds less in a run that must stay under 30 minutes).
+# suite (cluster data planted as templates must stay strings on every ansible-core the collection supports), and, of
+# the module integration suites, the tests marked floor (-m selects them and every test that is not an integration
+# test): each module's life cycle and each path of the client library (transport, TLS and token, watches, faults,
+# conflicts, dry runs, patches) run by ansible-playbook, so every supported ansible-core release runs every module
+# against the real control plane. On 2.18 the modules' unit tests are left out: they run in-process on 2.17 and 2.19,
+# which bracket it, and what a module decides there does not depend on the release (about 40 CPU seconds less).
 # core-2.18 runs in one process with one control plane (a PYTEST_JOBS given on the command line or in the environment
-# wins): measured alone (2026-12-02), two workers 80 CPU-s in 61 s, one process 51 CPU-s in 57 s; the second control
-# plane and worker start-up cost more than they save in a stage this short.
+# wins): measured alone (2026-12-02) with the floor tests, one process 110 CPU-s in 131 s, two workers 124 CPU-s in
+# 90 s; the run is CPU-bound on two cores, and its lane ends before the integration lane either way.
 CORE_218_JOBS ?= $(if $(filter command line environment,$(origin PYTEST_JOBS)),$(PYTEST_JOBS),0)
-CORE_SUITES := tests/unit/plugins/inventory tests/unit/plugins/filter tests/integration/test_inventory.py
+CORE_SUITES := -m 'floor or not integration' tests/unit/plugins/inventory tests/unit/plugins/filter $(MODULE_SUITES) \
+	tests/integration/test_inventory.py
 MIN_SUITES := -m 'floor or not integration' tests/unit/plugins $(MODULE_SUITES) tests/integration/test_inventory.py
 # `make roles SCENARIOS="default container_runtime"` runs only those scenarios.
 SCENARIOS ?=
@@ -86,8 +83,8 @@ help:
 	@echo "make min-versions  plugin unit tests, the inventory suite and the module suites' floor tests with the lowest"
 	@echo "                   ansible-core of meta/runtime.yml and the minimum kubernetes, urllib3 and jsonpatch of"
 	@echo "                   meta/ee-requirements.txt (venv in .cache/min-versions)"
-	@echo "make core-2.18     the inventory plugin's and filters' unit tests and the inventory suite with ansible-core 2.18"
-	@echo "                   (venv in .cache/core-2.18)"
+	@echo "make core-2.18     the inventory plugin's and filters' unit tests, the inventory suite and the module suites'"
+	@echo "                   floor tests with ansible-core 2.18 (venv in .cache/core-2.18)"
 	@echo "make lint          ansible-lint --profile production, antsibull-docs lint-collection-docs"
 	@echo "make roles         every molecule scenario (extensions/molecule), two at a time (ROLES_JOBS);"
 	@echo "                   SCENARIOS=\"a b\" runs only those"

@@ -430,12 +430,20 @@ def test_min_versions_installs_the_lowest_ansible_core_runtime_yml_declares(tmp_
         min_versions.ansible_core_floor(str(runtime))
 
 
-def test_core_218_is_a_counted_pytest_stage_running_the_inventory_suite_on_ansible_core_2_18():
+def test_core_218_is_a_counted_pytest_stage_running_the_inventory_suite_and_every_module_on_ansible_core_2_18():
     assert 'core-2.18' in run_tests.PYTEST_STAGES and 'core-2.18' in run_tests.STAGES
     proc = _make('-n', 'core-2.18')
     assert '--ansible-core 2.18.19 --libraries pinned' in proc.stdout, proc.stdout
     assert 'cluster_stage.sh core-2.18 ' in proc.stdout and '.cache/core-2.18/venv/bin/python -p no:cacheprovider' in proc.stdout
-    assert 'tests/integration/test_inventory.py' in proc.stdout
+    command = proc.stdout.splitlines()[-1]
+    assert "-m 'floor or not integration' " in command, command
+    paths = re.findall(r'(tests/\S+)', command)
+    # the same module suites as min-versions, so every module runs on 2.18 against the real control plane
+    floor_suites = [p for p in re.findall(r'(tests/\S+)', _make('-n', 'min-versions').stdout.splitlines()[-1])
+                    if p.startswith('tests/integration/')]
+    assert floor_suites and set(floor_suites) <= set(paths), (floor_suites, paths)
+    # and not the modules' unit tests, which run in-process on 2.17 and 2.19
+    assert 'tests/unit/plugins' not in paths and 'tests/unit/plugins/modules' not in paths, paths
 
 
 def test_min_versions_is_a_counted_pytest_stage_of_make_test():
