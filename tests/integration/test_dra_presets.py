@@ -599,8 +599,8 @@ def test_a_rolling_update_stuck_behind_a_node_that_is_down_fails_naming_it(clust
     """A device plugin updated with maxUnavailable 1 while one node of three is down: the node's pod is unavailable
     for good and uses up the budget, so the DaemonSet controller replaces no pod on the Ready nodes (measured on
     v1.36.2: 0 of 2 updated for the whole wait_timeout), and the task waited its wait_timeout out. Now it says so
-    within seconds, naming the node and the ways out. (A surge update, as the DRA example driver's maxSurge 1, does
-    finish on the Ready nodes: the node that is down is then named not-ready in node_outcome.)"""
+    within seconds, naming the node and the ways out. (A surge update finishes on the Ready nodes:
+    test_a_surge_update_with_a_node_down_is_never_called_a_spent_budget.)"""
     namespace, name = cluster.namespace(), cluster.unique_name("dp-budget")
     label = {"kubehw-it.example.com/budget": name}
     rows = [{"name": "budget-%d" % i, "labels": label} for i in range(3)]
@@ -618,15 +618,7 @@ def test_a_rolling_update_stuck_behind_a_node_that_is_down_fails_naming_it(clust
     down = nodes[2]
     run, res = plugin("Deploy")
     assert not res["failed"] and res["rollout"]["desired"] == 3, run.output()
-    standin.set_node_unreachable(down)      # its kubelet stops writing: no heartbeat, no pod status
-    report_not_ready(cluster, down)
-    for pod in pods_ready_on(cluster, namespace, down):
-        # its containers not ready, as the kubelet reports them once the runtime is gone (the node
-        # lifecycle controller marks a node's pods not ready only when its kubelet goes silent)
-        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        read_out(cluster.core.patch_namespaced_pod_status(pod["metadata"]["name"], namespace, {"status": {
-            "conditions": [{"type": t, "status": "False", "lastTransitionTime": now}
-                           for t in ("ContainersReady", "Ready")]}}, _preload_content=False))
+    take_down(cluster, standin, namespace, down)
     start = time.monotonic()
     run, res = plugin("Update", env={"KUBEHW_IT_GENERATION": "2"})
     took = time.monotonic() - start
@@ -634,6 +626,70 @@ def test_a_rolling_update_stuck_behind_a_node_that_is_down_fails_naming_it(clust
     assert ("cannot finish its rolling update: 1 node(s) running its pods are not Ready (%s), and their "
             "pods use up the update's maxUnavailable (1)" % down in res["msg"]), res["msg"]
     assert took < 60, "named after %.0f s" % took
+
+
+def take_down(cluster, standin, namespace, node):
+    """The node's kubelet goes silent after reporting Ready=False and its pods not ready, as it does once the
+    container runtime is gone (the node lifecycle controller marks a node's pods not ready only when its kubelet goes
+    silent)."""
+    standin.set_node_unreachable(node)
+    report_not_ready(cluster, node)
+    for pod in pods_ready_on(cluster, namespace, node):
+        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        read_out(cluster.core.patch_namespaced_pod_status(pod["metadata"]["name"], namespace, {"status": {
+            "conditions": [{"type": t, "status": "False", "lastTransitionTime": now}
+                           for t in ("ContainersReady", "Ready")]}}, _preload_content=False))
+
+
+@pytest.mark.parametrize("tolerate_all", [False, True])
+def test_a_surge_update_with_a_node_down_is_never_called_a_spent_budget(cluster, ansible, tolerate_all):
+    """maxSurge 1 while one node of three is down, on the real DaemonSet and node lifecycle controllers (v1.36.2,
+    measured). With the preset's tolerations the node's not-ready NoSchedule taint takes it out of the DaemonSet: the
+    controller deletes its unavailable old pod, counts it nowhere, and the update finishes on both Ready nodes, so the
+    task succeeds. A DaemonSet that tolerates every taint, as many node agents do, still wants the node: the
+    controller starts a new pod there beside the unavailable old one (without the surge budget) and deletes the old
+    one, so nothing holds the budget and both Ready nodes are updated; the node's new pod never starts, and the task
+    names it when its wait_timeout ends. Neither may be reported as a spent budget, which would send the operator to
+    raise max_surge for nothing: under maxSurge a node holds the budget only with an old pod that is not being deleted
+    beside a new one that is not ready, as the controller counts it."""
+    namespace, name = cluster.namespace(), cluster.unique_name("dp-surge")
+    label = {"kubehw-it.example.com/surge": name}
+    rows = [{"name": "surge-%d" % i, "labels": label} for i in range(3)]
+
+    def plugin(title, wait_timeout, **extra):
+        args = dict(preset="custom", namespace=namespace, name=name, image="registry.k8s.io/pause:3.10",
+                    resource_names=["example.com/surge"], node_selector=label, runtime_class_name="",
+                    update_strategy={"type": "RollingUpdate", "max_surge": 1, "max_unavailable": 0},
+                    wait="rollout", wait_timeout=wait_timeout, **extra)
+        if tolerate_all:
+            args["tolerations"] = [{"operator": "Exists"}]
+        run = ansible([{"name": title, "kubehw.devices.device_plugin_deploy": args, "register": "out",
+                        "ignore_errors": True}])
+        return run, run.result(title)
+
+    # Each pod starts after longer than the wait's stall window (STALL_SECONDS), as a slow image pull does: the
+    # DaemonSet's status stands still while the down node still has pods, which a wrong budget rule would call spent.
+    standin, nodes = kubelet_nodes(cluster, rows, pod_start_delay=12)
+    down, ready = nodes[0], nodes[1:]
+    run, res = plugin("Deploy", 120)
+    assert not res["failed"] and res["rollout"]["desired"] == 3, run.output()
+    take_down(cluster, standin, namespace, down)
+    run, res = plugin("Update", 45, env={"KUBEHW_IT_GENERATION": "2"})
+    generation = str(read_daemonset(cluster, namespace, name)["metadata"]["generation"])
+    updated = sorted(pod_node(p) for p in daemonset_pods(cluster, namespace, name) if pod_node(p) in ready
+                     and p["metadata"]["labels"].get("pod-template-generation") == generation)
+    assert updated == ready, (updated, res.get("msg"))
+    if tolerate_all:
+        assert res["failed"] and "cannot finish its rolling update" not in res["msg"], res["msg"]
+        assert "Timed out after 45s" in res["msg"] and down in res["msg"], res["msg"]
+        assert res["node_outcome"] == dict([(down, "not-ready")] + [(n, "ready") for n in ready]), res["node_outcome"]
+    else:
+        assert not res["failed"] and res["rollout"]["desired"] == 2, run.output()
+
+
+def read_daemonset(cluster, namespace, name):
+    return json.loads(client.AppsV1Api(cluster.api_client).read_namespaced_daemon_set(
+        name, namespace, _preload_content=False).data)
 
 
 def pods_ready_on(cluster, namespace, node):
