@@ -236,19 +236,24 @@ def _kubelet_silent(node):
 def node_outcome(daemonset, nodes, pods, joining=None, refused=False):
     """{node: outcome} for every node the template selects, joins, or runs a pod on: ready (a ready pod of the current
     template), outdated (a ready pod of an older template, OnDelete), joining, not-ready (a pod that is not ready, or
-    a node that is not Ready, or stuck NotReady), refused (no pod, and the controller's refusal stands), pending (no pod
+    a node that is not Ready, or stuck NotReady, or not Ready with a pod being deleted), refused (no pod, and the controller's refusal stands), pending (no pod
     yet)."""
     pod_spec = daemonset["spec"]["template"].get("spec")
     generation = (daemonset.get("metadata") or {}).get("generation")
-    by_node = {}
+    by_node, deleting_on = {}, set()
     for pod in sorted(pods or [], key=lambda p: (p.get("metadata") or {}).get("creationTimestamp") or ""):
         node = ds_rollout.pod_node(pod)
         if node and not (pod.get("metadata") or {}).get("deletionTimestamp"):
             by_node[node] = pod
+        elif node:
+            deleting_on.add(node)
     named = _by_name(nodes)
     joining = joining or {}
+    # A node that is down keeps the pod the controller deleted there (its kubelet never confirms it), and its
+    # not-ready taint takes it out of the selection: it runs nothing of the DaemonSet until it is back.
+    down_with_deleted_pod = set(n for n in deleting_on if n in named and not ds_rollout.node_ready(named[n]))
     names = (set(ds_rollout.selected_nodes(pod_spec, nodes)) | set(joining) | set(by_node)
-             | set(ds_rollout.stuck_nodes(pod_spec, nodes)))
+             | set(ds_rollout.stuck_nodes(pod_spec, nodes)) | down_with_deleted_pod)
     outcome = {}
     for name in names:
         pod = by_node.get(name)

@@ -410,6 +410,17 @@ def test_the_outcome_of_each_node():
     assert ds_wait.node_outcome(daemonset(desired=4), nodes, pods, refused=True)["e"] == "refused"
 
 
+def test_a_node_that_is_down_with_its_pod_being_deleted_is_named_not_ready():
+    # the controller deleted the pod of a node that went down (its kubelet never confirms it) and its not-ready taint
+    # takes it out of the selection; a Ready node replacing its pod mid-update is not named for that
+    deleted = dict(pod("g"), metadata=dict(pod("g")["metadata"], deletionTimestamp="2026-12-02T14:00:00Z"))
+    replaced = dict(pod("a"), metadata=dict(pod("a")["metadata"], name="a-old", deletionTimestamp="2026-12-02T14:00:00Z"))
+    nodes = [node("a"), node("g", ready=False, taints=[dict(NOT_READY_TAINT)])]
+    outcome = ds_wait.node_outcome(daemonset(desired=1, generation=1), nodes, [pod("a"), replaced, deleted])
+    assert outcome == {"a": "ready", "g": "not-ready"}
+    assert ds_wait.node_outcome(daemonset(desired=1, generation=1), nodes, [pod("a")]) == {"a": "ready"}
+
+
 # -- a rolling update whose budget the nodes that are down use up ---------------------------------------------
 
 def test_a_rolling_update_stuck_behind_nodes_that_are_not_ready_fails_naming_them_and_the_way_out(clock):
