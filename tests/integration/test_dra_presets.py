@@ -646,12 +646,13 @@ def test_a_surge_update_with_a_node_down_is_never_called_a_spent_budget(cluster,
     """maxSurge 1 while one node of three is down, on the real DaemonSet and node lifecycle controllers (v1.36.2,
     measured). With the preset's tolerations the node's not-ready NoSchedule taint takes it out of the DaemonSet: the
     controller deletes its unavailable old pod, counts it nowhere, and the update finishes on both Ready nodes, so the
-    task succeeds, naming the node not-ready (it runs nothing of the DaemonSet until it is back). A DaemonSet that tolerates every taint, as many node agents do, still wants the node: the
-    controller starts a new pod there beside the unavailable old one (without the surge budget) and deletes the old
-    one, so nothing holds the budget and both Ready nodes are updated; the node's new pod never starts, and the task
-    names it when its wait_timeout ends. Neither may be reported as a spent budget, which would send the operator to
-    raise max_surge for nothing: under maxSurge a node holds the budget only with an old pod that is not being deleted
-    beside a new one that is not ready, as the controller counts it."""
+    task succeeds, naming the node not-ready (it runs nothing of the DaemonSet until it is back). A DaemonSet that
+    tolerates every taint, as many node agents do, still wants the node: the controller starts a new pod there beside
+    the unavailable old one (without the surge budget) and deletes the old one, so nothing holds the budget and both
+    Ready nodes are updated; the node's new pod never starts, and the task names it when its wait_timeout ends.
+    Neither may be reported as a spent budget, which would send the operator to raise max_surge for nothing: under
+    maxSurge a node holds the budget only with an old pod that is not being deleted beside a new one that is not
+    ready, as the controller counts it."""
     namespace, name = cluster.namespace(), cluster.unique_name("dp-surge")
     label = {"kubehw-it.example.com/surge": name}
     rows = [{"name": "surge-%d" % i, "labels": label} for i in range(3)]
@@ -679,14 +680,13 @@ def test_a_surge_update_with_a_node_down_is_never_called_a_spent_budget(cluster,
     updated = sorted(pod_node(p) for p in daemonset_pods(cluster, namespace, name) if pod_node(p) in ready
                      and p["metadata"]["labels"].get("pod-template-generation") == generation)
     assert updated == ready, (updated, res.get("msg"))
+    assert res["node_outcome"] == dict([(down, "not-ready")] + [(n, "ready") for n in ready]), res["node_outcome"]
     if tolerate_all:
         assert res["failed"] and "cannot finish its rolling update" not in res["msg"], res["msg"]
         assert "Timed out after 45s" in res["msg"] and down in res["msg"], res["msg"]
-        assert res["node_outcome"] == dict([(down, "not-ready")] + [(n, "ready") for n in ready]), res["node_outcome"]
     else:
         assert not res["failed"] and res["rollout"]["desired"] == 2, run.output()
         # the node runs nothing of the DaemonSet until it is back, and the result says so
-        assert res["node_outcome"] == dict([(down, "not-ready")] + [(n, "ready") for n in ready]), res["node_outcome"]
         assert any("not ready, not waited for: %s" % down in w for w in res.get("warnings") or []), res.get("warnings")
 
 
