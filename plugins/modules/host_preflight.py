@@ -180,6 +180,9 @@ DKMS_SIGNING_KEYS = ("/var/lib/dkms/mok.pub", "/var/lib/shim-signed/mok/MOK.der"
 # versions the role scenarios run; CDI, which a DRA driver's devices reach the container through, from 1.7 on.
 # CRI-O reads drop-in files in crio.conf.d and has CDI on from 1.23 on.
 RUNTIME_FLOORS = {"containerd": ((1, 6), (1, 7)), "crio": ((1, 23), (1, 23)), "docker": ((20, 10), None)}
+# Where a distribution's own containerd is too old (Debian 12 ships 1.6).
+DOCKER_CONTAINERD = (" (on Debian and Ubuntu container_runtime_debian_repo_manage: true installs Docker's "
+                     "containerd.io, 1.7 or later)")
 RUNTIME_BINARIES = {"containerd": ("containerd", "--version"), "crio": ("crio", "--version"),
                     "docker": ("dockerd", "--version")}
 IMAGE_STORES = {"containerd": "/var/lib/containerd", "crio": "/var/lib/containers", "docker": "/var/lib/docker"}
@@ -443,9 +446,10 @@ def one_runtime_checks(params, runtime, seen, cdi_enabled):
                            % runtime, "serve this host's devices with the device plugin, or run containerd 1.7 or "
                            "later or CRI-O 1.23 or later"))
     elif version < cdi_floor:
+        newer = DOCKER_CONTAINERD if runtime == "containerd" else ""
         found.append(check("cdi", "blocker", "%s %s has no CDI, through which a DRA driver's devices reach the "
-                           "container" % (runtime, shown), "upgrade %s to %s or later, or serve this host's devices "
-                           "with the device plugin" % (runtime, ".".join(map(str, cdi_floor)))))
+                           "container" % (runtime, shown), "upgrade %s to %s or later%s, or serve this host's devices "
+                           "with the device plugin" % (runtime, ".".join(map(str, cdi_floor)), newer)))
     elif runtime == "containerd" and cdi_enabled is False:
         found.append(check("cdi", "ok", "CDI is off in containerd's configuration; the toolkit role turns it on "
                            "(enable_cdi) for a DRA allocation"))

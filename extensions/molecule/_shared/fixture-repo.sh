@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 #
-# Builds a signed, flat apt repository of TEST FIXTURE packages named like NVIDIA's, because NVIDIA's
-# repositories are not reachable from CI. The packages hold shell scripts and a dummy unit, not NVIDIA
+# Builds a signed, flat apt repository of TEST FIXTURE packages named like NVIDIA's or Docker's, because their
+# repositories are not reachable from CI. The packages hold shell scripts and a dummy unit, not NVIDIA or Docker
 # software. Nothing here tests a GPU.
 #
-#   fixture-repo.sh toolkit DEST   nvidia-container-toolkit and its dependencies, two versions;
-#                                  nvidia-container-runtime hands every call to runc
-#   fixture-repo.sh driver DEST    what the nvidia_driver role installs on Debian 12 from the CUDA
-#                                  repository (cuda-drivers-550, nvidia-persistenced, firmware-misc-nonfree)
+#   fixture-repo.sh toolkit DEST     nvidia-container-toolkit and its dependencies, two versions;
+#                                    nvidia-container-runtime hands every call to runc
+#   fixture-repo.sh driver DEST      what the nvidia_driver role installs on Debian 12 from the CUDA
+#                                    repository (cuda-drivers-550, nvidia-persistenced, firmware-misc-nonfree)
+#   fixture-repo.sh containerd DEST  containerd.io, which the container_runtime role installs from Docker's
+#                                    repository; it depends on the distribution's containerd, which is what runs
+#                                    (so it proves the repository path, key and package, not a containerd 1.7)
 #
 # DEST gets Packages, Release, InRelease, the .debs, the signing key fixture-key.asc and its
 # fingerprint fixture-key.fpr (what a site pins: the roles check the key against it).
@@ -16,9 +19,10 @@ set -euo pipefail
 
 kind="${1:-}"
 dest="${2:-}"
-case "$kind" in toolkit|driver) ;; *) echo "usage: fixture-repo.sh toolkit|driver DEST" >&2; exit 2 ;; esac
-[ -n "$dest" ] || { echo "usage: fixture-repo.sh toolkit|driver DEST" >&2; exit 2; }
-marker="kubehw.devices TEST FIXTURE, not NVIDIA software"
+case "$kind" in toolkit|driver|containerd) ;; *) echo "usage: fixture-repo.sh toolkit|driver|containerd DEST" >&2; exit 2 ;; esac
+[ -n "$dest" ] || { echo "usage: fixture-repo.sh toolkit|driver|containerd DEST" >&2; exit 2; }
+marker="kubehw.devices TEST FIXTURE, not NVIDIA or Docker software"
+vendor="NVIDIA's"
 
 for tool in dpkg-deb dpkg-scanpackages gpg; do
     command -v "$tool" >/dev/null || { echo "fixture-repo.sh: $tool is missing (apt-get install dpkg-dev gpg)" >&2; exit 1; }
@@ -43,7 +47,7 @@ package() {
         echo "Section: utils"
         echo "Priority: optional"
         echo "Description: $marker"
-        echo " Stand-in for NVIDIA's $name in kubehw.devices role tests."
+        echo " Stand-in for $vendor $name in kubehw.devices role tests."
     } >"$root/DEBIAN/control"
     echo "$marker" >"$root/usr/share/doc/$name/KUBEHW_TEST_FIXTURE"
     local triple path mode src
@@ -64,7 +68,7 @@ sign_repo() {
     gzip -9nk Packages
     {
         echo "Origin: kubehw.devices test fixtures"
-        echo "Label: kubehw.devices TEST FIXTURE (not NVIDIA)"
+        echo "Label: kubehw.devices TEST FIXTURE (not NVIDIA or Docker)"
         echo "Date: $(LC_ALL=C date -u '+%a, %d %b %Y %H:%M:%S UTC')"
         echo "SHA256:"
         for f in Packages Packages.gz; do
@@ -189,6 +193,12 @@ UNIT
     package firmware-misc-nonfree "$version" "" \
         "/usr/lib/firmware/nvidia/KUBEHW_TEST_FIXTURE=0644=$work/firmware-readme"
     sign_repo "kubehw.devices TEST FIXTURE driver repository <fixture@kubehw.invalid>"
+}
+
+containerd() {
+    vendor="Docker's"
+    package containerd.io "1.7.27-1+kubehwfixture" "containerd"
+    sign_repo "kubehw.devices TEST FIXTURE containerd.io repository <fixture@kubehw.invalid>"
 }
 
 "$kind"

@@ -89,6 +89,15 @@ def test_each_blocker_alone(host, what, change, check, words):
     assert len(found) == 1 and found[0][0] == check and words in found[0][1], (what, found)
 
 
+def test_the_cdi_fix_names_dockers_containerd_for_containerd_only(host):
+    params = dict(PARAMS, runtimes=["containerd", "crio"])
+    lacking = dict(host, runtimes={"containerd": {"installed": ((1, 6), "x")}, "crio": {"installed": ((1, 22), "x")}})
+    fixes = dict((c["detail"].split(" ", 1)[0], c["fix"]) for c in mod.evaluate(params, lacking, DEVICES)
+                 if c["check"] == "cdi")
+    assert "container_runtime_debian_repo_manage: true installs Docker's containerd.io" in fixes["containerd"]
+    assert "containerd.io" not in fixes["crio"] and fixes["crio"].startswith("upgrade crio to 1.23 or later")
+
+
 def test_every_blocker_at_once(host):
     change = {"host": {}, "devices": {}}
     for _what, case, _check, _words in LACKS[:4] + LACKS[6:8] + LACKS[9:10] + LACKS[11:]:
