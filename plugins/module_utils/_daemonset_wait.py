@@ -236,8 +236,8 @@ def _kubelet_silent(node):
 def node_outcome(daemonset, nodes, pods, joining=None, refused=False):
     """{node: outcome} for every node the template selects, joins, or runs a pod on: ready (a ready pod of the current
     template), outdated (a ready pod of an older template, OnDelete), joining, not-ready (a pod that is not ready, or
-    a node that is not Ready, or stuck NotReady, or not Ready with a pod being deleted), refused (no pod, and the controller's refusal stands), pending (no pod
-    yet)."""
+    a node that is not Ready, or stuck NotReady, or not Ready with a pod being deleted), refused (no pod, and the
+    controller's refusal stands), pending (no pod yet)."""
     pod_spec = daemonset["spec"]["template"].get("spec")
     generation = (daemonset.get("metadata") or {}).get("generation")
     by_node, deleting_on = {}, set()
