@@ -57,9 +57,11 @@ CORE_218 := 2.18.19
 # wins): measured alone (2026-12-02) with the floor tests, one process 110 CPU-s in 131 s, two workers 124 CPU-s in
 # 90 s; the run is CPU-bound on two cores, and its lane ends before the integration lane either way.
 CORE_218_JOBS ?= $(if $(filter command line environment,$(origin PYTEST_JOBS)),$(PYTEST_JOBS),0)
-CORE_SUITES := -m 'floor or not integration' tests/unit/plugins/inventory tests/unit/plugins/filter $(MODULE_SUITES) \
-	tests/integration/test_inventory.py
-MIN_SUITES := -m 'floor or not integration' tests/unit/plugins $(MODULE_SUITES) tests/integration/test_inventory.py
+# What both ansible-core stages run on the control plane: the module suites' floor tests and the inventory suite (-m
+# also selects every test that is not an integration test, so unit test folders given beside them run whole).
+FLOOR_CLUSTER_SUITES := -m 'floor or not integration' $(MODULE_SUITES) tests/integration/test_inventory.py
+CORE_SUITES := tests/unit/plugins/inventory tests/unit/plugins/filter $(FLOOR_CLUSTER_SUITES)
+MIN_SUITES := tests/unit/plugins $(FLOOR_CLUSTER_SUITES)
 # `make roles SCENARIOS="default container_runtime"` runs only those scenarios.
 SCENARIOS ?=
 # Scenarios run at a time by `make roles` (each boots its own target and spends much of its time waiting

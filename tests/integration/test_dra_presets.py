@@ -37,7 +37,7 @@ from kubernetes.client.rest import ApiException
 
 from ansible_collections.kubehw.devices.plugins.module_utils._daemonset_rollout import pod_node
 from tests.integration.conftest import wait_for
-from tests.support.k8s_objects import read_out
+from tests.support.k8s_objects import now_rfc3339, read_out
 from tests.support.node_configs import NO_NODES
 
 MODULE = "kubehw.devices.dra_driver_deploy"
@@ -589,7 +589,7 @@ def test_a_refusal_the_controller_gets_past_does_not_fail_the_rollout(cluster, a
 
 def report_not_ready(cluster, node):
     """Ready=False in the node's status, as a kubelet whose container runtime went away reports it."""
-    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    now = now_rfc3339()
     read_out(cluster.core.patch_node_status(node, [{"op": "add", "path": "/status/conditions", "value": [{
         "type": "Ready", "status": "False", "reason": "KubeletNotReady", "message": "container runtime is down",
         "lastHeartbeatTime": now, "lastTransitionTime": now}]}], _preload_content=False))
@@ -635,7 +635,7 @@ def take_down(cluster, standin, namespace, node):
     standin.set_node_unreachable(node)
     report_not_ready(cluster, node)
     for pod in pods_ready_on(cluster, namespace, node):
-        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        now = now_rfc3339()
         read_out(cluster.core.patch_namespaced_pod_status(pod["metadata"]["name"], namespace, {"status": {
             "conditions": [{"type": t, "status": "False", "lastTransitionTime": now}
                            for t in ("ContainersReady", "Ready")]}}, _preload_content=False))
@@ -676,7 +676,8 @@ def test_a_surge_update_with_a_node_down_is_never_called_a_spent_budget(cluster,
     assert not res["failed"] and res["rollout"]["desired"] == 3, run.output()
     take_down(cluster, standin, namespace, down)
     run, res = plugin("Update", 45, env={"KUBEHW_IT_GENERATION": "2"})
-    generation = str(read_daemonset(cluster, namespace, name)["metadata"]["generation"])
+    generation = str(json.loads(cluster.apps.read_namespaced_daemon_set(
+        name, namespace, _preload_content=False).data)["metadata"]["generation"])
     updated = sorted(pod_node(p) for p in daemonset_pods(cluster, namespace, name) if pod_node(p) in ready
                      and p["metadata"]["labels"].get("pod-template-generation") == generation)
     assert updated == ready, (updated, res.get("msg"))
@@ -688,11 +689,6 @@ def test_a_surge_update_with_a_node_down_is_never_called_a_spent_budget(cluster,
         assert not res["failed"] and res["rollout"]["desired"] == 2, run.output()
         # the node runs nothing of the DaemonSet until it is back, and the result says so
         assert any("not ready, not waited for: %s" % down in w for w in res.get("warnings") or []), res.get("warnings")
-
-
-def read_daemonset(cluster, namespace, name):
-    return json.loads(client.AppsV1Api(cluster.api_client).read_namespaced_daemon_set(
-        name, namespace, _preload_content=False).data)
 
 
 def pods_ready_on(cluster, namespace, node):
@@ -804,7 +800,7 @@ def test_the_example_driver_writes_device_status_of_a_claim_on_its_node_with_its
             return claim if (claim.get("status") or {}).get("allocation") else None
 
         claim = wait_for(allocated, timeout=60, what="the scheduler to allocate gpu-0 of %s" % node)
-        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        now = now_rfc3339()
         status = dict(claim["status"], devices=[{
             "driver": "gpu.example.com", "pool": node, "device": "gpu-0",
             "conditions": [{"type": "Ready", "status": "True", "reason": "Healthy", "message": "kubehw-it",
