@@ -44,14 +44,30 @@ def filters_on_disk():
 
 
 def on_disk():
-    """(kind, name, how the docs write it) of every module, role, playbook, filter and inventory plugin."""
+    """(kind, name, how the docs write it) of every module, role, playbook, filter, inventory plugin, private helper
+    and doc fragment."""
     found = [('module', name, name) for name in _stems('plugins/modules/*.py')]
     roles = sorted(path.split(os.sep)[-3] for path in glob.glob(os.path.join(ROOT, 'roles', '*', 'tasks', 'main.yml')))
     found += [('role', name, name) for name in roles]
     found += [('playbook', name, name + '.yml') for name in _stems('playbooks/*.yml')]
     found += [('filter', name, name) for name in filters_on_disk()]
     found += [('inventory plugin', name, name) for name in _stems('plugins/inventory/*.py')]
+    found += [('module_utils', name, name) for name in sorted(
+        os.path.basename(path) for path in glob.glob(os.path.join(ROOT, 'plugins', 'module_utils', '_*.py')))]
+    found += [('doc fragment', name, 'doc_fragments/' + name + '.py') for name in _stems('plugins/doc_fragments/*.py')]
     return found
+
+
+def support_files():
+    """Every Python file of the test equipment (tests/support/*.py), as the docs write it."""
+    return sorted(os.path.basename(path) for path in glob.glob(os.path.join(ROOT, 'tests', 'support', '*.py'))
+                  if not os.path.basename(path).startswith('_'))
+
+
+def support_missing_from(text):
+    """The test equipment's files the architecture's tests/support row does not name."""
+    row = next((line for line in text.splitlines() if line.startswith('| `tests/support/`')), '')
+    return [name for name in support_files() if '`%s`' % name not in row]
 
 
 def described(text, written):
@@ -75,11 +91,19 @@ def test_the_disk_has_what_the_check_looks_for():
     assert 'accelerator_node' in kinds['role'] and 'site' in kinds['playbook']
     assert {'containerd_nvidia_dropin', 'crio_nvidia_dropin'} <= set(kinds['filter'])
     assert 'k8s_nodes' in kinds['inventory plugin']
+    assert {'_client.py', '_errors.py', '_waiting.py'} <= set(kinds['module_utils'])
+    assert 'k8s_auth_options' in kinds['doc fragment']
+    assert {'control_plane.py', 'fault_proxy.py', 'real_node.py'} <= set(support_files())
 
 
 def test_architecture_names_every_module_role_playbook_filter_and_inventory_plugin():
     with open(ARCHITECTURE, encoding='utf-8') as handle:
         assert missing_from(handle.read()) == []
+
+
+def test_architecture_names_every_file_of_the_test_equipment():
+    with open(ARCHITECTURE, encoding='utf-8') as handle:
+        assert support_missing_from(handle.read()) == []
 
 
 def test_the_architecture_check_finds_a_missing_or_undescribed_name():
@@ -89,6 +113,9 @@ def test_the_architecture_check_finds_a_missing_or_undescribed_name():
     assert missing_from(without) == ['module dra_driver_deploy']
     undescribed = re.sub(r'^(\| `site\.yml` \|)[^\n]*$', r'\1 |', text, flags=re.M)
     assert missing_from(undescribed) == ['playbook site']
+    without_helper = '\n'.join(line for line in text.splitlines() if not line.startswith('| `_waiting.py`'))
+    assert missing_from(without_helper) == ['module_utils _waiting.py']
+    assert support_missing_from(text.replace('`real_node.py`', 'real_node.py')) == ['real_node.py']
 
 
 def filter_docs(name):

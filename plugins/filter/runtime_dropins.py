@@ -76,10 +76,6 @@ NOT_COPIED = ('platform_runtime_paths', 'runtime_config_path', 'inherit_default_
 KEPT_RUNTIME_TYPES = ('oci', 'pod')
 
 
-class DropinError(AnsibleFilterError):
-    """A problem the role reports to the user as is."""
-
-
 # TOML -------------------------------------------------------------------------------------------
 
 def _key(name):
@@ -104,7 +100,7 @@ def _value(value):
         return '[' + ', '.join(_value(item) for item in value) + ']'
     if isinstance(value, dict):
         return '{' + ', '.join('%s = %s' % (_key(k), _value(v)) for k, v in value.items()) + '}'
-    raise DropinError('cannot write value %r of type %s as TOML' % (value, type(value).__name__))
+    raise AnsibleFilterError('cannot write value %r of type %s as TOML' % (value, type(value).__name__))
 
 
 def _is_table_array(value):
@@ -140,11 +136,11 @@ def to_toml(data):
 
 def parse_toml(text, what):
     if not HAS_TOML:
-        raise DropinError('parsing runtime configuration needs Python 3.11+ (tomllib) or the tomli package on the controller')
+        raise AnsibleFilterError('parsing runtime configuration needs Python 3.11+ (tomllib) or the tomli package on the controller')
     try:
         return _toml.loads(text)
     except Exception as exc:  # tomllib raises TOMLDecodeError, tomli its own class
-        raise DropinError('%s is not valid TOML: %s' % (what, exc))
+        raise AnsibleFilterError('%s is not valid TOML: %s' % (what, exc))
 
 
 # containerd -------------------------------------------------------------------------------------
@@ -157,9 +153,9 @@ def _main_version(main_config, dump_version):
         return dump_version
     version = main.get('version', 1)
     if version not in CRI_RUNTIME_PLUGIN:
-        raise DropinError('the main configuration is in config version %r (version 1 when it names none); containerd 2 '
-                          'would not migrate it under a versioned drop-in: write it in version 2 or 3, for example '
-                          'with containerd config migrate' % (version,))
+        raise AnsibleFilterError('the main configuration is in config version %r (version 1 when it names none); containerd 2 '
+                                 'would not migrate it under a versioned drop-in: write it in version 2 or 3, for example '
+                                 'with containerd config migrate' % (version,))
     return version
 
 
@@ -227,13 +223,13 @@ def containerd_nvidia_dropin(base_dump, runtime_name='nvidia', binary_name='/usr
 def _host_cri_table(base_dump):
     """(config version, the CRI runtime plugin's table) of ``containerd config dump``."""
     if not isinstance(base_dump, str):
-        raise DropinError('containerd_nvidia_dropin takes the text of containerd config dump, not %s'
-                          % type(base_dump).__name__)
+        raise AnsibleFilterError('containerd_nvidia_dropin takes the text of containerd config dump, not %s'
+                                 % type(base_dump).__name__)
     config = parse_toml(base_dump, 'the output of containerd config dump')
     dump_version = config.get('version', 1)
     if dump_version not in CRI_RUNTIME_PLUGIN:
-        raise DropinError('containerd config version %r is not supported (supported: 2 and 3); '
-                          'upgrade containerd to 1.5 or later' % (dump_version,))
+        raise AnsibleFilterError('containerd config version %r is not supported (supported: 2 and 3); '
+                                 'upgrade containerd to 1.5 or later' % (dump_version,))
     return dump_version, config.get('plugins', {}).get(CRI_RUNTIME_PLUGIN[dump_version], {})
 
 
@@ -272,11 +268,11 @@ def _containerd2_cri_table(main_config, dump_version):
 
 def _check_files(files):
     if isinstance(files, (str, bytes)) or not isinstance(files, Sequence):
-        raise DropinError('crio_nvidia_dropin takes a list of {path, content} files, not %s' % type(files).__name__)
+        raise AnsibleFilterError('crio_nvidia_dropin takes a list of {path, content} files, not %s' % type(files).__name__)
     for item in files:
         if not isinstance(item, Mapping) or not isinstance(item.get('content', ''), (str, type(None))):
-            raise DropinError('crio_nvidia_dropin: each file must be a dictionary with the path and the text '
-                              '(content) of a CRI-O configuration file, not %r' % (item,))
+            raise AnsibleFilterError('crio_nvidia_dropin: each file must be a dictionary with the path and the text '
+                                     '(content) of a CRI-O configuration file, not %r' % (item,))
 
 
 def merge_files(files):
@@ -287,7 +283,7 @@ def merge_files(files):
         doc = parse_toml(item.get('content') or '', item.get('path') or 'a CRI-O configuration file')
         crio = doc.get('crio', {})
         if not isinstance(crio, dict):
-            raise DropinError('%s: "crio" must be a table' % item.get('path'))
+            raise AnsibleFilterError('%s: "crio" must be a table' % item.get('path'))
         target = merged.setdefault('crio', {})
         for section, values in crio.items():
             if not isinstance(values, dict):
@@ -342,7 +338,7 @@ def crio_nvidia_dropin(files, status=None, runtime_name='nvidia', binary_name='/
     """
     files_config = merge_files(files or [])
     if status is not None and not isinstance(status, str):
-        raise DropinError('crio_nvidia_dropin: status must be the text of crio status config, not %s' % type(status).__name__)
+        raise AnsibleFilterError('crio_nvidia_dropin: status must be the text of crio status config, not %s' % type(status).__name__)
     status_config = parse_toml(status, 'the output of crio status config') if status and status.strip() else None
     name, source = source_runtime(files_config, status_config)
 

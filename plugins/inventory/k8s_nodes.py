@@ -136,10 +136,11 @@ from ansible_collections.kubehw.devices.plugins.module_utils._connection import 
     TIMEOUT_FLOORS,
     timeout_problem,
 )
-from ansible_collections.kubehw.devices.plugins.module_utils._errors import KubeHwError
+from ansible_collections.kubehw.devices.plugins.module_utils._errors import InputRefused, KubeHwError
 from ansible_collections.kubehw.devices.plugins.module_utils._extended_resources import (
-    ExtendedResourceError, extended_resource_name_problem, quantity_value, whole_quantity)
+    extended_resource_name_problem, quantity_value, whole_quantity)
 from ansible_collections.kubehw.devices.plugins.module_utils._k8s_names import label_key_problem, selector_problem
+from ansible_collections.kubehw.devices.plugins.module_utils._k8s_objects import condition
 
 # Everything read from the cluster is wrapped unsafe before Ansible sees it: a node annotation or address that reads
 # "{{ lookup('pipe', ...) }}" must stay a string on every supported ansible-core (2.17 and 2.18 template any string not
@@ -188,10 +189,6 @@ VENDORS = (
 )
 
 
-class ConfigProblem(ValueError):
-    """A value of the configuration file that cannot work, with the option named."""
-
-
 # -- pure functions (unit tested) ----------------------------------------------------------------------------------
 
 def check_options(options):
@@ -213,12 +210,12 @@ def _check_selectors(options):
         if value is None:
             continue
         if not value:
-            raise ConfigProblem("%s is an empty list: leave it out to list every node (an empty selector never "
-                                "means every node here)" % option)
+            raise InputRefused("%s is an empty list: leave it out to list every node (an empty selector never "
+                               "means every node here)" % option)
         for term in value:
             problem = selector_problem(term)
             if problem:
-                raise ConfigProblem("%s entry %r %s" % (option, term, problem))
+                raise InputRefused("%s entry %r %s" % (option, term, problem))
 
 
 def _name_regex(pattern):
@@ -226,28 +223,28 @@ def _name_regex(pattern):
     if pattern is None:
         return None
     if not isinstance(pattern, str) or not pattern.strip():
-        raise ConfigProblem("name_pattern %r must be a non-blank regular expression; leave it out to take every "
-                            "node name" % (pattern,))
+        raise InputRefused("name_pattern %r must be a non-blank regular expression; leave it out to take every "
+                           "node name" % (pattern,))
     try:
         return re.compile(pattern)
     except re.error as exc:
-        raise ConfigProblem("name_pattern %r is not a Python regular expression: %s" % (pattern, exc))
+        raise InputRefused("name_pattern %r is not a Python regular expression: %s" % (pattern, exc))
 
 
 def _check_address_types(types):
     if not types:
-        raise ConfigProblem("address_types must list at least one of %s" % ", ".join(ADDRESS_TYPES))
+        raise InputRefused("address_types must list at least one of %s" % ", ".join(ADDRESS_TYPES))
     for kind in types:
         if kind not in ADDRESS_TYPES:
-            raise ConfigProblem("address_types entry %r is not a node address type: use %s (case matters)"
-                                % (kind, ", ".join(ADDRESS_TYPES)))
+            raise InputRefused("address_types entry %r is not a node address type: use %s (case matters)"
+                               % (kind, ", ".join(ADDRESS_TYPES)))
     if len(set(types)) != len(types):
-        raise ConfigProblem("address_types %s names a type twice" % list(types))
+        raise InputRefused("address_types %s names a type twice" % list(types))
 
 
 def _check_page_size(page_size):
     if isinstance(page_size, bool) or not isinstance(page_size, int) or page_size < 1:
-        raise ConfigProblem("page_size %r must be a whole number of at least 1" % (page_size,))
+        raise InputRefused("page_size %r must be a whole number of at least 1" % (page_size,))
 
 
 def _check_keys_and_grouping_rule(options):
@@ -255,11 +252,11 @@ def _check_keys_and_grouping_rule(options):
     for option in ("allocation_label", "static_resources_annotation"):
         problem = label_key_problem(options.get(option))
         if problem:
-            raise ConfigProblem("%s %r is not a label or annotation key: %s" % (option, options.get(option), problem))
+            raise InputRefused("%s %r is not a label or annotation key: %s" % (option, options.get(option), problem))
     rule = options.get("static_resource_nodes")
     if not isinstance(rule, str) or not rule.strip():
-        raise ConfigProblem("static_resource_nodes %r must be a Jinja2 conditional, e.g. "
-                            "'extended_resources_static is defined'" % (rule,))
+        raise InputRefused("static_resource_nodes %r must be a Jinja2 conditional, e.g. "
+                           "'extended_resources_static is defined'" % (rule,))
 
 
 def _check_connection_options(options):
@@ -267,13 +264,13 @@ def _check_connection_options(options):
     for option, _zero_allowed in TIMEOUT_FLOORS:
         problem = options.get(option) is not None and timeout_problem(option, options[option])
         if problem:
-            raise ConfigProblem(problem)
+            raise InputRefused(problem)
     # Ansible checks the type of a dict option, not its keys; the client would fail on an unknown one
     headers = options.get("proxy_headers") or {}
     allowed = sorted(AUTH_ARG_SPEC["proxy_headers"]["options"])
     unknown = sorted(key for key in headers if key not in allowed)
     if unknown:
-        raise ConfigProblem("proxy_headers has unknown key%s %s: use %s" % (
+        raise InputRefused("proxy_headers has unknown key%s %s: use %s" % (
             "s" if len(unknown) > 1 else "", ", ".join(repr(k) for k in unknown), ", ".join(allowed)))
 
 
@@ -348,7 +345,7 @@ def static_resources_of(annotations, annotation):
             return None, "annotation %s: %r is not an extended resource name: %s" % (annotation, name, problem)
         try:
             resources[name] = whole_quantity(amount, name)
-        except ExtendedResourceError as exc:
+        except InputRefused as exc:
             return None, "annotation %s: %s" % (annotation, exc)
     return resources, None
 
@@ -359,10 +356,8 @@ def node_record(node):
     spec = node.get("spec") or {}
     status = node.get("status") or {}
     info = status.get("nodeInfo") or {}
-    ready = None
-    for cond in status.get("conditions") or []:
-        if isinstance(cond, dict) and cond.get("type") == CONDITION_READY:
-            ready = cond.get("status") == "True"
+    cond = condition(node, CONDITION_READY)
+    ready = cond.get("status") == "True" if cond is not None else None
     return {
         "name": meta.get("name"),
         "uid": meta.get("uid"),
@@ -471,7 +466,7 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
                  "connect_timeout", "proxy_headers", "retry_timeout")
         try:
             options = check_options(dict((name, self.get_option(name)) for name in names))
-        except ConfigProblem as exc:
+        except InputRefused as exc:
             raise AnsibleParserError("%s: %s" % (path, exc))
 
         cache_key = self.get_cache_key(path)

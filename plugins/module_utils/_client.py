@@ -9,9 +9,9 @@ Private to the collection: the interface may change without notice.
 One client factory (``KubeClient``), bounded retries with backoff for 429/5xx/connection resets
 (creates only when the request certainly did not reach the server), fast failure on an address that never
 answered (refused, unknown host, no connection within ``connect_timeout``), paginated
-lists (``list_all``), and a watch helper that lists once and then follows a
-watch stream it reads itself, relisting on ERROR events. The connection settings are in
-``_connection.py``, the error type in ``_errors.py``.
+lists (``list_all``), and the two doors to ``_waiting.ListWatch`` (``watch``, ``list_watch``), which lists once and
+then follows watch streams through ``call``. The connection settings are in ``_connection.py``, the errors in
+``_errors.py``.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -36,24 +36,18 @@ from ansible_collections.kubehw.devices.plugins.module_utils._connection import 
 from ansible_collections.kubehw.devices.plugins.module_utils._errors import KubeHwError, error_from_api_exception
 from ansible_collections.kubehw.devices.plugins.module_utils._kubernetes_library import import_kubernetes
 from ansible_collections.kubehw.devices.plugins.module_utils._rest_api import RestApi, Requests
+from ansible_collections.kubehw.devices.plugins.module_utils._waiting import Deadline, ListWatch, backoff
 
 RETRY_STATUSES = frozenset([429, 500, 502, 503, 504])
 # A connection that was made and then dropped: worth asking again even before the server's first answer.
 DROPPED = (ConnectionResetError, ConnectionAbortedError, BrokenPipeError)
-RETRY_BASE_DELAY = 0.2
-RETRY_MAX_DELAY = 5.0
 # Page size of every list, as kubectl and client-go's pager use.
 PAGE_SIZE = 500
 
 
-def _backoff(attempt):
-    """Seconds before retry number ``attempt`` (1, 2, ...): doubling from RETRY_BASE_DELAY up to RETRY_MAX_DELAY."""
-    return min(RETRY_MAX_DELAY, RETRY_BASE_DELAY * (2 ** (attempt - 1)))
-
-
 def _jittered_backoff(attempt):
-    """_backoff, spread by a quarter either way so that clients retrying together do not stay in step."""
-    return _backoff(attempt) * random.uniform(0.75, 1.25)
+    """backoff, spread by a quarter either way so that clients retrying together do not stay in step."""
+    return backoff(attempt) * random.uniform(0.75, 1.25)
 
 
 def _retry_after(exc, body=None):
@@ -123,7 +117,7 @@ class KubeClient(object):
         what = kwargs.pop("what", None) or getattr(fn, "__name__", "call the Kubernetes API").replace("_", " ")
         create = kwargs.pop("create", False)
         kwargs.setdefault("_request_timeout", self.timeouts())
-        started = time.monotonic()
+        budget = Deadline(self.retry_deadline)
         attempt = 0
         # whether an earlier attempt may have been applied although its answer was lost
         lost_answer = False
@@ -171,8 +165,8 @@ class KubeClient(object):
                 lost_answer = lost_answer or not _never_sent(exc)
             if delay is None:
                 delay = _jittered_backoff(attempt)
-            if time.monotonic() - started + delay > self.retry_deadline:
-                error.msg += " (gave up after %d attempts in %.1fs)" % (attempt, time.monotonic() - started)
+            if delay > budget.left():
+                error.msg += " (gave up after %d attempts in %.1fs)" % (attempt, budget.spent())
                 raise error
             self._sleep(delay)
 
@@ -245,7 +239,7 @@ class KubeClient(object):
         Returns the created (or found) object as a dict; raises KubeHwError otherwise.
         """
         find = kwargs.pop("find", None) or self._find_by_name(args[-1], args[0] if len(args) == 2 else None)
-        started = time.monotonic()
+        budget = Deadline(self.retry_deadline)
         attempt = 0
         ambiguous = None
         while True:
@@ -263,9 +257,9 @@ class KubeClient(object):
             if find is None:
                 raise ambiguous
             delay = _jittered_backoff(attempt)
-            if time.monotonic() - started + delay > self.retry_deadline:
+            if delay > budget.left():
                 ambiguous.msg += (" (the object was not found after %d attempts in %.1fs)"
-                                  % (attempt, time.monotonic() - started))
+                                  % (attempt, budget.spent()))
                 raise ambiguous
             self._sleep(delay)
 
@@ -332,7 +326,7 @@ class KubeClient(object):
         kwargs.setdefault("what", "list " + getattr(list_fn, "__name__", "objects").replace("list_", "", 1)
                           .replace("_", " "))
         limit = kwargs.pop("limit", None) or PAGE_SIZE
-        started = time.monotonic()
+        budget = Deadline(self.retry_deadline)
         restarts = 0
         token = None
         while True:
@@ -345,7 +339,7 @@ class KubeClient(object):
                 if err.status != 410 or not token:
                     raise
                 restarts += 1
-                if time.monotonic() - started > self.retry_deadline:
+                if budget.passed():
                     err.msg += " (the list was restarted %d times)" % restarts
                     raise
                 token = None
@@ -378,135 +372,15 @@ class KubeClient(object):
         ``objects`` maps ``namespace/name`` (or ``name``) to the object as a dict.
         Pass a ``field_selector`` (``metadata.name=<x>``) or the user's ``label_selector``
         so the watch carries only what the predicate needs.
-        Returns the objects that satisfied the predicate; raises KubeHwError
-        with reason ``Timeout`` (and ``.objects`` holding the last state) when
-        ``timeout`` seconds pass first. See ListWatch for how the stream is read.
+        Returns the objects that satisfied the predicate; raises WaitTimedOut
+        (``.objects`` holding the last state) when ``timeout`` seconds pass
+        first. See ListWatch for how the stream is read.
         """
         return ListWatch(self, list_fn, what, **list_kwargs).until(predicate, timeout)
 
     def list_watch(self, list_fn, what="watch", **list_kwargs):
         """A ListWatch over ``list_fn``: one list, then watches that go on from where the last one stopped."""
         return ListWatch(self, list_fn, what, **list_kwargs)
-
-    def _follow(self, list_fn, predicate, objects, resource_version, deadline, what, list_kwargs):
-        """Read one watch stream. Returns ("done", None, None), ("resume", rv, None) when the
-        stream ended or dropped, or ("relist", problem, delay) after an ERROR event."""
-        remaining = max(1.0, deadline - time.monotonic())
-        response = self.call(
-            list_fn, watch=True, resource_version=resource_version, allow_watch_bookmarks=True,
-            timeout_seconds=int(remaining + 0.999), _preload_content=False,
-            _request_timeout=self.timeouts(remaining + self.request_timeout), what=what, **list_kwargs)
-        try:
-            for line in _stream_lines(response):
-                try:
-                    event = json.loads(line)
-                except ValueError:
-                    raise KubeHwError("Failed to %s: the watch sent a line that is not JSON: %.200s"
-                                      % (what, to_native(line)), reason="BadResponse")
-                if not isinstance(event, dict) or not isinstance(event.get("object"), dict):
-                    raise KubeHwError("Failed to %s: the watch sent an event without an object: %.200s"
-                                      % (what, to_native(line)), reason="BadResponse")
-                kind, obj = event.get("type"), event["object"]
-                if kind == "ERROR":
-                    return ("relist",) + _watch_error(obj)
-                if kind not in ("ADDED", "MODIFIED", "DELETED", "BOOKMARK"):
-                    raise KubeHwError("Failed to %s: the watch sent an event of unknown type %r"
-                                      % (what, kind), reason="BadResponse")
-                resource_version = (obj.get("metadata") or {}).get("resourceVersion") or resource_version
-                if kind == "BOOKMARK":
-                    continue
-                if kind == "DELETED":
-                    objects.pop(_key(obj), None)
-                else:
-                    objects[_key(obj)] = obj
-                if predicate(objects):
-                    return ("done", resource_version, None)
-                if time.monotonic() >= deadline:
-                    break
-        except (_kubernetes_library.urllib3.exceptions.HTTPError, ConnectionError, OSError):
-            # A watch that drops is normal (apiserver restart, load balancer idle timeout).
-            pass
-        finally:
-            response.close()
-            response.release_conn()
-        return ("resume", resource_version, None)
-
-
-class ListWatch(object):
-    """One list, then a watch, in turns: each ``until()`` goes on from the resourceVersion the previous one reached,
-    so a wait that looks at several resources in turns reads each of them once and then only its changes (what an
-    informer's cache does, without a thread).
-
-    The stream is read line by line here (not through the client library's Watch, whose ERROR handling differs
-    between releases): an ERROR event (410 Expired/Gone after a compaction, 504 "Too large resource version",
-    anything else) relists and resumes within the same deadline; a stream that ends or drops resumes from the last
-    resourceVersion seen. ``objects`` maps ``namespace/name`` (or ``name``) to the object as a dict."""
-
-    def __init__(self, client, list_fn, what="watch", **list_kwargs):
-        self.client = client
-        self.list_fn = list_fn
-        self.what = what
-        self.list_kwargs = list_kwargs
-        self.objects = {}
-        self.resource_version = None
-        self.listed = False
-
-    def relist(self):
-        """The objects as they are now: one list, from which later ``until()`` calls go on. For a verdict that must
-        not rest on what the watch held at its last look (a watch only reads changes while someone waits on it, and
-        the apiserver never says when a resumed stream has caught up)."""
-        self.listed = False
-        return self.until(lambda _objects: True, 1.0)
-
-    def until(self, predicate, timeout):
-        """The objects once ``predicate(objects)`` is true (at once when it already is); raises KubeHwError with
-        reason ``Timeout`` (``.objects``: the last state) when ``timeout`` seconds pass first."""
-        client = self.client
-        deadline = time.monotonic() + timeout
-        need_list = not self.listed
-        errors = 0
-        last_problem = None
-        if self.listed and predicate(self.objects):
-            return self.objects
-        while True:
-            if need_list:
-                listing = client.list_all(self.list_fn, what=self.what, **self.list_kwargs)
-                self.objects = dict((_key(obj), obj) for obj in listing.get("items") or [])
-                self.resource_version = (listing.get("metadata") or {}).get("resourceVersion")
-                self.listed = True
-                need_list = False
-                if predicate(self.objects):
-                    return self.objects
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                msg = "Timed out after %ss waiting to %s" % (timeout, self.what)
-                if last_problem:
-                    msg += " (last watch problem: %s)" % last_problem
-                err = KubeHwError(msg, reason="Timeout")
-                err.objects = self.objects
-                raise err
-            try:
-                outcome = client._follow(self.list_fn, predicate, self.objects, self.resource_version, deadline,
-                                         self.what, self.list_kwargs)
-            except KubeHwError as err:
-                if err.status != 410 and err.reason != "ConnectionError":
-                    raise
-                # an apiserver before v1.11's watch cache answered 410 to the watch request itself
-                outcome = ("relist", err.msg, None)
-            kind, value, delay = outcome
-            if kind == "done":
-                self.resource_version = value or self.resource_version
-                return self.objects
-            if kind == "resume":
-                self.resource_version = value
-                continue
-            # relist: an ERROR event, a broken stream
-            need_list = True
-            last_problem = value
-            errors += 1
-            if delay is None:
-                delay = _backoff(errors)
-            client._sleep(max(0.0, min(delay, deadline - time.monotonic())))
 
 
 def _without_version(body):
@@ -527,32 +401,6 @@ def _holds(live, wanted):
         return isinstance(live, list) and len(live) == len(wanted) and all(
             _holds(a, b) for a, b in zip(live, wanted))
     return live == wanted
-
-
-def _stream_lines(response):
-    """The lines of a streamed answer, as they arrive (one JSON event per line)."""
-    pending = b""
-    for chunk in response.stream(amt=None, decode_content=False):
-        pending += chunk
-        while b"\n" in pending:
-            line, pending = pending.split(b"\n", 1)
-            if line.strip():
-                yield line
-    if pending.strip():
-        yield pending
-
-
-def _watch_error(status):
-    """(problem, delay before relisting) for the Status object of a watch ERROR event."""
-    code = status.get("code")
-    message = status.get("message") or status.get("reason") or "unknown error"
-    details = status.get("details") or {}
-    problem = "ERROR event %s %s: %s" % (code, status.get("reason") or "", message)
-    if code == 410:
-        # the resourceVersion was compacted: relist at once (kube-apiserver facts, watches)
-        return problem, 0.0
-    delay = details.get("retryAfterSeconds")
-    return problem, float(delay) if isinstance(delay, (int, float)) and delay >= 0 else None
 
 
 def _unwrap(exc):
@@ -582,10 +430,3 @@ def _never_sent(exc):
         exc = exc.reason
     # NewConnectionError is a ConnectTimeoutError in urllib3 1.26 and 2.x: no connection, no request
     return isinstance(exc, (_kubernetes_library.urllib3.exceptions.ConnectTimeoutError, ConnectionRefusedError))
-
-
-def _key(obj):
-    meta = obj.get("metadata") or {}
-    if meta.get("namespace"):
-        return "%s/%s" % (meta["namespace"], meta.get("name"))
-    return meta.get("name")

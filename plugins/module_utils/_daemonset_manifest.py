@@ -15,6 +15,7 @@ import copy
 import json
 import re
 
+from ansible_collections.kubehw.devices.plugins.module_utils._errors import InputRefused
 from ansible_collections.kubehw.devices.plugins.module_utils._k8s_names import DNS1123_SUBDOMAIN_RE
 from ansible_collections.kubehw.devices.plugins.module_utils._images import check_image, check_image_registry, mirrored
 from ansible_collections.kubehw.devices.plugins.module_utils._extended_resources import (
@@ -35,7 +36,6 @@ from ansible_collections.kubehw.devices.plugins.module_utils._k8s_objects import
 from ansible_collections.kubehw.devices.plugins.module_utils._pod_spec import (
     COMPONENT_LABEL,
     NAME_LABEL,
-    DaemonSetSpecError,
     check_dns_label,
     check_env_names,
     default_affinity,
@@ -90,7 +90,7 @@ def configmap_name(ds_name):
 # -- validation: validate() runs the rule groups below in this order -------------------------------
 
 def validate(params):
-    """Check everything that can be checked without a cluster. Raises DaemonSetSpecError."""
+    """Check everything that can be checked without a cluster. Raises InputRefused."""
     preset = params.get("preset")
     name = params.get("name") or default_name(preset)
     _check_namespace(params)
@@ -120,26 +120,26 @@ def _check_namespace(params):
 
 def _check_name_to_delete(name):
     if not name:
-        raise DaemonSetSpecError("state=absent needs name, or a preset other than custom to take its default name")
+        raise InputRefused("state=absent needs name, or a preset other than custom to take its default name")
     check_dns_label(name, "name")
 
 
 def _check_preset_and_name(preset, name):
     if preset not in PRESETS:
-        raise DaemonSetSpecError("preset %r must be one of %s" % (preset, ", ".join(PRESET_NAMES)))
+        raise InputRefused("preset %r must be one of %s" % (preset, ", ".join(PRESET_NAMES)))
     if not name:
-        raise DaemonSetSpecError("preset=custom needs name")
+        raise InputRefused("preset=custom needs name")
     # A DaemonSet name becomes part of pod names and of the selector label value.
     check_dns_label(name, "name")
 
 
 def _check_image_and_placement(params):
     """image, node_selector, tolerations, image_pull_secrets and image_registry."""
-    check_image(params.get("image"), DaemonSetSpecError)
-    label_map(params.get("node_selector"), "node_selector", DaemonSetSpecError)
-    check_tolerations(params.get("tolerations"), DaemonSetSpecError)
-    check_pull_secrets(params.get("image_pull_secrets"), DaemonSetSpecError)
-    check_image_registry(params.get("image_registry"), DaemonSetSpecError)
+    check_image(params.get("image"), InputRefused)
+    label_map(params.get("node_selector"), "node_selector", InputRefused)
+    check_tolerations(params.get("tolerations"), InputRefused)
+    check_pull_secrets(params.get("image_pull_secrets"), InputRefused)
+    check_image_registry(params.get("image_registry"), InputRefused)
 
 
 def _given(params, key):
@@ -151,59 +151,59 @@ def _check_options_of_other_presets(params, preset):
     for owner, keys in (("nvidia", NVIDIA_ONLY), ("amd", AMD_ONLY), ("generic", GENERIC_ONLY)):
         for key in keys:
             if preset != owner and _given(params, key):
-                raise DaemonSetSpecError("%s applies only to preset=%s, not preset=%s" % (key, owner, preset))
+                raise InputRefused("%s applies only to preset=%s, not preset=%s" % (key, owner, preset))
 
 
 def _check_custom_preset(params):
     if not params.get("image"):
-        raise DaemonSetSpecError("preset=custom needs image")
+        raise InputRefused("preset=custom needs image")
     if not params.get("resource_names"):
-        raise DaemonSetSpecError("preset=custom needs resource_names (the resources the plugin registers)")
+        raise InputRefused("preset=custom needs resource_names (the resources the plugin registers)")
 
 
 def _check_generic_preset(params):
     if not params.get("devices") and not params.get("args"):
-        raise DaemonSetSpecError("preset=generic needs devices (or args with --device specs)")
+        raise InputRefused("preset=generic needs devices (or args with --device specs)")
     if params.get("devices") and params.get("args"):
-        raise DaemonSetSpecError("devices and args conflict: devices become --device args; give one of them")
+        raise InputRefused("devices and args conflict: devices become --device args; give one of them")
     domain = params.get("device_domain") or GENERIC_DEFAULT_DOMAIN
     for index, device in enumerate(params.get("devices") or []):
         _check_generic_device(device, index, domain)
     if params.get("args") and not params.get("resource_names"):
-        raise DaemonSetSpecError("preset=generic with args needs resource_names (they cannot be read from args)")
+        raise InputRefused("preset=generic with args needs resource_names (they cannot be read from args)")
 
 
 def _check_generic_device(device, index, domain):
     if not isinstance(device, dict):
-        raise DaemonSetSpecError("devices[%d] must be a mapping with name and groups" % index)
+        raise InputRefused("devices[%d] must be a mapping with name and groups" % index)
     dev_name = device.get("name")
     if not dev_name:
-        raise DaemonSetSpecError("devices[%d] needs a name" % index)
+        raise InputRefused("devices[%d] needs a name" % index)
     if not isinstance(dev_name, str) or not _GENERIC_DEVICE_NAME_RE.fullmatch(dev_name):
         # the plugin refuses anything else at start and crash-loops
-        raise DaemonSetSpecError(
+        raise InputRefused(
             "devices[%d] name %r must match the generic device plugin's rule: lowercase letters, digits and '-', "
             "at least two characters, starting and ending with a letter or digit" % (index, dev_name))
     _check_resource_name("%s/%s" % (domain, dev_name), "devices[%d] resource" % index)
     groups = device.get("groups")
     if not isinstance(groups, list) or not groups:
-        raise DaemonSetSpecError("devices[%d] (%s) needs a non-empty groups list" % (index, dev_name))
+        raise InputRefused("devices[%d] (%s) needs a non-empty groups list" % (index, dev_name))
     for gindex, group in enumerate(groups):
         if not isinstance(group, dict) or not (group.get("paths") or group.get("usb")):
-            raise DaemonSetSpecError("devices[%d].groups[%d] (%s) needs paths or usb" % (index, gindex, dev_name))
+            raise InputRefused("devices[%d].groups[%d] (%s) needs paths or usb" % (index, gindex, dev_name))
         if group.get("paths") and group.get("usb"):
-            raise DaemonSetSpecError("devices[%d].groups[%d] (%s) has both paths and usb: the generic device plugin "
-                                     "takes one kind per group; make two groups" % (index, gindex, dev_name))
+            raise InputRefused("devices[%d].groups[%d] (%s) has both paths and usb: the generic device plugin "
+                               "takes one kind per group; make two groups" % (index, gindex, dev_name))
         if group.get("count") is not None:
             positive_int(group["count"], "devices[%d].groups[%d].count" % (index, gindex), minimum=1)
 
 
 def _check_amd_preset(params):
     if params.get("args") and _given(params, "resource_naming_strategy"):
-        raise DaemonSetSpecError("args and resource_naming_strategy conflict: args replace the preset's flags")
+        raise InputRefused("args and resource_naming_strategy conflict: args replace the preset's flags")
     if params.get("resource_naming_strategy") == "mixed" and not params.get("resource_names") \
             and params.get("wait") == "resource":
-        raise DaemonSetSpecError(
+        raise InputRefused(
             "resource_naming_strategy=mixed names resources after the GPU partitions: give resource_names "
             "to wait for (wait=resource)")
 
@@ -212,21 +212,21 @@ def _check_nvidia_preset(params):
     _check_nvidia_strategies(params)
     _check_time_slicing(params.get("time_slicing") or {})
     if params.get("mig_strategy") == "mixed" and params.get("wait") == "resource" and not params.get("resource_names"):
-        raise DaemonSetSpecError(
+        raise InputRefused(
             "mig_strategy=mixed advertises one resource per MIG profile (nvidia.com/mig-1g.5gb...): give "
             "resource_names to wait for (wait=resource)")
 
 
 def _check_nvidia_strategies(params):
     if _given(params, "mig_strategy") and params["mig_strategy"] not in MIG_STRATEGIES:
-        raise DaemonSetSpecError("mig_strategy %r must be one of %s" % (params["mig_strategy"], ", ".join(MIG_STRATEGIES)))
+        raise InputRefused("mig_strategy %r must be one of %s" % (params["mig_strategy"], ", ".join(MIG_STRATEGIES)))
     for strategy in params.get("device_list_strategy") or []:
         if strategy not in DEVICE_LIST_STRATEGIES:
-            raise DaemonSetSpecError("device_list_strategy %r must be one of %s"
-                                     % (strategy, ", ".join(DEVICE_LIST_STRATEGIES)))
+            raise InputRefused("device_list_strategy %r must be one of %s"
+                               % (strategy, ", ".join(DEVICE_LIST_STRATEGIES)))
     if _given(params, "device_id_strategy") and params["device_id_strategy"] not in DEVICE_ID_STRATEGIES:
-        raise DaemonSetSpecError("device_id_strategy %r must be one of %s"
-                                 % (params["device_id_strategy"], ", ".join(DEVICE_ID_STRATEGIES)))
+        raise InputRefused("device_id_strategy %r must be one of %s"
+                           % (params["device_id_strategy"], ", ".join(DEVICE_ID_STRATEGIES)))
 
 
 def _check_time_slicing(time_slicing):
@@ -235,7 +235,7 @@ def _check_time_slicing(time_slicing):
         positive_int(replicas, "time_slicing.replicas[%s]" % res, minimum=1)
     if (time_slicing.get("rename_by_default") or time_slicing.get("fail_requests_greater_than_one")) \
             and not time_slicing.get("replicas"):
-        raise DaemonSetSpecError("time_slicing options need time_slicing.replicas (which resources to share)")
+        raise InputRefused("time_slicing options need time_slicing.replicas (which resources to share)")
 
 
 # The rules of the options only one preset takes.
@@ -250,14 +250,14 @@ _PRESET_RULES = {
 def _check_resource_name(name, what):
     problem = extended_resource_name_problem(name)
     if problem:
-        raise DaemonSetSpecError("%s %r is not a valid extended resource name: %s" % (what, name, problem))
+        raise InputRefused("%s %r is not a valid extended resource name: %s" % (what, name, problem))
 
 
 def _check_runtime_class(params):
     runtime_class = params.get("runtime_class_name")
     if runtime_class and (len(runtime_class) > 253 or not DNS1123_SUBDOMAIN_RE.match(runtime_class)):
-        raise DaemonSetSpecError("runtime_class_name %r must be a RuntimeClass name: a lowercase RFC 1123 DNS subdomain "
-                                 "(empty for none)" % runtime_class)
+        raise InputRefused("runtime_class_name %r must be a RuntimeClass name: a lowercase RFC 1123 DNS subdomain "
+                           "(empty for none)" % runtime_class)
 
 
 def _check_resource_names_and_min_count(params):
@@ -271,13 +271,13 @@ def _check_update_strategy(params):
     strategy = params.get("update_strategy") or {}
     stype = strategy.get("type") or "RollingUpdate"
     if stype not in ("RollingUpdate", "OnDelete"):
-        raise DaemonSetSpecError("update_strategy.type %r must be RollingUpdate or OnDelete" % stype)
+        raise InputRefused("update_strategy.type %r must be RollingUpdate or OnDelete" % stype)
     if stype == "OnDelete" and strategy.get("max_surge") is not None:
-        raise DaemonSetSpecError("update_strategy max_surge conflicts with type=OnDelete")
+        raise InputRefused("update_strategy max_surge conflicts with type=OnDelete")
     if stype == "OnDelete" and strategy.get("max_unavailable") is not None and not params.get("delete_old_pods"):
         # With OnDelete it is only the batch size of delete_old_pods; it is not written to the DaemonSet.
-        raise DaemonSetSpecError("update_strategy max_unavailable with type=OnDelete needs delete_old_pods=true "
-                                 "(it sets how many old pods are deleted at a time)")
+        raise InputRefused("update_strategy max_unavailable with type=OnDelete needs delete_old_pods=true "
+                           "(it sets how many old pods are deleted at a time)")
     if stype == "RollingUpdate":
         rolling_update(strategy)
     else:
@@ -285,24 +285,24 @@ def _check_update_strategy(params):
             if strategy.get(key) is not None:
                 int_or_percent(strategy[key], "update_strategy.%s" % key)
     if params.get("delete_old_pods") and stype != "OnDelete":
-        raise DaemonSetSpecError("delete_old_pods applies only to update_strategy.type=OnDelete")
+        raise InputRefused("delete_old_pods applies only to update_strategy.type=OnDelete")
 
 
 def _check_labels_and_annotations(params):
-    label_map(params.get("labels"), "labels", DaemonSetSpecError, convert=False)
-    label_map(params.get("annotations"), "annotations", DaemonSetSpecError, values=False)
+    label_map(params.get("labels"), "labels", InputRefused, convert=False)
+    label_map(params.get("annotations"), "annotations", InputRefused, values=False)
     for reserved in _RESERVED_LABELS:
         if reserved in (params.get("labels") or {}):
-            raise DaemonSetSpecError("labels must not set %r: the module owns it (selector and ownership)" % reserved)
+            raise InputRefused("labels must not set %r: the module owns it (selector and ownership)" % reserved)
     for reserved in _RESERVED_ANNOTATIONS:
         if reserved in (params.get("annotations") or {}):
-            raise DaemonSetSpecError("annotations must not set %r: the module computes it" % reserved)
+            raise InputRefused("annotations must not set %r: the module computes it" % reserved)
 
 
 def _check_host_paths(params):
     for index, host_path in enumerate(params.get("host_paths") or []):
         if not host_path.get("path", "").startswith("/"):
-            raise DaemonSetSpecError("host_paths[%d].path %r must be an absolute path" % (index, host_path.get("path")))
+            raise InputRefused("host_paths[%d].path %r must be an absolute path" % (index, host_path.get("path")))
 
 
 def _check_definition(params, name):
@@ -310,21 +310,21 @@ def _check_definition(params, name):
     if definition is None:
         return
     if not isinstance(definition, dict):
-        raise DaemonSetSpecError("definition must be a mapping (a DaemonSet manifest fragment)")
+        raise InputRefused("definition must be a mapping (a DaemonSet manifest fragment)")
     kind = definition.get("kind")
     if kind is not None and kind != "DaemonSet":
-        raise DaemonSetSpecError("definition has kind %r: it must be a DaemonSet (or leave kind out)" % kind)
+        raise InputRefused("definition has kind %r: it must be a DaemonSet (or leave kind out)" % kind)
     api = definition.get("apiVersion")
     if api is not None and api != "apps/v1":
-        raise DaemonSetSpecError("definition has apiVersion %r: DaemonSets are apps/v1" % api)
+        raise InputRefused("definition has apiVersion %r: DaemonSets are apps/v1" % api)
     meta = definition.get("metadata") or {}
     if meta.get("name") not in (None, name):
-        raise DaemonSetSpecError("definition metadata.name %r differs from name %r" % (meta["name"], name))
+        raise InputRefused("definition metadata.name %r differs from name %r" % (meta["name"], name))
     if meta.get("namespace") not in (None, params.get("namespace") or DEFAULT_NAMESPACE):
-        raise DaemonSetSpecError("definition metadata.namespace %r differs from namespace %r"
-                                 % (meta["namespace"], params.get("namespace") or DEFAULT_NAMESPACE))
+        raise InputRefused("definition metadata.namespace %r differs from namespace %r"
+                           % (meta["namespace"], params.get("namespace") or DEFAULT_NAMESPACE))
     if (definition.get("spec") or {}).get("selector") is not None:
-        raise DaemonSetSpecError("definition must not set spec.selector: the module owns it (it is immutable)")
+        raise InputRefused("definition must not set spec.selector: the module owns it (it is immutable)")
 
 
 # -- building: build() assembles the parts below ----------------------------------------------------
@@ -584,8 +584,8 @@ def _merge_user_definition(daemonset, definition, name):
     patch.pop("apiVersion", None)
     daemonset = merge_definition(daemonset, patch)
     if daemonset["spec"]["template"]["metadata"].get("labels", {}).get(NAME_LABEL) != name:
-        raise DaemonSetSpecError("definition must keep the template label %s=%s (the selector needs it)"
-                                 % (NAME_LABEL, name))
+        raise InputRefused("definition must keep the template label %s=%s (the selector needs it)"
+                           % (NAME_LABEL, name))
     return daemonset
 
 

@@ -12,11 +12,13 @@ __metaclass__ = type
 import calendar
 import time
 
+from ansible_collections.kubehw.devices.plugins.module_utils._errors import timed_out
 from ansible_collections.kubehw.devices.plugins.module_utils._extended_resources import quantity_value
 from ansible_collections.kubehw.devices.plugins.module_utils._pod_spec import NAME_LABEL
 from ansible_collections.kubehw.devices.plugins.module_utils._k8s_objects import (
     MANAGED_BY,
     MANAGED_BY_LABEL,
+    condition,
     has_owner_uid,
 )
 
@@ -85,10 +87,7 @@ def pod_node(pod):
 
 
 def pod_ready(pod):
-    for cond in (pod.get("status") or {}).get("conditions") or []:
-        if cond.get("type") == "Ready":
-            return cond.get("status") == "True"
-    return False
+    return (condition(pod, "Ready") or {}).get("status") == "True"
 
 
 def initializing(pod):
@@ -115,9 +114,9 @@ def pod_waiting_reasons(pod):
             elif state.get("terminated") and not cs.get("ready"):
                 reasons.append("%s: %s" % (cs.get("name"), state["terminated"].get("reason") or "Terminated"))
     if not reasons and status.get("phase") == "Pending":
-        for cond in status.get("conditions") or []:
-            if cond.get("type") == "PodScheduled" and cond.get("status") == "False":
-                reasons.append("unschedulable: %s" % (cond.get("message") or cond.get("reason")))
+        cond = condition(pod, "PodScheduled") or {}
+        if cond.get("status") == "False":
+            reasons.append("unschedulable: %s" % (cond.get("message") or cond.get("reason")))
     return reasons
 
 
@@ -233,8 +232,8 @@ def nodes_with_resource(nodes, node_names, resource_names, min_count, any_of=Fal
 def timeout_message(what, timeout, daemonset, rollout, report, resource_names, min_count, check_resources,
                     any_of=False):
     meta = daemonset.get("metadata") or {}
-    parts = ["Timed out after %ss waiting for %s of DaemonSet %s/%s: %s" % (
-        timeout, what, meta.get("namespace"), meta.get("name"), rollout["reason"])]
+    parts = [timed_out(timeout, "waiting for %s of DaemonSet %s/%s: %s" % (
+        what, meta.get("namespace"), meta.get("name"), rollout["reason"]))]
     not_ready = []
     for node in sorted(report):
         entry = report[node]
@@ -404,16 +403,8 @@ def taint_text(taint):
     return "%s%s:%s" % (taint.get("key"), "=%s" % value if value else "", taint.get("effect"))
 
 
-def ready_condition(node):
-    """The node's Ready condition, or None when it has none yet."""
-    for cond in ((node or {}).get("status") or {}).get("conditions") or []:
-        if cond.get("type") == "Ready":
-            return cond
-    return None
-
-
 def node_ready(node):
-    return (ready_condition(node) or {}).get("status") == "True"
+    return (condition(node, "Ready") or {}).get("status") == "True"
 
 
 def node_label_selector(pod_spec):
@@ -477,7 +468,7 @@ def stuck_not_ready(node):
     """Why a node is stuck NotReady ("Ready=False for 12m: KubeletNotReady: ..."), or None: its kubelet reports
     (the condition is False, not Unknown) and its last heartbeat came NOT_READY_GRACE seconds or more after the
     condition turned. Both times are the kubelet's own, so the machine's clock plays no part."""
-    cond = ready_condition(node) or {}
+    cond = condition(node, "Ready") or {}
     if cond.get("status") != "False":
         return None
     turned, heard = timestamp_seconds(cond.get("lastTransitionTime")), timestamp_seconds(cond.get("lastHeartbeatTime"))

@@ -13,17 +13,15 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import time
 
 from ansible_collections.kubehw.devices.plugins.module_utils import _daemonset_compare as compare
 from ansible_collections.kubehw.devices.plugins.module_utils import _daemonset_rollout as ds_rollout
 from ansible_collections.kubehw.devices.plugins.module_utils import _daemonset_wait as ds_wait
 from ansible_collections.kubehw.devices.plugins.module_utils import _k8s_objects as objects
-from ansible_collections.kubehw.devices.plugins.module_utils._errors import KubeHwError
+from ansible_collections.kubehw.devices.plugins.module_utils._errors import KubeHwError, TaskFailed, WaitTimedOut, timed_out
 from ansible_collections.kubehw.devices.plugins.module_utils._k8s_objects import (
     MANAGED_BY,
     MANAGED_BY_LABEL,
-    TaskFailed,
     owner_description,
     update_body,
 )
@@ -155,8 +153,8 @@ class DaemonSetTask(object):
         return self._node_watch
 
     def remaining(self):
-        """Seconds left of wait_timeout (the deadline main() set when the task started)."""
-        return max(0.0, self.deadline - time.monotonic())
+        """Seconds left of wait_timeout (the Deadline main() set when the task started)."""
+        return self.deadline.left()
 
     # -- reads
     def read(self, fn, *args, **kwargs):
@@ -257,7 +255,7 @@ class DaemonSetTask(object):
     def rollout_wait(self):
         """The task's RolloutWait (made at first use, after the write: it reads events from the write's time)."""
         if self.waiter is None:
-            self.waiter = ds_wait.RolloutWait(self.client, self.namespace, self.name, self.remaining, self.since,
+            self.waiter = ds_wait.RolloutWait(self.client, self.namespace, self.name, self.deadline, self.since,
                                               self.node_watch)
         return self.waiter
 
@@ -276,8 +274,6 @@ class DaemonSetTask(object):
             self.client.watch(self.client.apps.list_namespaced_daemon_set, lambda objs: self.key not in objs,
                               timeout=self.remaining(), what="see DaemonSet %s deleted" % self.key,
                               namespace=self.namespace, field_selector="metadata.name=%s" % self.name)
-        except KubeHwError as err:
-            if err.reason != "Timeout":
-                raise
-            raise TaskFailed("Timed out after %ss waiting for DaemonSet %s to be deleted (finalizers?)"
-                             % (self.params["wait_timeout"], self.key))
+        except WaitTimedOut:
+            raise TaskFailed(timed_out(self.params["wait_timeout"],
+                                       "waiting for DaemonSet %s to be deleted (finalizers?)" % self.key))

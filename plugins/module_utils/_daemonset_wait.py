@@ -30,8 +30,8 @@ import re
 import time
 
 from ansible_collections.kubehw.devices.plugins.module_utils import _daemonset_rollout as ds_rollout
-from ansible_collections.kubehw.devices.plugins.module_utils._errors import KubeHwError
-from ansible_collections.kubehw.devices.plugins.module_utils._k8s_objects import TaskFailed
+from ansible_collections.kubehw.devices.plugins.module_utils._errors import KubeHwError, TaskFailed, WaitTimedOut, timed_out
+from ansible_collections.kubehw.devices.plugins.module_utils._k8s_objects import condition
 
 # How long one look at the DaemonSet waits for it to finish before the wait looks at the controller's refusals:
 # 2 s for the first 30 s (a refusal shows at once), then 5 s (a long rollout looks less often).
@@ -202,7 +202,7 @@ def uncovered_nodes(daemonset, nodes, pods_of=None):
 
 def _went_down(node, pods):
     """The node is not Ready, and ran a pod of the DaemonSet before its Ready condition last changed."""
-    ready = ds_rollout.ready_condition(node)
+    ready = condition(node, "Ready")
     if not ready or ready.get("status") == "True":
         return False        # Ready again, or Ready with the joining taint not lifted yet: joining, not down
     changed = ds_rollout.timestamp_seconds(ready.get("lastTransitionTime"))
@@ -230,7 +230,7 @@ def all_joined(pod_spec, names):
 
 
 def _kubelet_silent(node):
-    return (ds_rollout.ready_condition(node) or {}).get("status") == "Unknown"
+    return (condition(node, "Ready") or {}).get("status") == "Unknown"
 
 
 def node_outcome(daemonset, nodes, pods, joining=None, refused=False):
@@ -286,15 +286,15 @@ def node_list(node_watch):
 
 
 class RolloutWait(object):
-    """Waits for one DaemonSet's rollout to cover every node its template selects. ``remaining``: a callable giving
-    the seconds left of the task's wait_timeout; ``since``: the apiserver time of this run's DaemonSet write;
+    """Waits for one DaemonSet's rollout to cover every node its template selects. ``deadline``: the task's
+    wait_timeout (a ``_waiting.Deadline``); ``since``: the apiserver time of this run's DaemonSet write;
     ``node_watch``: the task's ListWatch of the nodes, when it read them before (node_list())."""
 
-    def __init__(self, client, namespace, name, remaining, since=None, node_watch=None):
+    def __init__(self, client, namespace, name, deadline, since=None, node_watch=None):
         self.client = client
         self.namespace = namespace
         self.name = name
-        self.remaining = remaining
+        self.deadline = deadline
         self.since = since
         self.key = "%s/%s" % (namespace, name)
         self.daemonsets = client.list_watch(client.apps.list_namespaced_daemon_set,
@@ -331,9 +331,8 @@ class RolloutWait(object):
 
         try:
             watch.until(changed, seconds)
-        except KubeHwError as err:
-            if err.reason != "Timeout":
-                raise
+        except WaitTimedOut:
+            pass  # nothing changed within the slice: the caller looks again
 
     def _until_joined(self, daemonset, seconds):
         """Wait up to ``seconds`` until every node still joining has joined (or is gone): one watch request per look,
@@ -342,9 +341,8 @@ class RolloutWait(object):
         pod_spec = daemonset["spec"]["template"].get("spec")
         try:
             self.node_watch.until(all_joined(pod_spec, sorted(self.joining)), seconds)
-        except KubeHwError as err:
-            if err.reason != "Timeout":
-                raise
+        except WaitTimedOut:
+            pass  # nothing changed within the slice: the caller looks again
 
     def pods(self, daemonset):
         """The DaemonSet's pods, listed again only when the DaemonSet changed since the last list (another
@@ -434,24 +432,22 @@ class RolloutWait(object):
         key = self.key
         try:
             return self.daemonsets.until(lambda objs: key in objs and done(objs[key]), step)[key]
-        except KubeHwError as err:
-            if err.reason != "Timeout":
-                raise
-            objects = getattr(err, "objects", None)
+        except WaitTimedOut as err:
+            objects = err.objects
             # the watch holds this one DaemonSet (its name is the field selector): not there, it was deleted
             return last if objects is None else objects.get(key)
 
     def wait(self, what, current=None, done=ds_rollout.rollout_done, on_slice=None, cover_nodes=True):
         """The DaemonSet once ``done(daemonset)`` holds and (cover_nodes) no selected node is still joining, or once
         ``on_slice(daemonset)`` (called after each look that did not finish) is true. Raises TaskFailed for a
-        refusal that persists, and KubeHwError(reason Timeout, .objects) when wait_timeout passes first."""
+        refusal that persists, and WaitTimedOut (.objects) when wait_timeout passes first."""
         started = time.monotonic()
         last = current
         uncovered_since = unready_since = None
         nodes_read = False
         while True:
             slice_ = SLICE if time.monotonic() - started < SLOWDOWN_AFTER else SLICE_LATER
-            last = self._look(done, min(self.remaining(), slice_), last)
+            last = self._look(done, min(self.deadline.left(), slice_), last)
             if last is None:
                 raise TaskFailed("DaemonSet %s was deleted while this task waited for it to %s." % (self.key, what))
             if done(last) and not cover_nodes:
@@ -469,8 +465,8 @@ class RolloutWait(object):
                     unready_since = unready_since or time.monotonic()
                     if not self._starting(last) or time.monotonic() - unready_since >= UNCOVERED_GRACE:
                         return last
-                    self._next_change(self.daemonsets, min(self.remaining(), slice_))
-                    if self.remaining() <= 0:
+                    self._next_change(self.daemonsets, min(self.deadline.left(), slice_))
+                    if self.deadline.left() <= 0:
                         return last
                 elif not self.joining:
                     unready_since = None
@@ -479,21 +475,18 @@ class RolloutWait(object):
                     uncovered_since = uncovered_since or time.monotonic()
                     if time.monotonic() - uncovered_since >= UNCOVERED_GRACE and not self._starting(last):
                         return last
-                    self._next_change(self.daemonsets, min(self.remaining(), slice_))
+                    self._next_change(self.daemonsets, min(self.deadline.left(), slice_))
                 else:
                     uncovered_since = unready_since = None
-                    self._until_joined(last, min(self.remaining(), slice_))
+                    self._until_joined(last, min(self.deadline.left(), slice_))
             else:
                 problem = self.failure(last) or self.budget_spent(last)
                 if problem:
                     raise TaskFailed(problem)
                 if on_slice is not None and on_slice(last):
                     return last
-            if self.remaining() <= 0:
-                timeout = KubeHwError("Timed out after %ds waiting to %s" % (round(time.monotonic() - started), what),
-                                      reason="Timeout")
-                timeout.objects = {self.key: last}
-                raise timeout
+            if self.deadline.left() <= 0:
+                raise WaitTimedOut(round(time.monotonic() - started), "waiting to %s" % what, {self.key: last})
 
     def outcome(self, daemonset, pods=None):
         """node_outcome for the DaemonSet as it is now (reads its pods unless given)."""
@@ -514,10 +507,8 @@ class RolloutWait(object):
         try:
             current = self.wait("finish the rollout of DaemonSet %s" % self.key, current, done=done,
                                 on_slice=on_slice)
-        except KubeHwError as err:
-            if err.reason != "Timeout":
-                raise
-            current = (getattr(err, "objects", None) or {}).get(self.key) or current
+        except WaitTimedOut as err:
+            current = (err.objects or {}).get(self.key) or current
             raise TaskFailed(self.timeout_message(current, result, wait_timeout, timeout_hint))
         except TaskFailed:
             self._record(self.daemonsets.objects.get(self.key) or current, result)
@@ -571,10 +562,11 @@ class RolloutWait(object):
         state = self._record(current, result, pods)
         if self.joining:
             # the module's hint too: a joining node says nothing of the pods that run elsewhere and still wait
-            return ("Timed out after %ss waiting for DaemonSet %s: the nodes it selects are still joining and never "
-                    "became schedulable: %s (the node lifecycle controller removes node.kubernetes.io/not-ready once "
-                    "the kubelet reports Ready); %s; %s%s" % (wait_timeout, self.key, self.joining_text(),
-                                                              self.selection_text(current), state["reason"], extra))
+            return timed_out(wait_timeout, "waiting for DaemonSet %s: the nodes it selects are still joining and never "
+                             "became schedulable: %s (the node lifecycle controller removes node.kubernetes.io/not-ready "
+                             "once the kubelet reports Ready); %s; %s%s" % (self.key, self.joining_text(),
+                                                                            self.selection_text(current), state["reason"],
+                                                                            extra))
         nodes = dict((n["metadata"]["name"], n) for n in self.nodes())
         report = ds_rollout.node_report(pods, nodes, [], 0, current["metadata"].get("generation"))
         return ds_rollout.timeout_message("the rollout", wait_timeout, current, state, report, [], 0, False) + extra

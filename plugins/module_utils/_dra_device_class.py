@@ -15,6 +15,7 @@ import copy
 import json
 
 from ansible_collections.kubehw.devices.plugins.module_utils import _dra_validation
+from ansible_collections.kubehw.devices.plugins.module_utils._errors import InputRefused, TaskFailed
 from ansible_collections.kubehw.devices.plugins.module_utils._dra import GROUP
 from ansible_collections.kubehw.devices.plugins.module_utils._dra_validation import (
     DEVICE_CONFIG_MAX,
@@ -30,7 +31,6 @@ from ansible_collections.kubehw.devices.plugins.module_utils._k8s_objects import
     MANAGED_BY,
     MANAGED_BY_LABEL,
     ObjectTask,
-    TaskFailed,
     label_map,
     update_body,
 )
@@ -38,7 +38,7 @@ from ansible_collections.kubehw.devices.plugins.module_utils._k8s_objects import
 
 # -- DeviceClasses: the task's input, comparison and writes (dra_device_class, and any module that manages one) --
 # Other modules (dra_driver_deploy) call manage_device_class(DraApi(client), params, check_mode) with the same
-# params as dra_device_class's options; it raises DeviceClassSpecError before any request for a bad input.
+# params as dra_device_class's options; it raises InputRefused before any request for a bad input.
 
 DEVICE_CLASSES = "deviceclasses"
 DEVICE_CLASS_SPEC_FIELDS = ("selectors", "config", "extendedResourceName")
@@ -46,15 +46,11 @@ GATE_MESSAGE = ("the apiserver dropped spec.extendedResourceName %r from %s: it 
                 "the DRAExtendedResource feature gate on (beta and on by default from 1.36). Nothing was stored.")
 
 
-class DeviceClassSpecError(ValueError):
-    """Invalid input: the message names the offending value and the rule it breaks."""
-
-
 def _device_class_labels(mapping):
-    out = label_map(mapping, "labels", DeviceClassSpecError)
+    out = label_map(mapping, "labels", InputRefused)
     if MANAGED_BY_LABEL in out:
-        raise DeviceClassSpecError("labels must not set %r: the module owns it (it marks what it created)"
-                                   % MANAGED_BY_LABEL)
+        raise InputRefused("labels must not set %r: the module owns it (it marks what it created)"
+                           % MANAGED_BY_LABEL)
     out[MANAGED_BY_LABEL] = MANAGED_BY
     return out
 
@@ -65,31 +61,31 @@ def build_device_class(params, cel_compile=None):
     name = params["name"]
     problem = device_class_name_problem(name)
     if problem:
-        raise DeviceClassSpecError("name %r %s" % (name, problem))
+        raise InputRefused("name %r %s" % (name, problem))
     if params.get("state", "present") == "absent":
         return None
     spec = {}
     selectors = params.get("selectors") or []
     if len(selectors) > DEVICE_SELECTORS_MAX:
-        raise DeviceClassSpecError("selectors has %d entries; the API allows at most %d"
-                                   % (len(selectors), DEVICE_SELECTORS_MAX))
+        raise InputRefused("selectors has %d entries; the API allows at most %d"
+                           % (len(selectors), DEVICE_SELECTORS_MAX))
     for index, expression in enumerate(selectors):
         problem = cel_problem(expression, compile_fn=cel_compile)
         if problem:
-            raise DeviceClassSpecError("selectors[%d] %r %s" % (index, expression, problem))
+            raise InputRefused("selectors[%d] %r %s" % (index, expression, problem))
     if selectors:
         spec["selectors"] = [{"cel": {"expression": e}} for e in selectors]
     config = params.get("config") or []
     if len(config) > DEVICE_CONFIG_MAX:
-        raise DeviceClassSpecError("config has %d entries; the API allows at most %d" % (len(config), DEVICE_CONFIG_MAX))
+        raise InputRefused("config has %d entries; the API allows at most %d" % (len(config), DEVICE_CONFIG_MAX))
     entries = []
     for index, entry in enumerate(config):
         problem = driver_name_problem(entry.get("driver"))
         if problem:
-            raise DeviceClassSpecError("config[%d].driver %r %s" % (index, entry.get("driver"), problem))
+            raise InputRefused("config[%d].driver %r %s" % (index, entry.get("driver"), problem))
         problem = parameters_problem(entry.get("parameters"))
         if problem:
-            raise DeviceClassSpecError("config[%d].parameters %s" % (index, problem))
+            raise InputRefused("config[%d].parameters %s" % (index, problem))
         entries.append({"opaque": {"driver": entry["driver"], "parameters": copy.deepcopy(entry["parameters"])}})
     if entries:
         spec["config"] = entries
@@ -97,7 +93,7 @@ def build_device_class(params, cel_compile=None):
     if extended is not None:
         problem = extended_name_problem(extended)
         if problem:
-            raise DeviceClassSpecError("extended_resource_name %r %s" % (extended, problem))
+            raise InputRefused("extended_resource_name %r %s" % (extended, problem))
         spec["extendedResourceName"] = extended
     return {"apiVersion": "%s/v1" % GROUP, "kind": "DeviceClass",
             "metadata": {"name": name, "labels": _device_class_labels(params.get("labels"))}, "spec": spec}
@@ -208,7 +204,7 @@ def manage_device_class(api, params, check_mode=False):
     extended_resource_name, labels, adopt) describe, through ``api`` (a DraApi on a KubeClient).
 
     Returns the finished DeviceClassTask: ``.result`` (changed, action, device_class, api_version, changed_paths,
-    cel_validation), ``.diff`` (before/after) and ``.warnings`` (for module.warn). Raises DeviceClassSpecError
+    cel_validation), ``.diff`` (before/after) and ``.warnings`` (for module.warn). Raises InputRefused
     before any request for a bad input, KubeHwError or TaskFailed for what the cluster answered.
     """
     desired = build_device_class(params)

@@ -18,11 +18,11 @@ import re
 from ansible_collections.kubehw.devices.plugins.module_utils import _dra_device_class as dra_device_class
 from ansible_collections.kubehw.devices.plugins.module_utils import _dra_driver_presets as presets
 from ansible_collections.kubehw.devices.plugins.module_utils import _k8s_objects as objects
+from ansible_collections.kubehw.devices.plugins.module_utils._errors import InputRefused
 from ansible_collections.kubehw.devices.plugins.module_utils._images import mirrored
 from ansible_collections.kubehw.devices.plugins.module_utils._pod_spec import (
     COMPONENT_LABEL,
     NAME_LABEL,
-    DaemonSetSpecError,
     default_affinity,
     env_list,
     rolling_update,
@@ -41,18 +41,18 @@ _CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
 
 
 def check_driver_root(value, what="nvidia_driver_root"):
-    """An absolute host path in normal form ('/', '/run/nvidia/driver'); raises DaemonSetSpecError naming it."""
+    """An absolute host path in normal form ('/', '/run/nvidia/driver'); raises InputRefused naming it."""
     if value is None:
         return None
     if not isinstance(value, str) or not value.startswith("/"):
-        raise DaemonSetSpecError("%s %r must be an absolute path on the node (for example / or %s)"
-                                 % (what, value, presets.NVIDIA_OPERATOR_DRIVER_ROOT))
+        raise InputRefused("%s %r must be an absolute path on the node (for example / or %s)"
+                           % (what, value, presets.NVIDIA_OPERATOR_DRIVER_ROOT))
     if _CONTROL_RE.search(value) or any(c.isspace() for c in value):
-        raise DaemonSetSpecError("%s %r must not contain spaces or control characters" % (what, value))
+        raise InputRefused("%s %r must not contain spaces or control characters" % (what, value))
     trimmed = value.rstrip("/") or "/"
     if posixpath.normpath(trimmed) != trimmed:
-        raise DaemonSetSpecError("%s %r must be a normal path without '.', '..' or '//' (%r)"
-                                 % (what, value, posixpath.normpath(trimmed)))
+        raise InputRefused("%s %r must be a normal path without '.', '..' or '//' (%r)"
+                           % (what, value, posixpath.normpath(trimmed)))
     return trimmed
 
 

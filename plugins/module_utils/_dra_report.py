@@ -21,6 +21,7 @@ from ansible_collections.kubehw.devices.plugins.module_utils._dra import (
     _allocated_node,
     _requests,
 )
+from ansible_collections.kubehw.devices.plugins.module_utils._k8s_objects import condition
 
 
 def _attribute_value(attribute):
@@ -175,10 +176,10 @@ def claim_consumers(pods):
 
 def _scheduling_problem(pod):
     """The pod's PodScheduled=False condition as {pod, reason, message}, or None."""
-    for cond in (pod.get("status") or {}).get("conditions") or []:
-        if cond.get("type") == "PodScheduled" and cond.get("status") == "False":
-            return {"pod": (pod.get("metadata") or {}).get("name"), "reason": cond.get("reason"),
-                    "message": cond.get("message")}
+    cond = condition(pod, "PodScheduled") or {}
+    if cond.get("status") == "False":
+        return {"pod": (pod.get("metadata") or {}).get("name"), "reason": cond.get("reason"),
+                "message": cond.get("message")}
     return None
 
 

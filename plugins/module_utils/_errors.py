@@ -2,7 +2,13 @@
 # Copyright: kubehw.devices contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 
-"""The one error type of kubehw.devices (``KubeHwError``) and the translation of an API error into it.
+"""What the collection raises to fail a task, and the translation of an API error.
+
+``Failure`` is the base of four: ``InputRefused`` (bad input, refused before any request), ``KubeHwError`` (an API
+request that failed, or a client-side failure on the way), ``WaitTimedOut`` (a wait's time budget spent; a
+``KubeHwError`` with reason ``Timeout``, so the request paths that handle API failures see it too) and ``TaskFailed``
+(the task cannot go on: a foreign object, a refused eviction, a rollout that fails). Each carries ``msg``, the text the
+user reads; a module's ``main()`` turns it into ``fail_json``.
 
 Private to the collection: the interface may change without notice.
 """
@@ -33,8 +39,27 @@ HTTP_REASONS = {
 }
 
 
-class KubeHwError(Exception):
-    """The one error type of kubehw.devices module_utils.
+class Failure(Exception):
+    """Base of what the collection raises to fail a task; ``msg`` is the text the user reads."""
+
+    def __init__(self, msg):
+        super(Failure, self).__init__(msg)
+        self.msg = msg
+
+    def __str__(self):
+        return self.msg
+
+
+class InputRefused(Failure, ValueError):
+    """Input refused before any request: the message names the offending value and the rule it breaks."""
+
+
+class TaskFailed(Failure):
+    """The task cannot go on (a foreign object, a refused eviction, a rollout that fails)."""
+
+
+class KubeHwError(Failure):
+    """An API request that failed, or a client-side failure on the way to the API.
 
     ``status`` is the HTTP status code (None when no answer came back),
     ``reason`` the Kubernetes Status reason (``NotFound``, ``Invalid``,
@@ -50,13 +75,23 @@ class KubeHwError(Exception):
 
     def __init__(self, msg, status=None, reason=None, body=None):
         super(KubeHwError, self).__init__(msg)
-        self.msg = msg
         self.status = status
         self.reason = reason
         self.body = body
 
-    def __str__(self):
-        return self.msg
+
+def timed_out(seconds, doing):
+    """The one wording of a timeout, for every wait of the collection: "Timed out after <seconds>s <doing>"."""
+    return "Timed out after %ss %s" % (seconds, doing)
+
+
+class WaitTimedOut(KubeHwError):
+    """A wait's time budget was spent. ``objects``: what the wait last saw, keyed as its watch keys them (None when it
+    watched no objects)."""
+
+    def __init__(self, seconds, doing, objects=None):
+        super(WaitTimedOut, self).__init__(timed_out(seconds, doing), reason="Timeout")
+        self.objects = objects
 
 
 def fail_from_error(module, err, **result):

@@ -19,6 +19,7 @@ import traceback
 from decimal import Decimal, InvalidOperation
 from fractions import Fraction
 
+from ansible_collections.kubehw.devices.plugins.module_utils._errors import InputRefused
 from ansible_collections.kubehw.devices.plugins.module_utils._k8s_names import (
     DNS1123_SUBDOMAIN_MAX,
     QUALIFIED_NAME_MAX,
@@ -80,10 +81,6 @@ MAX_WHOLE_QUANTITY = (2 ** 63 - 1) // 1000
 STATES = ("present", "absent", "exact")
 
 
-class ExtendedResourceError(ValueError):
-    """Invalid input: the message names the offending value and the rule it breaks."""
-
-
 def _dns_subdomain_problem(value):
     if not value:
         return "must not be empty"
@@ -134,40 +131,40 @@ def extended_resource_name_problem(name):
 def validate_name(name):
     problem = extended_resource_name_problem(name)
     if problem:
-        raise ExtendedResourceError("invalid extended resource name %r: %s" % (name, problem))
+        raise InputRefused("invalid extended resource name %r: %s" % (name, problem))
     return name
 
 
 def parse_quantity(value):
     """Parse a Kubernetes quantity string exactly; return a ``Fraction``.
 
-    Raises ExtendedResourceError for anything resource.Quantity would refuse.
+    Raises InputRefused for anything resource.Quantity would refuse.
     """
     text = value
     if not isinstance(text, str) or not text:
-        raise ExtendedResourceError("%r is not a Kubernetes quantity: empty" % (value,))
+        raise InputRefused("%r is not a Kubernetes quantity: empty" % (value,))
     if not _QUANTITY_RE.fullmatch(text):
-        raise ExtendedResourceError(
+        raise InputRefused(
             "%r is not a Kubernetes quantity: it must match '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'" % (value,))
     match = _NUMBER_RE.fullmatch(text)
     if not match:
-        raise ExtendedResourceError("%r is not a Kubernetes quantity: bad number" % (value,))
+        raise InputRefused("%r is not a Kubernetes quantity: bad number" % (value,))
     sign, number, suffix = match.groups()
     try:
         magnitude = Fraction(Decimal(number))
     except (InvalidOperation, ValueError):
-        raise ExtendedResourceError("%r is not a Kubernetes quantity: bad number %r" % (value, number))
+        raise InputRefused("%r is not a Kubernetes quantity: bad number %r" % (value, number))
     if suffix in _SUFFIXES:
         magnitude *= _SUFFIXES[suffix]
     else:
         exponent = _EXPONENT_RE.fullmatch(suffix)
         if not exponent:
-            raise ExtendedResourceError(
+            raise InputRefused(
                 "%r is not a Kubernetes quantity: unknown suffix %r (use k M G T P E, Ki Mi Gi Ti Pi Ei, m u n, "
                 "or an exponent such as e3)" % (value, suffix))
         power = int(exponent.group(1))
         if abs(power) > _MAX_EXPONENT:
-            raise ExtendedResourceError("%r is not a Kubernetes quantity: exponent %d is out of range" % (value, power))
+            raise InputRefused("%r is not a Kubernetes quantity: exponent %d is out of range" % (value, power))
         magnitude *= Fraction(10) ** power
     return -magnitude if sign == "-" else magnitude
 
@@ -179,30 +176,30 @@ def whole_quantity(value, key=None):
     """
     where = " for %s" % key if key is not None else ""
     if isinstance(value, bool) or value is None:
-        raise ExtendedResourceError(
+        raise InputRefused(
             "invalid quantity %r%s: must be a non-negative whole number or a Kubernetes quantity string" % (value, where))
     if isinstance(value, int):
         number = Fraction(value)
     elif isinstance(value, float):
         if math.isnan(value) or math.isinf(value):
-            raise ExtendedResourceError("invalid quantity %r%s: not a finite number" % (value, where))
+            raise InputRefused("invalid quantity %r%s: not a finite number" % (value, where))
         number = Fraction(value)
     elif isinstance(value, str):
         try:
             number = parse_quantity(value)
-        except ExtendedResourceError as e:
-            raise ExtendedResourceError("invalid quantity%s: %s" % (where, e))
+        except InputRefused as e:
+            raise InputRefused("invalid quantity%s: %s" % (where, e))
     else:
-        raise ExtendedResourceError(
+        raise InputRefused(
             "invalid quantity %r%s: must be a number or a string, got %s" % (value, where, type(value).__name__))
     if number < 0:
-        raise ExtendedResourceError("invalid quantity %r%s: must be greater than or equal to 0" % (value, where))
+        raise InputRefused("invalid quantity %r%s: must be greater than or equal to 0" % (value, where))
     if number.denominator != 1:
-        raise ExtendedResourceError(
+        raise InputRefused(
             "invalid quantity %r%s: extended resources must be whole numbers (the apiserver answers 'must be an integer')"
             % (value, where))
     if number > MAX_WHOLE_QUANTITY:
-        raise ExtendedResourceError(
+        raise InputRefused(
             "invalid quantity %r%s: must be at most %d (the apiserver checks it as a 64-bit milli-value)"
             % (value, where, MAX_WHOLE_QUANTITY))
     return int(number)
@@ -217,7 +214,7 @@ def quantity_value(value):
     if isinstance(value, str):
         try:
             return parse_quantity(value)
-        except ExtendedResourceError:
+        except InputRefused:
             return None
     return None
 
@@ -247,22 +244,22 @@ def normalize_resources(resources, state):
     For ``absent`` a list of names is accepted and values are ignored.
     """
     if resources is None:
-        raise ExtendedResourceError("resources is required")
+        raise InputRefused("resources is required")
     if isinstance(resources, (list, tuple)):
         if state != "absent":
-            raise ExtendedResourceError(
+            raise InputRefused(
                 "resources must be a dict of name to quantity for state=%s (a list of names is only accepted for "
                 "state=absent)" % state)
         names = list(resources)
         for name in names:
             validate_name(name)
         if len(set(names)) != len(names):
-            raise ExtendedResourceError("resources lists a name more than once")
+            raise InputRefused("resources lists a name more than once")
         return dict((name, None) for name in names)
     if not isinstance(resources, dict):
-        raise ExtendedResourceError("resources must be a dict of name to quantity, got %s" % type(resources).__name__)
+        raise InputRefused("resources must be a dict of name to quantity, got %s" % type(resources).__name__)
     if not resources and state != "exact":
-        raise ExtendedResourceError("resources must not be empty for state=%s" % state)
+        raise InputRefused("resources must not be empty for state=%s" % state)
     result = {}
     for name, value in resources.items():
         validate_name(name)
@@ -275,31 +272,31 @@ def validate_scope(domains, prefixes):
     domains = list(domains or [])
     prefixes = list(prefixes or [])
     if not domains and not prefixes:
-        raise ExtendedResourceError("state=exact needs domain or managed_prefixes, so that it knows which keys it owns")
+        raise InputRefused("state=exact needs domain or managed_prefixes, so that it knows which keys it owns")
     for domain in domains:
         problem = _dns_subdomain_problem(domain if isinstance(domain, str) else "")
         if problem:
-            raise ExtendedResourceError("invalid domain %r: %s" % (domain, problem))
+            raise InputRefused("invalid domain %r: %s" % (domain, problem))
         if _is_kubernetes_io(domain):
-            raise ExtendedResourceError("invalid domain %r: names under a domain ending in kubernetes.io are native "
-                                        "resources" % domain)
+            raise InputRefused("invalid domain %r: names under a domain ending in kubernetes.io are native "
+                               "resources" % domain)
     for prefix in prefixes:
         if not isinstance(prefix, str) or prefix.count("/") != 1:
-            raise ExtendedResourceError(
+            raise InputRefused(
                 "invalid managed prefix %r: must be '<domain>/' or '<domain>/<name start>' with exactly one '/'" % (prefix,))
         domain, start = prefix.split("/")
         problem = _dns_subdomain_problem(domain)
         if problem:
-            raise ExtendedResourceError("invalid managed prefix %r: domain part %s" % (prefix, problem))
+            raise InputRefused("invalid managed prefix %r: domain part %s" % (prefix, problem))
         # the start of a name part: it must be able to begin a valid name, or the prefix owns nothing
         if start and (len(start) > QUALIFIED_NAME_MAX or not is_qualified_name_part(start[0])
                       or any(not is_qualified_name_part("a%sa" % c) for c in start)):
-            raise ExtendedResourceError(
+            raise InputRefused(
                 "invalid managed prefix %r: the part after '/' must be the start of a name: letters, digits, '-', '_' "
                 "or '.', beginning with a letter or digit, at most %d characters" % (prefix, QUALIFIED_NAME_MAX))
         if _is_kubernetes_io(domain):
-            raise ExtendedResourceError("invalid managed prefix %r: names under a domain ending in kubernetes.io are "
-                                        "native resources" % prefix)
+            raise InputRefused("invalid managed prefix %r: names under a domain ending in kubernetes.io are "
+                               "native resources" % prefix)
     return domains, prefixes
 
 
@@ -307,7 +304,7 @@ def check_exact_scope(resources, domains, prefixes):
     """Under exact, every listed key must be one the task owns, or the statement is contradictory."""
     outside = sorted(k for k in resources if not in_scope(k, domains, prefixes))
     if outside:
-        raise ExtendedResourceError(
+        raise InputRefused(
             "state=exact: resource %r is outside the declared domain/managed_prefixes (%s); list only keys "
             "the task owns, or add its domain" % (outside[0], ", ".join(list(domains) + list(prefixes))))
 
@@ -352,7 +349,7 @@ def compute_patch(node_status, resources, state, domains=(), prefixes=(), resour
     Returns a list of operations, empty when nothing needs to change.
     """
     if state not in STATES:
-        raise ExtendedResourceError("state must be one of %s, got %r" % (", ".join(STATES), state))
+        raise InputRefused("state must be one of %s, got %r" % (", ".join(STATES), state))
     status = node_status if isinstance(node_status, dict) else None
     capacity = status.get("capacity") if status is not None else None
     has_map = isinstance(capacity, dict) and len(capacity) > 0
@@ -418,7 +415,7 @@ def apply_patch(node, ops):
     try:
         return jsonpatch.apply_patch(node, ops)
     except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException) as exc:
-        raise ExtendedResourceError("the computed patch does not apply to the node as read: %s" % exc)
+        raise InputRefused("the computed patch does not apply to the node as read: %s" % exc)
 
 
 # Device plugins re-advertise their resources at every kubelet registration, so removing or

@@ -15,7 +15,7 @@ import gc
 import hashlib
 import json
 
-from ansible_collections.kubehw.devices.plugins.module_utils._errors import KubeHwError
+from ansible_collections.kubehw.devices.plugins.module_utils._errors import KubeHwError, TaskFailed
 from ansible_collections.kubehw.devices.plugins.module_utils._k8s_names import (
     DNS1123_SUBDOMAIN_RE, LABEL_VALUE_RE, label_key_problem)
 
@@ -28,12 +28,14 @@ MANAGED_KEYS_ANNOTATION = "devices.kubehw.io/managed-keys"
 APPLIED_HASH_ANNOTATION = "devices.kubehw.io/applied-hash"
 
 
-class TaskFailed(Exception):
-    """A task cannot go on (a foreign object, a timeout): main() turns it into fail_json(msg=...)."""
-
-    def __init__(self, msg):
-        super(TaskFailed, self).__init__(msg)
-        self.msg = msg
+def condition(obj, kind):
+    """The status condition of type ``kind`` of ``obj`` (a node, a pod...) as a dict, or None when it has none.
+    Read from the cluster, so anything not a map is passed over."""
+    status = (obj or {}).get("status")
+    for cond in (status.get("conditions") if isinstance(status, dict) else None) or []:
+        if isinstance(cond, dict) and cond.get("type") == kind:
+            return cond
+    return None
 
 
 def to_text(value):

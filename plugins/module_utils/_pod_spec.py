@@ -15,6 +15,7 @@ __metaclass__ = type
 import copy
 import re
 
+from ansible_collections.kubehw.devices.plugins.module_utils._errors import InputRefused
 from ansible_collections.kubehw.devices.plugins.module_utils._k8s_names import DNS1123_LABEL_RE
 from ansible_collections.kubehw.devices.plugins.module_utils._k8s_objects import to_text
 
@@ -25,15 +26,11 @@ _ENV_NAME_RE = re.compile(r"[-._a-zA-Z][-._a-zA-Z0-9]*")  # used with fullmatch
 _PERCENT_RE = re.compile(r"[0-9]+%")  # used with fullmatch
 
 
-class DaemonSetSpecError(ValueError):
-    """Invalid module input: the message names the offending value and the rule it breaks."""
-
-
 # -- input rules ----------------------------------------------------------------------------------
 
 def check_dns_label(value, what):
     if not isinstance(value, str) or len(value) > 63 or not DNS1123_LABEL_RE.match(value):
-        raise DaemonSetSpecError(
+        raise InputRefused(
             "%s %r must be a lowercase RFC 1123 DNS label (a-z, 0-9 and '-', at most 63 characters, "
             "starting and ending with a letter or digit)" % (what, value))
 
@@ -42,17 +39,17 @@ def check_env_names(env):
     """Refuse container environment variable names the rule below does not allow (both DaemonSet modules)."""
     for key in env or {}:
         if not _ENV_NAME_RE.fullmatch(key):
-            raise DaemonSetSpecError("env name %r must consist of letters, digits, '_', '-' or '.', "
-                                     "and must not start with a digit" % key)
+            raise InputRefused("env name %r must consist of letters, digits, '_', '-' or '.', "
+                               "and must not start with a digit" % key)
 
 
 def positive_int(value, what, minimum=1):
     if isinstance(value, bool):
-        raise DaemonSetSpecError("%s %r must be a whole number >= %d" % (what, value, minimum))
+        raise InputRefused("%s %r must be a whole number >= %d" % (what, value, minimum))
     if isinstance(value, str) and value.strip().isdigit():
         value = int(value.strip())
     if not isinstance(value, int) or value < minimum:
-        raise DaemonSetSpecError("%s %r must be a whole number >= %d" % (what, value, minimum))
+        raise InputRefused("%s %r must be a whole number >= %d" % (what, value, minimum))
     return value
 
 
@@ -62,17 +59,17 @@ def int_or_percent(value, what):
     """A DaemonSet's maxUnavailable or maxSurge as the API takes it: a whole number (AWX hands "2" over as a string)
     or a percentage such as "25%"."""
     if isinstance(value, bool):
-        raise DaemonSetSpecError("%s %r must be a whole number or a percentage such as '25%%'" % (what, value))
+        raise InputRefused("%s %r must be a whole number or a percentage such as '25%%'" % (what, value))
     if isinstance(value, int):
         if value < 0:
-            raise DaemonSetSpecError("%s %r must not be negative" % (what, value))
+            raise InputRefused("%s %r must not be negative" % (what, value))
         return value
     if isinstance(value, str):
         if value.isdigit():
             return int(value)
         if _PERCENT_RE.fullmatch(value):
             return value
-    raise DaemonSetSpecError("%s %r must be a whole number or a percentage such as '25%%'" % (what, value))
+    raise InputRefused("%s %r must be a whole number or a percentage such as '25%%'" % (what, value))
 
 
 def rolling_update(strategy):
@@ -83,7 +80,7 @@ def rolling_update(strategy):
         if strategy.get(key) is not None:
             rolling[field] = int_or_percent(strategy[key], "update_strategy.%s" % key)
     if rolling.get("maxUnavailable") in (0, "0%") and rolling.get("maxSurge") in (None, 0, "0%"):
-        raise DaemonSetSpecError("update_strategy max_unavailable and max_surge cannot both be 0 (nothing could roll)")
+        raise InputRefused("update_strategy max_unavailable and max_surge cannot both be 0 (nothing could roll)")
     update_strategy = {"type": "RollingUpdate"}
     if rolling:
         update_strategy["rollingUpdate"] = rolling

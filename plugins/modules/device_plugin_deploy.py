@@ -492,7 +492,6 @@ diff:
 """
 
 import functools
-import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.kubehw.devices.plugins.module_utils._client import KubeClient
@@ -501,7 +500,12 @@ from ansible_collections.kubehw.devices.plugins.module_utils._connection import 
     protect_kubeconfig_secrets,
     timeout_problem,
 )
-from ansible_collections.kubehw.devices.plugins.module_utils._errors import KubeHwError
+from ansible_collections.kubehw.devices.plugins.module_utils._errors import (
+    InputRefused,
+    KubeHwError,
+    TaskFailed,
+    WaitTimedOut,
+)
 from ansible_collections.kubehw.devices.plugins.module_utils._images import image_source_spec
 from ansible_collections.kubehw.devices.plugins.module_utils import _daemonset_compare as compare
 from ansible_collections.kubehw.devices.plugins.module_utils import _daemonset_guard as guard
@@ -514,8 +518,7 @@ from ansible_collections.kubehw.devices.plugins.module_utils import _daemonset_t
 from ansible_collections.kubehw.devices.plugins.module_utils import _daemonset_wait as ds_wait
 from ansible_collections.kubehw.devices.plugins.module_utils import _device_plugin_presets as presets
 from ansible_collections.kubehw.devices.plugins.module_utils import _k8s_objects as objects
-from ansible_collections.kubehw.devices.plugins.module_utils._daemonset_manifest import DaemonSetSpecError
-from ansible_collections.kubehw.devices.plugins.module_utils._k8s_objects import TaskFailed
+from ansible_collections.kubehw.devices.plugins.module_utils._waiting import Deadline
 
 
 def argument_spec():
@@ -847,9 +850,7 @@ class DevicePluginDeploy(ds_task.DaemonSetTask):
                     done=lambda ds: (ds.get("status") or {}).get("observedGeneration", 0) >= generation,
                     cover_nodes=False)
                 self._delete_old_pods(current)
-            except KubeHwError as err:
-                if err.reason != "Timeout":
-                    raise
+            except WaitTimedOut:
                 current = waiter.daemonsets.objects.get(waiter.key) or current
                 self._report(current, resources)
                 raise TaskFailed(waiter.timeout_message(current, self.result, self.params["wait_timeout"]))
@@ -941,9 +942,7 @@ class DevicePluginDeploy(ds_task.DaemonSetTask):
             self.node_watch.until(
                 lambda nodes: ds_rollout.nodes_with_resource(nodes, node_names, resources, min_count, self.any_of),
                 self.remaining())
-        except KubeHwError as err:
-            if err.reason != "Timeout":
-                raise
+        except WaitTimedOut:
             self._fail_timeout("the resources %s" % ", ".join(resources), resources, check_resources=True)
         self._report(current, resources)
 
@@ -1033,7 +1032,7 @@ def main():
     try:
         manifest.validate(params)
         built = manifest.build(params) if params["state"] == "present" else None
-    except DaemonSetSpecError as err:
+    except InputRefused as err:
         problem = "Invalid input: %s" % err
     if problem is None:
         problem = timeout_problem("wait_timeout", params["wait_timeout"], zero_allowed=True)
@@ -1047,7 +1046,7 @@ def main():
     try:
         client = KubeClient(module)
         task = DevicePluginDeploy(module, client)
-        task.deadline = time.monotonic() + params["wait_timeout"]
+        task.deadline = Deadline(params["wait_timeout"])
         if built is None:
             task.absent()
         else:

@@ -200,6 +200,7 @@ diff:
 """
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.kubehw.devices.plugins.module_utils._errors import InputRefused
 from ansible_collections.kubehw.devices.plugins.module_utils._client import KubeClient
 from ansible_collections.kubehw.devices.plugins.module_utils._connection import (
     AUTH_ARG_SPEC,
@@ -209,7 +210,6 @@ from ansible_collections.kubehw.devices.plugins.module_utils._k8s_objects import
 # The DeviceClass code lives in module_utils so other modules (dra_driver_deploy) manage classes with it too.
 from ansible_collections.kubehw.devices.plugins.module_utils._dra import DraApi
 from ansible_collections.kubehw.devices.plugins.module_utils._dra_device_class import (
-    DeviceClassSpecError,
     DeviceClassTask,
     build_device_class,
 )
@@ -235,7 +235,7 @@ def argument_spec():
 def main():
     module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
     protect_kubeconfig_secrets(module)  # before any failure can echo a kubeconfig dict
-    run_object_module(module, build_device_class, DeviceClassSpecError,
+    run_object_module(module, build_device_class, InputRefused,
                       lambda: DeviceClassTask(DraApi(KubeClient(module)), module.params, module.check_mode),
                       invalid_suffix=". Nothing was sent to the cluster.")
 

@@ -353,7 +353,6 @@ diff:
 import copy
 import functools
 import json
-import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.kubehw.devices.plugins.module_utils._client import KubeClient
@@ -362,7 +361,13 @@ from ansible_collections.kubehw.devices.plugins.module_utils._connection import 
     protect_kubeconfig_secrets,
     timeout_problem,
 )
-from ansible_collections.kubehw.devices.plugins.module_utils._errors import KubeHwError
+from ansible_collections.kubehw.devices.plugins.module_utils._errors import (
+    InputRefused,
+    KubeHwError,
+    TaskFailed,
+    WaitTimedOut,
+    timed_out,
+)
 from ansible_collections.kubehw.devices.plugins.module_utils import _images as images
 from ansible_collections.kubehw.devices.plugins.module_utils._images import image_source_spec
 from ansible_collections.kubehw.devices.plugins.module_utils import _daemonset_compare as compare
@@ -378,12 +383,12 @@ from ansible_collections.kubehw.devices.plugins.module_utils import _dra_validat
 from ansible_collections.kubehw.devices.plugins.module_utils import _k8s_objects as objects
 from ansible_collections.kubehw.devices.plugins.module_utils._pod_spec import (
     NAME_LABEL,
-    DaemonSetSpecError,
     check_dns_label,
     check_env_names,
 )
 from ansible_collections.kubehw.devices.plugins.module_utils._pod_spec import positive_int as whole_number
 from ansible_collections.kubehw.devices.plugins.module_utils._pod_spec import rolling_update
+from ansible_collections.kubehw.devices.plugins.module_utils._waiting import Deadline
 from ansible_collections.kubehw.devices.plugins.module_utils._dra_report import (
     describe_published,
     node_results,
@@ -400,7 +405,6 @@ from ansible_collections.kubehw.devices.plugins.module_utils._dra_driver_manifes
     object_names,
     placement,
 )
-from ansible_collections.kubehw.devices.plugins.module_utils._k8s_objects import TaskFailed
 
 WAIT_MODES = ("none", "rollout", "devices")
 OVERLAP_OPTION = "allow_device_plugin_overlap"
@@ -409,24 +413,24 @@ OVERLAP_OPTION = "allow_device_plugin_overlap"
 # -- validation and building (pure functions; the builders are _dra_driver_manifest's) --------------------
 
 def validate(params):
-    """Everything that can be checked without a cluster; raises DaemonSetSpecError naming the value and the rule."""
+    """Everything that can be checked without a cluster; raises InputRefused naming the value and the rule."""
     preset = params.get("preset")
     if preset not in presets.PRESETS:
-        raise DaemonSetSpecError("preset %r must be one of %s" % (preset, ", ".join(presets.PRESET_NAMES)))
+        raise InputRefused("preset %r must be one of %s" % (preset, ", ".join(presets.PRESET_NAMES)))
     check_dns_label(params.get("name") or presets.PRESETS[preset]["name"], "name")
     # an empty namespace is refused, never read as the default one
     check_dns_label(DEFAULT_NAMESPACE if params.get("namespace") is None else params["namespace"], "namespace")
-    images.check_image(params.get("image"), DaemonSetSpecError)
-    images.check_image_registry(params.get("image_registry"), DaemonSetSpecError)
-    objects.check_pull_secrets(params.get("image_pull_secrets"), DaemonSetSpecError)
+    images.check_image(params.get("image"), InputRefused)
+    images.check_image_registry(params.get("image_registry"), InputRefused)
+    objects.check_pull_secrets(params.get("image_pull_secrets"), InputRefused)
     if params.get("state", "present") == "present" and not (params.get("image") or presets.PRESETS[preset]["image"]):
-        raise DaemonSetSpecError("preset %s has no default image (its upstream publishes none): set image" % preset)
-    objects.label_map(params.get("node_selector"), "node_selector", DaemonSetSpecError)
-    objects.check_tolerations(params.get("tolerations"), DaemonSetSpecError)
+        raise InputRefused("preset %s has no default image (its upstream publishes none): set image" % preset)
+    objects.label_map(params.get("node_selector"), "node_selector", InputRefused)
+    objects.check_tolerations(params.get("tolerations"), InputRefused)
     check_env_names(params.get("env"))
     if params.get("nvidia_driver_root") is not None:
         if "driver_root" not in presets.PRESETS[preset]:
-            raise DaemonSetSpecError("nvidia_driver_root is an option of the nvidia preset, not of %s" % preset)
+            raise InputRefused("nvidia_driver_root is an option of the nvidia preset, not of %s" % preset)
         dra_manifest.check_driver_root(params["nvidia_driver_root"])
     if params.get("update_strategy"):
         rolling_update(params["update_strategy"])
@@ -434,20 +438,20 @@ def validate(params):
         params["min_count"] = whole_number(params["min_count"], "min_count", minimum=0)
     problem = params.get("wait_timeout") is not None and timeout_problem("wait_timeout", params["wait_timeout"], True)
     if problem:
-        raise DaemonSetSpecError(problem)
+        raise InputRefused(problem)
     extended = params.get("extended_resource_name")
     if extended is not None:
         if not params.get("device_classes", True):
-            raise DaemonSetSpecError("extended_resource_name is set on the preset's DeviceClass: it needs "
-                                     "device_classes: true")
+            raise InputRefused("extended_resource_name is set on the preset's DeviceClass: it needs "
+                               "device_classes: true")
         problem = dra_validation.extended_name_problem(extended)
         if problem:
-            raise DaemonSetSpecError("extended_resource_name %r %s" % (extended, problem))
+            raise InputRefused("extended_resource_name %r %s" % (extended, problem))
     for class_params in device_class_params(params):
         try:
             dra_device_class.build_device_class(class_params)
-        except dra_device_class.DeviceClassSpecError as err:
-            raise DaemonSetSpecError("DeviceClass %s: %s" % (class_params["name"], err))
+        except InputRefused as err:
+            raise InputRefused("DeviceClass %s: %s" % (class_params["name"], err))
 
 
 def _labels_differ(desired, live):
@@ -797,10 +801,8 @@ class DraDriverDeploy(ds_task.DaemonSetTask):
                 what="see ResourceSlices of driver %s with at least %d device(s) on %d node(s)"
                 % (self.driver, min_count, len(ready)),
                 field_selector="spec.driver=%s" % self.driver)
-        except KubeHwError as err:
-            if err.reason != "Timeout":
-                raise
-            published = published_by_node((getattr(err, "objects", None) or {}).values(), self.driver)
+        except WaitTimedOut as err:
+            published = published_by_node((err.objects or {}).values(), self.driver)
             self._record_devices(published, ready, min_count)
             raise TaskFailed(self._devices_timeout(published, ready, not_ready, pods, min_count))
         self._record_devices(published_by_node(found.values(), self.driver), ready, min_count)
@@ -812,9 +814,9 @@ class DraDriverDeploy(ds_task.DaemonSetTask):
             outcome[node] = ds_wait.MISSING_DEVICES
 
     def _devices_timeout(self, published, ready, not_ready, pods, min_count):
-        parts = ["Timed out after %ss waiting for the nodes running DaemonSet %s/%s to publish ResourceSlices of driver "
-                 "%s with at least %d device(s) each" % (self.params["wait_timeout"], self.namespace, self.name,
-                                                         self.driver, min_count)]
+        parts = [timed_out(self.params["wait_timeout"], "waiting for the nodes running DaemonSet %s/%s to publish "
+                           "ResourceSlices of driver %s with at least %d device(s) each"
+                           % (self.namespace, self.name, self.driver, min_count))]
         missing = nodes_missing_devices(published, ready, min_count)
         if missing:
             parts.append("nodes without enough devices: %s" % ", ".join(
@@ -894,15 +896,13 @@ class DraDriverDeploy(ds_task.DaemonSetTask):
                               timeout=self.remaining(),
                               what="see the ResourceSlices of driver %s gone from %d node(s)" % (self.driver, len(nodes)),
                               field_selector="spec.driver=%s" % self.driver)
-        except KubeHwError as err:
-            if err.reason != "Timeout":
-                raise
-            left = still_published((getattr(err, "objects", None) or {}).values(), nodes)
-            raise TaskFailed(
-                "Timed out after %ss waiting for the nodes that ran DaemonSet %s/%s to stop publishing ResourceSlices "
-                "of driver %s: %s. The kubelet removes a node's slices once the driver's plugin there has stopped; a "
-                "node whose kubelet is down keeps them (set wait: rollout not to wait for them)"
-                % (self.params["wait_timeout"], self.namespace, self.name, self.driver, describe_published(left)))
+        except WaitTimedOut as err:
+            left = still_published((err.objects or {}).values(), nodes)
+            raise TaskFailed(timed_out(
+                self.params["wait_timeout"], "waiting for the nodes that ran DaemonSet %s/%s to stop publishing "
+                "ResourceSlices of driver %s: %s. The kubelet removes a node's slices once the driver's plugin there has "
+                "stopped; a node whose kubelet is down keeps them (set wait: rollout not to wait for them)"
+                % (self.namespace, self.name, self.driver, describe_published(left))))
 
     def _warn_still_published(self, version):
         """A run that found no DaemonSet to delete waits for nothing; it says which nodes still publish ResourceSlices of
@@ -969,7 +969,7 @@ def main():
     problem = None
     try:
         validate(module.params)
-    except DaemonSetSpecError as err:
+    except InputRefused as err:
         problem = "Invalid input: %s. Nothing was sent to the cluster." % err
     if problem:
         # failed outside the except block: ansible-core 2.19 would attach the active exception's traceback
@@ -979,7 +979,7 @@ def main():
     error = None
     try:
         task = DraDriverDeploy(module, KubeClient(module))
-        task.deadline = time.monotonic() + module.params["wait_timeout"]
+        task.deadline = Deadline(module.params["wait_timeout"])
         if module.params["state"] == "present":
             task.present()
         else:

@@ -227,9 +227,8 @@ from ansible_collections.kubehw.devices.plugins.module_utils._connection import 
     protect_kubeconfig_secrets,
     timeout_problem,
 )
-from ansible_collections.kubehw.devices.plugins.module_utils._errors import KubeHwError, fail_from_error
+from ansible_collections.kubehw.devices.plugins.module_utils._errors import InputRefused, KubeHwError, WaitTimedOut, fail_from_error
 from ansible_collections.kubehw.devices.plugins.module_utils._extended_resources import (
-    ExtendedResourceError,
     extended_resource_name_problem,
     is_extended_resource,
     quantity_value,
@@ -239,6 +238,7 @@ from ansible_collections.kubehw.devices.plugins.module_utils._k8s_names import (
     node_target_problem,
     selector_kwargs as list_selector_kwargs,
 )
+from ansible_collections.kubehw.devices.plugins.module_utils._k8s_objects import condition
 
 
 def extended_only(resources):
@@ -264,10 +264,8 @@ def _int_quantity(value):
 
 
 def node_ready(node):
-    for cond in (node.get("status") or {}).get("conditions") or []:
-        if cond.get("type") == "Ready":
-            return cond.get("status")
-    return "Unknown"
+    cond = condition(node, "Ready")
+    return cond.get("status") if cond is not None else "Unknown"
 
 
 def summarize(nodes, pods):
@@ -287,10 +285,10 @@ def summarize(nodes, pods):
             if node_name in by_node:
                 by_node[node_name].append(entry)
             continue
-        for cond in (pod.get("status") or {}).get("conditions") or []:
-            if cond.get("type") == "PodScheduled" and cond.get("status") == "False":
-                entry["reason"] = cond.get("reason")
-                entry["message"] = cond.get("message")
+        cond = condition(pod, "PodScheduled") or {}
+        if cond.get("status") == "False":
+            entry["reason"] = cond.get("reason")
+            entry["message"] = cond.get("message")
         pending.append(entry)
     result = []
     for node in sorted(nodes, key=lambda n: n["metadata"]["name"]):
@@ -338,12 +336,11 @@ def wait_for_nodes(client, params, nodes, pending, what, left):
     try:
         objects = client.watch(client.core.list_node, ready, params["wait_timeout"],
                                what="%s on %d node(s)" % (what, len(names)), **selector_kwargs(params))
-    except KubeHwError as err:
-        if err.reason == "Timeout":
-            seen = getattr(err, "objects", {})
-            short = ["%s (has %s)" % (name, ", ".join("%s=%s" % kv for kv in sorted(pending(seen[name]).items())))
-                     for name in sorted(names) if name in seen and pending(seen[name])]
-            err.msg += ": %s on %s" % (left, "; ".join(short))
+    except WaitTimedOut as err:
+        seen = err.objects or {}
+        short = ["%s (has %s)" % (name, ", ".join("%s=%s" % kv for kv in sorted(pending(seen[name]).items())))
+                 for name in sorted(names) if name in seen and pending(seen[name])]
+        err.msg += ": %s on %s" % (left, "; ".join(short))
         raise
     return [objects[name] for name in sorted(names) if name in objects]
 
@@ -427,7 +424,7 @@ def check_input(module):
             module.fail_json(msg="wait_allocatable: invalid extended resource name %r: %s" % (key, problem))
         try:
             wanted[key] = whole_quantity(count, key=key)
-        except ExtendedResourceError as err:
+        except InputRefused as err:
             module.fail_json(msg="wait_allocatable: the count for %s must be a whole number >= 0: %s" % (key, err))
     for key in module.params["wait_released"] or []:
         problem = extended_resource_name_problem(key)

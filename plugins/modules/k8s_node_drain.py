@@ -183,8 +183,16 @@ from ansible_collections.kubehw.devices.plugins.module_utils._connection import 
     protect_kubeconfig_secrets,
     timeout_problem,
 )
-from ansible_collections.kubehw.devices.plugins.module_utils._errors import KubeHwError, error_from_api_exception
+from ansible_collections.kubehw.devices.plugins.module_utils._errors import (
+    KubeHwError,
+    TaskFailed,
+    WaitTimedOut,
+    error_from_api_exception,
+    timed_out,
+)
+from ansible_collections.kubehw.devices.plugins.module_utils._waiting import Deadline
 from ansible_collections.kubehw.devices.plugins.module_utils._k8s_names import DNS1123_SUBDOMAIN_RE
+from ansible_collections.kubehw.devices.plugins.module_utils._k8s_objects import condition
 from ansible_collections.kubehw.devices.plugins.module_utils._rest_api import MERGE_PATCH
 
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
@@ -193,7 +201,7 @@ MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 CORDON_ANNOTATION = "kubehw.devices/cordoned"
 # kubectl drain waits 5 s between eviction attempts a budget refused (k8s.io/kubectl/pkg/drain, v0.32).
 RETRY_MAX_DELAY = 5.0
-POLL_INTERVAL = 1.0
+FIRST_RETRY_DELAY = 1.0
 
 
 def _pod_key(pod):
@@ -209,10 +217,7 @@ def _controller(pod):
 
 
 def _ready(node):
-    for cond in (node.get("status") or {}).get("conditions") or []:
-        if cond.get("type") == "Ready":
-            return cond.get("status") == "True"
-    return False
+    return (condition(node, "Ready") or {}).get("status") == "True"
 
 
 def _own_cordon(node):
@@ -241,12 +246,6 @@ def _eviction(pod, dry_run=False):
     return body
 
 
-class DrainFailed(Exception):
-    def __init__(self, msg):
-        super(DrainFailed, self).__init__(msg)
-        self.msg = msg
-
-
 class NodeDrain(object):
     def __init__(self, module, client, sleep=time.sleep):
         self.module = module
@@ -254,7 +253,7 @@ class NodeDrain(object):
         self.params = module.params
         self.name = module.params["name"]
         self.sleep = sleep
-        self.deadline = time.monotonic() + module.params["timeout"]
+        self.deadline = Deadline(module.params["timeout"])
         self.result = dict(changed=False, node=self.name, exists=True, cordoned=False, own_cordon=False, evicted=[],
                            left_on_node=[], blocked=[])
         self.diff = None
@@ -315,7 +314,7 @@ class NodeDrain(object):
         meta = pod["metadata"]
         body = _eviction(pod)
         what = 'evict pod "%s" from node "%s"' % (_pod_key(pod), self.name)
-        delay = POLL_INTERVAL
+        delay = FIRST_RETRY_DELAY
         while True:
             lost_answer = False
             try:
@@ -345,12 +344,12 @@ class NodeDrain(object):
                     self.module.warn('The answer to the eviction of pod "%s" was lost (%s); read back, the pod is %s: '
                                      "counted as evicted, not sent again." % (_pod_key(pod), cause, state))
                     return True
-            if time.monotonic() + delay > self.deadline:
+            if delay > self.deadline.left():
                 refused = "was refused until the end" if err.status == 429 else "kept failing"
-                raise DrainFailed(
-                    'Timed out after %ss draining node "%s": the eviction of pod "%s" %s: %s '
+                raise TaskFailed(timed_out(
+                    self.deadline.seconds, 'draining node "%s": the eviction of pod "%s" %s: %s '
                     "(the node stays cordoned; raise timeout, or change the PodDisruptionBudget)"
-                    % (self.params["timeout"], self.name, _pod_key(pod), refused, _status_message(err)))
+                    % (self.name, _pod_key(pod), refused, _status_message(err))))
             self.sleep(delay)
             delay = min(RETRY_MAX_DELAY, delay * 2)
 
@@ -391,14 +390,19 @@ class NodeDrain(object):
         return "terminating" if live_meta.get("deletionTimestamp") else "running"
 
     def wait_gone(self, uids):
-        while True:
-            left = [_pod_key(p) for p in self.node_pods() if (p.get("metadata") or {}).get("uid") in uids]
-            if not left:
-                return
-            if time.monotonic() >= self.deadline:
-                raise DrainFailed('Timed out after %ss waiting for the evicted pods of node "%s" to go: %s'
-                                  % (self.params["timeout"], self.name, ", ".join(sorted(left))))
-            self.sleep(POLL_INTERVAL)
+        """Until none of the evicted pods (by uid: a StatefulSet's new pod of the same name is another) is on the node,
+        by watching the node's pods, within the task's timeout."""
+        def left(pods):
+            return sorted(_pod_key(p) for p in pods.values() if (p.get("metadata") or {}).get("uid") in uids)
+
+        try:
+            self.client.watch(self.client.core.list_pod_for_all_namespaces, lambda pods: not left(pods),
+                              timeout=max(1, self.deadline.left()),
+                              what='see the evicted pods of node "%s" go' % self.name,
+                              field_selector="spec.nodeName=%s" % self.name)
+        except WaitTimedOut as err:
+            raise TaskFailed(timed_out(self.deadline.seconds, 'waiting for the evicted pods of node "%s" to go: %s'
+                                       % (self.name, ", ".join(left(err.objects or {})))))
 
     def drain(self):
         node = self.read_node()
@@ -409,7 +413,7 @@ class NodeDrain(object):
         self.result["own_cordon"] = cordoned and _own_cordon(node)
         evict, unmanaged = self.classify(self.node_pods())
         if unmanaged and not self.params["force"]:
-            raise DrainFailed(
+            raise TaskFailed(
                 'Node "%s" runs pods that no controller manages, which an eviction would delete for good: %s. '
                 "Move them, or set force: true to evict them anyway. Nothing was changed."
                 % (self.name, ", ".join(_pod_key(p) for p in unmanaged)))
@@ -439,15 +443,13 @@ class NodeDrain(object):
             try:
                 found = self.client.watch(
                     self.client.core.list_node, lambda objs: self.name in objs and _ready(objs[self.name]),
-                    timeout=max(1, self.deadline - time.monotonic()),
+                    timeout=max(1, self.deadline.left()),
                     what='wait for node "%s" to be Ready' % self.name,
                     field_selector="metadata.name=%s" % self.name)
                 node = found[self.name]
-            except KubeHwError as err:
-                if err.reason != "Timeout":
-                    raise
-                raise DrainFailed('Node "%s" did not report Ready=True within %ss; it stays cordoned.'
-                                  % (self.name, self.params["timeout"]))
+            except WaitTimedOut:
+                raise TaskFailed('Node "%s" did not report Ready=True within %ss; it stays cordoned.'
+                                 % (self.name, self.params["timeout"]))
         cordoned = bool((node.get("spec") or {}).get("unschedulable"))
         marked = _own_cordon(node)
         self.result["cordoned"] = cordoned
@@ -495,7 +497,7 @@ def main():
             task.drain()
         else:
             task.uncordon()
-    except (KubeHwError, DrainFailed) as err:
+    except (KubeHwError, TaskFailed) as err:
         error = err
     result = dict(task.result) if task is not None else dict(changed=False)
     if task is not None and module._diff and task.diff and result["changed"]:

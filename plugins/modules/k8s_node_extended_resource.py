@@ -278,11 +278,10 @@ from ansible_collections.kubehw.devices.plugins.module_utils._connection import 
     protect_kubeconfig_secrets,
     timeout_problem,
 )
-from ansible_collections.kubehw.devices.plugins.module_utils._errors import KubeHwError
+from ansible_collections.kubehw.devices.plugins.module_utils._errors import InputRefused, KubeHwError, WaitTimedOut, timed_out
 from ansible_collections.kubehw.devices.plugins.module_utils._extended_resources import (
     HAS_JSONPATCH,
     JSONPATCH_IMPORT_ERROR,
-    ExtendedResourceError,
     apply_patch,
     changed_resources,
     check_exact_scope,
@@ -503,7 +502,7 @@ class ExtendedResourceTask(object):
                 what="wait for status.%s of %d node(s)" % (field, len(pending)), **kwargs)
             error = None
         except KubeHwError as err:
-            objects = getattr(err, "objects", None) or {}
+            objects = (err.objects if isinstance(err, WaitTimedOut) else None) or {}
             error = with_hint(err, "watch")
         by_name = dict((r["name"], r) for r in results)
         for name in pending:
@@ -514,7 +513,7 @@ class ExtendedResourceTask(object):
                 result["allocatable"] = allocatable_of(obj)
             if obj is not None and holds(getter(obj), **self.scope()):
                 continue
-            if error is not None and error.reason == "Timeout":
+            if isinstance(error, WaitTimedOut):
                 if self.state == "absent":
                     wanted = "none of %s" % ", ".join(sorted(self.resources))
                 else:
@@ -522,8 +521,8 @@ class ExtendedResourceTask(object):
                 have = view(getter(obj), managed_keys(getter(obj), **self.scope()))
                 hint = "; the kubelet copies capacity into allocatable: is it running on the node?" if (
                     field == "allocatable") else ""
-                result.update(failed=True, msg="Timed out after %ss waiting for status.%s of node %s to hold %s (it has %s)%s"
-                              % (self.wait_timeout, field, name, wanted, have, hint))
+                result.update(failed=True, msg=timed_out(self.wait_timeout, "waiting for status.%s of node %s to hold %s "
+                                                         "(it has %s)%s" % (field, name, wanted, have, hint)))
             else:
                 result.update(failed=True, msg="Node %s: %s" % (
                     name, error.msg if error is not None else "the node disappeared while waiting"))
@@ -582,8 +581,8 @@ def validate(module):
             domains, prefixes = validate_scope(params.get("domain"), params.get("managed_prefixes"))
             check_exact_scope(resources, domains, prefixes)
         elif params.get("domain") or params.get("managed_prefixes"):
-            raise ExtendedResourceError("domain and managed_prefixes only apply to state=exact")
-    except ExtendedResourceError as err:
+            raise InputRefused("domain and managed_prefixes only apply to state=exact")
+    except InputRefused as err:
         problem = to_native(err)
     else:
         problem = None

@@ -205,12 +205,11 @@ from ansible_collections.kubehw.devices.plugins.module_utils._connection import 
     AUTH_ARG_SPEC,
     protect_kubeconfig_secrets,
 )
-from ansible_collections.kubehw.devices.plugins.module_utils._errors import KubeHwError
+from ansible_collections.kubehw.devices.plugins.module_utils._errors import InputRefused, KubeHwError, TaskFailed
 from ansible_collections.kubehw.devices.plugins.module_utils._k8s_objects import (
     MANAGED_BY,
     MANAGED_BY_LABEL,
     ObjectTask,
-    TaskFailed,
     label_map,
     run_object_module,
     to_text as _to_text,
@@ -223,7 +222,6 @@ from ansible_collections.kubehw.devices.plugins.module_utils._k8s_names import (
     label_key_problem,
 )
 from ansible_collections.kubehw.devices.plugins.module_utils._extended_resources import (
-    ExtendedResourceError,
     STANDARD_RESOURCES,
     escape_pointer,
     extended_resource_name_problem,
@@ -234,10 +232,6 @@ from ansible_collections.kubehw.devices.plugins.module_utils._extended_resources
 API_VERSION = "node.k8s.io/v1"
 TOLERATION_FIELDS = (("key", "key"), ("operator", "operator"), ("value", "value"), ("effect", "effect"),
                      ("toleration_seconds", "tolerationSeconds"))
-
-
-class RuntimeClassSpecError(ValueError):
-    """Invalid input: the message names the offending value and the rule it breaks."""
 
 
 # -- validation ------------------------------------------------------------------------------------
@@ -257,24 +251,24 @@ def _tolerations(entries):
         operator = tol.get("operator", "Equal")
         problem = label_key_problem(key) if key is not None else None
         if problem:
-            raise RuntimeClassSpecError("%s key %r: %s" % (where, key, problem))
+            raise InputRefused("%s key %r: %s" % (where, key, problem))
         if key is None and operator != "Exists":
-            raise RuntimeClassSpecError("%s: operator must be Exists when key is empty (it then matches every taint)"
-                                        % where)
+            raise InputRefused("%s: operator must be Exists when key is empty (it then matches every taint)"
+                               % where)
         if operator == "Exists" and "value" in tol:
-            raise RuntimeClassSpecError("%s value %r: value must be empty when operator is Exists" % (where, tol["value"]))
+            raise InputRefused("%s value %r: value must be empty when operator is Exists" % (where, tol["value"]))
         if operator == "Equal" and "value" in tol and (len(tol["value"]) > 63 or not LABEL_VALUE_RE.match(tol["value"])):
-            raise RuntimeClassSpecError("%s value %r must be a valid label value (at most 63 characters of letters, "
-                                        "digits, '-', '_' or '.', starting and ending with a letter or digit)"
-                                        % (where, tol["value"]))
+            raise InputRefused("%s value %r must be a valid label value (at most 63 characters of letters, "
+                               "digits, '-', '_' or '.', starting and ending with a letter or digit)"
+                               % (where, tol["value"]))
         if "tolerationSeconds" in tol and tol.get("effect") != "NoExecute":
-            raise RuntimeClassSpecError("%s: toleration_seconds %d needs effect NoExecute, not %s"
-                                        % (where, tol["tolerationSeconds"], tol.get("effect") or "any effect"))
+            raise InputRefused("%s: toleration_seconds %d needs effect NoExecute, not %s"
+                               % (where, tol["tolerationSeconds"], tol.get("effect") or "any effect"))
         identity = (key or "", operator, tol.get("effect") or "")
         if identity in seen:
             # The RuntimeClass validation refuses two tolerations with the same key, operator and effect.
-            raise RuntimeClassSpecError("%s repeats tolerations[%d] (same key, operator and effect)"
-                                        % (where, seen[identity]))
+            raise InputRefused("%s repeats tolerations[%d] (same key, operator and effect)"
+                               % (where, seen[identity]))
         seen[identity] = index
         out.append(tol)
     return out
@@ -286,22 +280,22 @@ def _overhead(mapping):
         if "/" in name:
             problem = extended_resource_name_problem(name)
             if problem:
-                raise RuntimeClassSpecError("overhead resource %r: %s" % (name, problem))
+                raise InputRefused("overhead resource %r: %s" % (name, problem))
         # an overhead is compute resources: the standard ones but "pods", and huge pages
         elif name == "pods" or (name not in STANDARD_RESOURCES and not name.startswith("hugepages-")):
-            raise RuntimeClassSpecError("overhead resource %r must be cpu, memory, ephemeral-storage, "
-                                        "hugepages-<size> or a domain-qualified name" % name)
+            raise InputRefused("overhead resource %r must be cpu, memory, ephemeral-storage, "
+                               "hugepages-<size> or a domain-qualified name" % name)
         if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-            raise RuntimeClassSpecError("overhead %s %r must be a quantity such as 250m or 64Mi" % (name, value))
+            raise InputRefused("overhead %s %r must be a quantity such as 250m or 64Mi" % (name, value))
         text = _to_text(value)
         try:
             amount = parse_quantity(text)
-        except ExtendedResourceError as err:
-            raise RuntimeClassSpecError("overhead %s: %s" % (name, err))
+        except InputRefused as err:
+            raise InputRefused("overhead %s: %s" % (name, err))
         if amount < 0:
-            raise RuntimeClassSpecError("overhead %s %r must be greater than or equal to 0" % (name, text))
+            raise InputRefused("overhead %s %r must be greater than or equal to 0" % (name, text))
         if "/" in name and amount.denominator != 1:
-            raise RuntimeClassSpecError("overhead %s %r must be a whole number (an extended resource)" % (name, text))
+            raise InputRefused("overhead %s %r must be a whole number (an extended resource)" % (name, text))
         out[name] = text
     return out
 
@@ -310,25 +304,25 @@ def build(params):
     """Validate the task's input; return the RuntimeClass it describes (None for state=absent)."""
     name = params["name"]
     if not name or len(name) > 253 or not DNS1123_SUBDOMAIN_RE.match(name):
-        raise RuntimeClassSpecError(
+        raise InputRefused(
             "name %r must be a lowercase RFC 1123 DNS subdomain (a-z, 0-9, '-' and '.', at most 253 characters, "
             "starting and ending with a letter or digit)" % name)
     if params["state"] == "absent":
         return None
     handler = params["handler"]
     if len(handler) > 63 or not DNS1123_LABEL_RE.match(handler):
-        raise RuntimeClassSpecError(
+        raise InputRefused(
             "handler %r must be a lowercase RFC 1123 DNS label (a-z, 0-9 and '-', at most 63 characters, starting "
             "and ending with a letter or digit), as the RuntimeClass API requires" % handler)
-    labels = label_map(params.get("labels"), "labels", RuntimeClassSpecError)
+    labels = label_map(params.get("labels"), "labels", InputRefused)
     if MANAGED_BY_LABEL in labels:
-        raise RuntimeClassSpecError("labels must not set %r: the module owns it (it marks what it created)"
-                                    % MANAGED_BY_LABEL)
+        raise InputRefused("labels must not set %r: the module owns it (it marks what it created)"
+                           % MANAGED_BY_LABEL)
     labels[MANAGED_BY_LABEL] = MANAGED_BY
     desired = {"apiVersion": API_VERSION, "kind": "RuntimeClass",
                "metadata": {"name": name, "labels": labels}, "handler": handler}
     scheduling = {}
-    node_selector = label_map(params.get("node_selector"), "node_selector", RuntimeClassSpecError)
+    node_selector = label_map(params.get("node_selector"), "node_selector", InputRefused)
     if node_selector:
         scheduling["nodeSelector"] = node_selector
     tolerations = _tolerations(params.get("tolerations"))
@@ -496,7 +490,7 @@ def main():
         supports_check_mode=True,
     )
     protect_kubeconfig_secrets(module)  # before any failure can echo a kubeconfig dict
-    run_object_module(module, build, RuntimeClassSpecError, lambda: RuntimeClassTask(module, KubeClient(module)))
+    run_object_module(module, build, InputRefused, lambda: RuntimeClassTask(module, KubeClient(module)))
 
 
 if __name__ == "__main__":

@@ -295,7 +295,7 @@ from ansible_collections.kubehw.devices.plugins.module_utils._k8s_names import (
 )
 from ansible_collections.kubehw.devices.plugins.module_utils._images import image_source_spec, mirrored, reference
 from ansible_collections.kubehw.devices.plugins.module_utils._images import check_image, check_image_registry
-from ansible_collections.kubehw.devices.plugins.module_utils._k8s_objects import check_pull_secrets, check_tolerations
+from ansible_collections.kubehw.devices.plugins.module_utils._k8s_objects import check_pull_secrets, check_tolerations, condition
 from ansible_collections.kubehw.devices.plugins.module_utils._extended_resources import (
     extended_resource_name_problem,
 )
@@ -529,9 +529,9 @@ def scheduling_outcome(pod):
     node = (pod.get("spec") or {}).get("nodeName")
     if node:
         return "scheduled", node
-    for cond in (pod.get("status") or {}).get("conditions") or []:
-        if cond.get("type") == "PodScheduled" and cond.get("status") == "False" and cond.get("reason") == "Unschedulable":
-            return "unschedulable", cond
+    cond = condition(pod, "PodScheduled") or {}
+    if cond.get("status") == "False" and cond.get("reason") == "Unschedulable":
+        return "unschedulable", cond
     return None
 
 

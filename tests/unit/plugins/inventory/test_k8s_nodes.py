@@ -23,13 +23,13 @@ except ImportError:  # ansible-core before 2.19: a configuration's strings are t
 
 from ansible_collections.kubehw.devices.plugins.inventory import k8s_nodes
 from ansible_collections.kubehw.devices.plugins.inventory.k8s_nodes import (
-    ConfigProblem, InventoryModule, allocation_of, check_options, choose_address, explain_error, gpu_vendors,
+    InventoryModule, allocation_of, check_options, choose_address, explain_error, gpu_vendors,
     host_plan, node_record, static_resources_of, unknown_keys)
 from ansible_collections.kubehw.devices.plugins.module_utils import _client
 from ansible_collections.kubehw.devices.plugins.module_utils import _kubernetes_library
 from ansible_collections.kubehw.devices.plugins.module_utils import _device_plugin_presets as presets
 from ansible_collections.kubehw.devices.plugins.module_utils._connection import AUTH_ARG_SPEC, resolve_auth_params
-from ansible_collections.kubehw.devices.plugins.module_utils._errors import KubeHwError
+from ansible_collections.kubehw.devices.plugins.module_utils._errors import InputRefused, KubeHwError
 
 DEFAULTS = {
     "label_selectors": None, "field_selectors": None, "name_pattern": None,
@@ -192,7 +192,7 @@ def test_a_plain_node_is_in_no_group_of_the_plugin_and_has_no_ansible_host():
      "proxy_headers has unknown key 'proxy_auth': use basic_auth, proxy_basic_auth, user_agent"),
 ])
 def test_config_checks_name_the_option(overrides, words):
-    with pytest.raises(ConfigProblem) as err:
+    with pytest.raises(InputRefused) as err:
         options(**overrides)
     assert words in str(err.value)
 

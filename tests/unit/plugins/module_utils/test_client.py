@@ -14,7 +14,7 @@ import urllib3
 import yaml
 from kubernetes.client.rest import ApiException
 
-from ansible_collections.kubehw.devices.plugins.module_utils import _client, _connection, _errors
+from ansible_collections.kubehw.devices.plugins.module_utils import _connection, _errors, _waiting
 from ansible_collections.kubehw.devices.plugins.module_utils._client import KubeClient
 from ansible_collections.kubehw.devices.plugins.module_utils._connection import resolve_auth_params
 from ansible_collections.kubehw.devices.plugins.module_utils._errors import KubeHwError
@@ -590,7 +590,7 @@ def test_watch_garbage_is_a_kubehw_error(no_env, line):
 def test_watch_timeout_names_the_last_problem(no_env):
     fn = WatchedList(listings=[([node("a", "5")], "5")] * 50, streams=[Stream([EXPIRED])] * 50)
     clock = [0.0]
-    no_env.setattr(_client.time, "monotonic", lambda: clock[0])
+    no_env.setattr(_waiting.time, "monotonic", lambda: clock[0])
 
     def sleep(seconds):
         clock[0] += max(seconds, 1.0)

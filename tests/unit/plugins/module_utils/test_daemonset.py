@@ -15,7 +15,8 @@ from ansible_collections.kubehw.devices.plugins.module_utils import _daemonset_m
 from ansible_collections.kubehw.devices.plugins.module_utils import _daemonset_rollout as ds_rollout
 from ansible_collections.kubehw.devices.plugins.module_utils import _device_plugin_presets as presets
 from ansible_collections.kubehw.devices.plugins.module_utils import _k8s_objects as objects
-from ansible_collections.kubehw.devices.plugins.module_utils._pod_spec import DaemonSetSpecError, default_pull_policy
+from ansible_collections.kubehw.devices.plugins.module_utils._errors import InputRefused
+from ansible_collections.kubehw.devices.plugins.module_utils._pod_spec import default_pull_policy
 
 
 def build(**params):
@@ -172,7 +173,7 @@ def test_runtime_class_can_be_emptied_or_changed():
     assert "runtimeClassName" not in pod_spec(build(preset="nvidia", runtime_class_name="")[0])
     assert pod_spec(build(preset="nvidia", runtime_class_name="nvidia-cdi")[0])["runtimeClassName"] == "nvidia-cdi"
     assert "runtimeClassName" not in pod_spec(build(preset="amd")[0])
-    with pytest.raises(DaemonSetSpecError, match="runtime_class_name 'Nvidia' must be a RuntimeClass name"):
+    with pytest.raises(InputRefused, match="runtime_class_name 'Nvidia' must be a RuntimeClass name"):
         build(preset="nvidia", runtime_class_name="Nvidia")
 
 
@@ -252,7 +253,7 @@ def test_generic_default_matches_upstream():
      "devices[0].groups[0] (ch340) has both paths and usb"),
 ])
 def test_generic_device_rules_of_the_plugin(device, message):
-    with pytest.raises(DaemonSetSpecError) as err:
+    with pytest.raises(InputRefused) as err:
         build(preset="generic", devices=[device])
     assert message in str(err.value)
 
@@ -439,7 +440,7 @@ def test_definition_patch_merges_by_name_and_deletes_with_null():
     (dict(state="absent", preset="custom"), "state=absent needs name"),
 ])
 def test_validation_errors_name_value_and_rule(params, message):
-    with pytest.raises(DaemonSetSpecError) as err:
+    with pytest.raises(InputRefused) as err:
         checked_build(params)
     assert message in str(err.value)
 

@@ -12,8 +12,8 @@ __metaclass__ = type
 import pytest
 
 from ansible_collections.kubehw.devices.plugins.module_utils import _daemonset_wait as ds_wait
-from ansible_collections.kubehw.devices.plugins.module_utils._errors import KubeHwError
-from ansible_collections.kubehw.devices.plugins.module_utils._k8s_objects import TaskFailed
+from ansible_collections.kubehw.devices.plugins.module_utils._errors import KubeHwError, TaskFailed, WaitTimedOut
+from ansible_collections.kubehw.devices.plugins.module_utils._waiting import Deadline
 
 READY = {"type": "Ready", "status": "True"}
 NOT_READY_TAINT = {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}
@@ -112,9 +112,7 @@ class Watch(object):
         if predicate(self.objects):
             return self.objects
         self.clock["now"] += timeout
-        err = KubeHwError("Timed out", reason="Timeout")
-        err.objects = self.objects
-        raise err
+        raise WaitTimedOut(timeout, "waiting", self.objects)
 
 
 class Client(object):
@@ -155,7 +153,7 @@ def clock(monkeypatch):
 
 
 def waiter(client, clock, budget=120, since=None):
-    return ds_wait.RolloutWait(client, "plugins", "nvidia-device-plugin", lambda: max(0.0, budget - clock["now"]),
+    return ds_wait.RolloutWait(client, "plugins", "nvidia-device-plugin", Deadline(budget, clock=lambda: clock["now"]),
                                since=since)
 
 
@@ -201,6 +199,37 @@ def test_a_daemonset_deleted_during_the_wait_ends_it_at_once(clock):
     assert "DaemonSet plugins/nvidia-device-plugin was deleted while this task waited for it to finish the rollout" \
         in str(err.value)
     assert client.ds_watch.calls == 2 and clock["now"] <= 2 * ds_wait.SLICE
+
+
+def test_an_api_gateway_timeout_while_watching_is_an_api_failure_not_a_wait_that_ran_out(clock):
+    """A 504 Gateway Timeout the apiserver (or a proxy) answers carries the Status reason "Timeout", the word a wait
+    once used for its own budget: the wait must fail with the API's error at once, not take it for a slice that ended
+    and look again until wait_timeout."""
+    client = Client(clock, [daemonset(desired=1, current=0)], [[node("a")]])
+    gateway = KubeHwError("Failed to watch DaemonSet %s: 504 Gateway Timeout: the server was unable to return a "
+                          "response in the time allotted" % KEY, status=504, reason="Timeout")
+
+    def until(predicate, timeout):
+        raise gateway
+
+    client.ds_watch.until = until
+    with pytest.raises(KubeHwError) as err:
+        waiter(client, clock, budget=600).wait("finish the rollout")
+    assert err.value is gateway and not isinstance(err.value, WaitTimedOut)
+    assert clock["now"] == 0.0
+
+
+def test_a_deadline_counts_from_its_start_and_words_its_timeout():
+    now = {"t": 100.0}
+    deadline = Deadline(30, clock=lambda: now["t"])
+    assert deadline.left() == 30 and not deadline.passed()
+    now["t"] = 125.5
+    assert deadline.left() == 4.5 and deadline.spent() == 25.5 and not deadline.passed()
+    now["t"] = 131.0
+    assert deadline.left() == 0.0 and deadline.passed()
+    err = deadline.timed_out("waiting for node a to be Ready", objects={"a": {}})
+    assert isinstance(err, KubeHwError) and err.reason == "Timeout" and err.objects == {"a": {}}
+    assert str(err) == "Timed out after 30s waiting for node a to be Ready"
 
 
 @pytest.mark.parametrize("message, hint", [

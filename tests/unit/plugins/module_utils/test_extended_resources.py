@@ -10,8 +10,8 @@ from fractions import Fraction
 
 import pytest
 
+from ansible_collections.kubehw.devices.plugins.module_utils._errors import InputRefused
 from ansible_collections.kubehw.devices.plugins.module_utils._extended_resources import (
-    ExtendedResourceError,
     apply_patch,
     capacity_pointer,
     changed_resources,
@@ -178,7 +178,7 @@ INVALID_QUANTITIES = [
 
 @pytest.mark.parametrize("value,rule", INVALID_QUANTITIES)
 def test_whole_quantity_invalid(value, rule):
-    with pytest.raises(ExtendedResourceError) as exc:
+    with pytest.raises(InputRefused) as exc:
         whole_quantity(value, key="example.com/dongle")
     assert "example.com/dongle" in str(exc.value)
     assert (rule or "at most") in str(exc.value)
@@ -338,7 +338,7 @@ def test_apply_patch_evaluates_test_operations():
     node = {"metadata": {"resourceVersion": "7"}, "status": {"capacity": {"example.com/dongle": "4"}}}
     ops = compute_patch(node["status"], {"example.com/dongle": 6}, "present")
     node["status"]["capacity"]["example.com/dongle"] = "5"  # someone changed it since the ops were computed
-    with pytest.raises(ExtendedResourceError) as err:
+    with pytest.raises(InputRefused) as err:
         apply_patch(node, ops)
     assert "does not apply" in str(err.value)
 
@@ -368,27 +368,27 @@ def test_normalize_resources():
     assert normalize_resources(["example.com/dongle"], "absent") == {"example.com/dongle": None}
     assert normalize_resources({"example.com/dongle": None}, "absent") == {"example.com/dongle": None}
     assert normalize_resources({}, "exact") == {}
-    with pytest.raises(ExtendedResourceError, match="kubernetes.io"):
+    with pytest.raises(InputRefused, match="kubernetes.io"):
         normalize_resources({"example.com/ok": 1, "kubernetes.io/x": 1}, "present")
-    with pytest.raises(ExtendedResourceError, match="only accepted for state=absent"):
+    with pytest.raises(InputRefused, match="only accepted for state=absent"):
         normalize_resources(["example.com/dongle"], "present")
-    with pytest.raises(ExtendedResourceError, match="must not be empty"):
+    with pytest.raises(InputRefused, match="must not be empty"):
         normalize_resources({}, "present")
-    with pytest.raises(ExtendedResourceError, match="'example.com/dongle'.*'4.5'|'4.5'.*example.com/dongle"):
+    with pytest.raises(InputRefused, match="'example.com/dongle'.*'4.5'|'4.5'.*example.com/dongle"):
         normalize_resources({"example.com/dongle": "4.5"}, "present")
 
 
 def test_scope_validation():
     assert validate_scope("example.com".split(","), None) == (["example.com"], [])
-    with pytest.raises(ExtendedResourceError, match="needs domain or managed_prefixes"):
+    with pytest.raises(InputRefused, match="needs domain or managed_prefixes"):
         validate_scope(None, None)
-    with pytest.raises(ExtendedResourceError, match="native"):
+    with pytest.raises(InputRefused, match="native"):
         validate_scope(["kubernetes.io"], None)
-    with pytest.raises(ExtendedResourceError, match="managed prefix"):
+    with pytest.raises(InputRefused, match="managed prefix"):
         validate_scope(None, ["example"])
-    with pytest.raises(ExtendedResourceError, match="managed prefix"):
+    with pytest.raises(InputRefused, match="managed prefix"):
         validate_scope(None, ["Bad.com/"])
-    with pytest.raises(ExtendedResourceError, match="outside the declared"):
+    with pytest.raises(InputRefused, match="outside the declared"):
         check_exact_scope({"nvidia.com/gpu": 1}, ["example.com"], [])
     check_exact_scope({"example.com/gpu": 1}, ["example.com"], [])
 
@@ -403,7 +403,7 @@ def test_scope_validation():
     (None, ["example.com\n/x"], "lowercase"),
 ])
 def test_scope_values_must_match_whole(domains, prefixes, rule):
-    with pytest.raises(ExtendedResourceError, match=rule):
+    with pytest.raises(InputRefused, match=rule):
         validate_scope(domains, prefixes)
 
 

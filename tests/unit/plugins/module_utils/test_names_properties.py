@@ -22,8 +22,8 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings  # requirements-dev.txt pins it
 from hypothesis import strategies as st
 
+from ansible_collections.kubehw.devices.plugins.module_utils._errors import InputRefused
 from ansible_collections.kubehw.devices.plugins.module_utils._extended_resources import (
-    ExtendedResourceError,
     extended_resource_name_problem,
     parse_quantity,
     whole_quantity,
@@ -301,7 +301,7 @@ def test_quantity_matches_the_grammar(s):
     expected = spec_quantity(s)
     try:
         got = parse_quantity(s)
-    except ExtendedResourceError:
+    except InputRefused:
         got = None
     assert got == expected
 
@@ -314,7 +314,7 @@ def test_whole_quantity_accepts_exactly_the_non_negative_whole_values(s):
     accepted = value is not None and value >= 0 and value.denominator == 1 and value <= (2 ** 63 - 1) // 1000
     try:
         got = whole_quantity(s, key="example.com/dongle")
-    except ExtendedResourceError as err:
+    except InputRefused as err:
         assert not accepted, (s, str(err))
         assert "example.com/dongle" in str(err)  # the message names the entry
     else:

@@ -33,7 +33,7 @@ except ImportError:  # ansible-core before 2.19 (make min-versions runs 2.17, ma
             basic._ANSIBLE_ARGS = saved
 
 from ansible_collections.kubehw.devices.plugins.module_utils._client import KubeClient
-from ansible_collections.kubehw.devices.plugins.module_utils._errors import KubeHwError
+from ansible_collections.kubehw.devices.plugins.module_utils._errors import KubeHwError, WaitTimedOut
 
 
 def run_module(module, capsys, args, check=False, diff=False):
@@ -129,6 +129,4 @@ class FakeListWatch(object):
         self.listed = True
         if predicate(self.objects):
             return self.objects
-        err = KubeHwError("Timed out after %ss waiting to %s" % (timeout, self.what), reason="Timeout")
-        err.objects = self.objects
-        raise err
+        raise WaitTimedOut(timeout, "waiting to %s" % self.what, self.objects)

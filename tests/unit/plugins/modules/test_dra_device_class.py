@@ -23,7 +23,7 @@ from ansible_collections.kubehw.devices.plugins.module_utils import _dra
 from ansible_collections.kubehw.devices.plugins.module_utils import _dra_device_class
 from ansible_collections.kubehw.devices.plugins.module_utils import _dra_report
 from ansible_collections.kubehw.devices.plugins.module_utils import _dra_validation
-from ansible_collections.kubehw.devices.plugins.module_utils._errors import KubeHwError
+from ansible_collections.kubehw.devices.plugins.module_utils._errors import InputRefused, KubeHwError
 from ansible_collections.kubehw.devices.plugins.module_utils._rest_api import RestApi
 from ansible_collections.kubehw.devices.plugins.modules import dra_device_class as mod
 
@@ -94,7 +94,7 @@ def test_build_refuses_bad_input_naming_it(params, text):
     args = dict(name="gpu.example.com", state="present", selectors=None, config=None, extended_resource_name=None,
                 labels=None)
     args.update(params)
-    with pytest.raises(_dra_device_class.DeviceClassSpecError) as err:
+    with pytest.raises(InputRefused) as err:
         _dra_device_class.build_device_class(args, cel_compile=lambda text: None)
     assert text in str(err.value)
 
@@ -459,7 +459,7 @@ def test_another_module_manages_a_device_class_through_module_utils(monkeypatch)
     fake.calls = []
     again = _dra_device_class.manage_device_class(fake, params)
     assert again.result["changed"] is False and fake.writes() == []
-    with pytest.raises(_dra_device_class.DeviceClassSpecError):
+    with pytest.raises(InputRefused):
         _dra_device_class.manage_device_class(fake, dict(params, name="GPU"))
     fake.objects["other.example.com"] = {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
                                          "metadata": {"name": "other.example.com", "resourceVersion": "1"},

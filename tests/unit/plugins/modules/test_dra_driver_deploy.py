@@ -20,8 +20,7 @@ from ansible_collections.kubehw.devices.plugins.module_utils import _dra
 from ansible_collections.kubehw.devices.plugins.module_utils import _dra_driver_manifest as dra_manifest
 from ansible_collections.kubehw.devices.plugins.module_utils import _dra_driver_presets as presets
 from ansible_collections.kubehw.devices.plugins.module_utils import _dra_report as dra_report
-from ansible_collections.kubehw.devices.plugins.module_utils._errors import KubeHwError
-from ansible_collections.kubehw.devices.plugins.module_utils._pod_spec import DaemonSetSpecError
+from ansible_collections.kubehw.devices.plugins.module_utils._errors import InputRefused, KubeHwError
 from ansible_collections.kubehw.devices.plugins.modules import dra_driver_deploy as mod
 
 from tests.unit.plugins.modules import module_harness
@@ -158,7 +157,7 @@ def test_update_strategy_replaces_the_presets_rolling_update_and_bad_numbers_are
     for bad, rule in (({"max_unavailable": "two"}, "must be a whole number or a percentage"),
                       ({"max_unavailable": -1}, "must not be negative"),
                       ({"max_unavailable": 0, "max_surge": "0%"}, "cannot both be 0")):
-        with pytest.raises(DaemonSetSpecError, match=rule):
+        with pytest.raises(InputRefused, match=rule):
             mod.validate(params(update_strategy=dict({"max_unavailable": None, "max_surge": None}, **bad)))
 
 
@@ -189,10 +188,10 @@ def test_nvidia_driver_root_is_mounted_as_upstream_and_set_in_every_container_th
     ("/run/nvidia driver", "must not contain spaces"),
 ])
 def test_nvidia_driver_root_must_be_an_absolute_normal_path(root, message):
-    with pytest.raises(DaemonSetSpecError) as err:
+    with pytest.raises(InputRefused) as err:
         mod.validate(params(preset="nvidia", nvidia_driver_root=root))
     assert "nvidia_driver_root %r" % root in str(err.value) and message in str(err.value)
-    with pytest.raises(DaemonSetSpecError) as err:
+    with pytest.raises(InputRefused) as err:
         mod.validate(params(preset="intel", nvidia_driver_root="/"))
     assert "nvidia_driver_root is an option of the nvidia preset" in str(err.value)
 
@@ -333,7 +332,7 @@ def test_kubernetes_test_preset_runs_the_e2e_test_driver_as_a_kubelet_plugin():
 
 
 def test_a_preset_without_an_upstream_image_needs_one_to_deploy_but_not_to_remove():
-    with pytest.raises(DaemonSetSpecError) as err:
+    with pytest.raises(InputRefused) as err:
         mod.validate(params(preset="kubernetes_test", image=None))
     assert "preset kubernetes_test has no default image" in str(err.value) and "set image" in str(err.value)
     mod.validate(params(preset="kubernetes_test", image=None, state="absent"))
@@ -427,7 +426,7 @@ def test_rbac_comparison_sees_rules_labels_and_subjects():
     (dict(preset="xilinx"), "preset 'xilinx' must be one of example, nvidia, intel, amd"),
 ])
 def test_validation_names_the_value_and_the_rule(overrides, message):
-    with pytest.raises(DaemonSetSpecError) as err:
+    with pytest.raises(InputRefused) as err:
         mod.validate(params(**overrides))
     assert message in str(err.value)
 
@@ -1052,6 +1051,6 @@ def test_a_mirror_holds_every_image_of_the_driver_init_container_and_image_name_
     ("image_pull_secrets", ["Mirror"], "image_pull_secrets[0] 'Mirror' must be a Secret name"),
 ])
 def test_bad_mirror_settings_are_refused_before_any_request(option, value, words):
-    with pytest.raises(DaemonSetSpecError) as err:
+    with pytest.raises(InputRefused) as err:
         mod.validate(params(**{option: value}))
     assert words in str(err.value)
