@@ -82,7 +82,7 @@ class RolloutObserver(threading.Thread):
 
 
 def tasks_for(rounds, kubeconfig):
-    from ansible_collections.kubehw.devices.plugins.module_utils._daemonset_manifest import build
+    from ansible_collections.kubehw.devices.plugins.module_utils._device_plugin_manifest import build
     common = dict(preset="nvidia", namespace=NAMESPACE)
     tasks = [{"name": "warm-up create", "kubehw.devices.device_plugin_deploy": dict(common, env={"BENCH_ROUND": "init"})}]
     for i in range(rounds):

@@ -16,7 +16,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.kubehw.devices.plugins.module_utils import _daemonset_rollout as ds_rollout
-from ansible_collections.kubehw.devices.plugins.module_utils._daemonset_manifest import RESOURCES_ANNOTATION
+from ansible_collections.kubehw.devices.plugins.module_utils._device_plugin_manifest import RESOURCES_ANNOTATION
 from ansible_collections.kubehw.devices.plugins.module_utils._dra_driver_manifest import DRIVER_ANNOTATION
 from ansible_collections.kubehw.devices.plugins.module_utils._daemonset_task import managed_here
 from ansible_collections.kubehw.devices.plugins.module_utils._images import image_repository

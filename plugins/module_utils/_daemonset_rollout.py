@@ -1,7 +1,8 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) kubehw.devices contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Device-plugin DaemonSets: rollout readiness, the pods and nodes report, and the messages naming what is missing.
+"""The DaemonSets of both deploy modules (device plugins, DRA kubelet plugins): rollout readiness, the pods and nodes
+report, and the messages naming what is missing.
 
 Private to the collection. Pure functions over the JSON the apiserver sends."""
 

@@ -4,8 +4,9 @@
 """What device_plugin_deploy and dra_driver_deploy do alike with the DaemonSet they manage, once each has built its
 own manifest: DaemonSetTask, the base of both tasks (reads, the adoption rule for a DaemonSet someone else made,
 a RuntimeClass the pods name, the write, the diff, the rollout wait of _daemonset_wait with its per-node outcome,
-the deletion), and the rules it applies as functions. What only one module does stays in it: the device plugin's
-ConfigMap and OnDelete batches, the DRA driver's RBAC, DeviceClasses, guard (_daemonset_guard) and devices wait.
+the deletion), and the rules it applies as functions. What only one module does is in that module's task:
+_device_plugin_task (the ConfigMap, the OnDelete batches), _dra_driver_task (the RBAC, DeviceClasses and the devices
+wait); the guards of both are _daemonset_guard.
 
 Private to the collection. Every request goes through the module's KubeClient."""
 

@@ -4,7 +4,7 @@
 """Device-plugin presets: one table per plugin, each default learned from the upstream project's own files.
 
 Private to the collection. To add a preset: write its table below, add it to PRESETS, and (only if it
-has options of its own) teach _daemonset_manifest.py about them. To move to a new upstream release,
+has options of its own) teach _device_plugin_manifest.py about them. To move to a new upstream release,
 change its entry in _images.py and check the table against that release's manifest.
 
 Each table says:

@@ -1,10 +1,11 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) kubehw.devices contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""DRA driver manifests: the kubelet-plugin DaemonSet, its RBAC and DeviceClasses, built from a preset of
-_dra_driver_presets and dra_driver_deploy's options. Pure functions, private to the collection.
+"""DRA driver manifests: dra_driver_deploy's options validated (``validate``), and the kubelet-plugin DaemonSet, its
+RBAC and DeviceClasses built from a preset of _dra_driver_presets and those options. Pure functions, private to the
+collection.
 
-The module dra_driver_deploy validates its options and calls these; tests and the rbac playbook's checks read the
+The module dra_driver_deploy calls these; tests and the rbac playbook's checks read the
 same builders, so what is deployed and what is granted come from one place."""
 
 from __future__ import absolute_import, division, print_function
@@ -16,19 +17,27 @@ import posixpath
 import re
 
 from ansible_collections.kubehw.devices.plugins.module_utils import _dra_device_class as dra_device_class
+from ansible_collections.kubehw.devices.plugins.module_utils import _dra_validation as dra_validation
+from ansible_collections.kubehw.devices.plugins.module_utils import _images as images
 from ansible_collections.kubehw.devices.plugins.module_utils import _dra_driver_presets as presets
 from ansible_collections.kubehw.devices.plugins.module_utils import _k8s_objects as objects
+from ansible_collections.kubehw.devices.plugins.module_utils._connection import timeout_problem
 from ansible_collections.kubehw.devices.plugins.module_utils._errors import InputRefused
 from ansible_collections.kubehw.devices.plugins.module_utils._images import mirrored
 from ansible_collections.kubehw.devices.plugins.module_utils._pod_spec import (
     COMPONENT_LABEL,
     NAME_LABEL,
+    check_dns_label,
+    check_env_names,
     default_affinity,
     env_list,
     rolling_update,
 )
+from ansible_collections.kubehw.devices.plugins.module_utils._pod_spec import positive_int as whole_number
 
 DEFAULT_NAMESPACE = "kubehw-dra-drivers"
+# What the module's wait option may name: nothing, the rollout, or the rollout and the devices it publishes.
+WAIT_MODES = ("none", "rollout", "devices")
 COMPONENT = "dra-kubelet-plugin"
 # On the pod template: which DRA driver the pods run (read by people and by the test suite's kubelet stand-in).
 DRIVER_ANNOTATION = "devices.kubehw.io/dra-driver"
@@ -234,6 +243,50 @@ def device_class_params(params, state="present"):
 def build_device_classes(params):
     """The preset's DeviceClasses (v1 shape) as dra_device_class builds them."""
     return [dra_device_class.build_device_class(p) for p in device_class_params(params)]
+
+
+# -- input rules ----------------------------------------------------------------------------------------------
+
+def validate(params):
+    """Everything that can be checked without a cluster; raises InputRefused naming the value and the rule."""
+    preset = params.get("preset")
+    if preset not in presets.PRESETS:
+        raise InputRefused("preset %r must be one of %s" % (preset, ", ".join(presets.PRESET_NAMES)))
+    check_dns_label(params.get("name") or presets.PRESETS[preset]["name"], "name")
+    # an empty namespace is refused, never read as the default one
+    check_dns_label(DEFAULT_NAMESPACE if params.get("namespace") is None else params["namespace"], "namespace")
+    images.check_image(params.get("image"), InputRefused)
+    images.check_image_registry(params.get("image_registry"), InputRefused)
+    objects.check_pull_secrets(params.get("image_pull_secrets"), InputRefused)
+    if params.get("state", "present") == "present" and not (params.get("image") or presets.PRESETS[preset]["image"]):
+        raise InputRefused("preset %s has no default image (its upstream publishes none): set image" % preset)
+    objects.label_map(params.get("node_selector"), "node_selector", InputRefused)
+    objects.check_tolerations(params.get("tolerations"), InputRefused)
+    check_env_names(params.get("env"))
+    if params.get("nvidia_driver_root") is not None:
+        if "driver_root" not in presets.PRESETS[preset]:
+            raise InputRefused("nvidia_driver_root is an option of the nvidia preset, not of %s" % preset)
+        check_driver_root(params["nvidia_driver_root"])
+    if params.get("update_strategy"):
+        rolling_update(params["update_strategy"])
+    if params.get("min_count") is not None:
+        params["min_count"] = whole_number(params["min_count"], "min_count", minimum=0)
+    problem = params.get("wait_timeout") is not None and timeout_problem("wait_timeout", params["wait_timeout"], True)
+    if problem:
+        raise InputRefused(problem)
+    extended = params.get("extended_resource_name")
+    if extended is not None:
+        if not params.get("device_classes", True):
+            raise InputRefused("extended_resource_name is set on the preset's DeviceClass: it needs "
+                               "device_classes: true")
+        problem = dra_validation.extended_name_problem(extended)
+        if problem:
+            raise InputRefused("extended_resource_name %r %s" % (extended, problem))
+    for class_params in device_class_params(params):
+        try:
+            dra_device_class.build_device_class(class_params)
+        except InputRefused as err:
+            raise InputRefused("DeviceClass %s: %s" % (class_params["name"], err))
 
 
 # -- what the cluster must offer -----------------------------------------------------------------------------

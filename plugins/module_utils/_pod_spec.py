@@ -5,7 +5,7 @@
 workload, container environment, required node affinity, hostPath volumes, the image pull policy kube-apiserver
 fills in, and the rules of the input values both modules take (DNS labels, environment variable names, whole numbers).
 
-Private to the collection. Pure functions over plain dicts; the device-plugin manifest is _daemonset_manifest.py,
+Private to the collection. Pure functions over plain dicts; the device-plugin manifest is _device_plugin_manifest.py,
 the DRA driver's _dra_driver_manifest.py."""
 
 from __future__ import absolute_import, division, print_function

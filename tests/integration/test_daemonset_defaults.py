@@ -25,7 +25,7 @@ import json
 import pytest
 
 from ansible_collections.kubehw.devices.plugins.module_utils import _daemonset_compare as compare
-from ansible_collections.kubehw.devices.plugins.module_utils import _daemonset_manifest as device_plugin_manifest
+from ansible_collections.kubehw.devices.plugins.module_utils import _device_plugin_manifest as device_plugin_manifest
 from ansible_collections.kubehw.devices.plugins.module_utils import _device_plugin_presets as device_plugin_presets
 from ansible_collections.kubehw.devices.plugins.module_utils import _dra_driver_manifest as dra_manifest
 from ansible_collections.kubehw.devices.plugins.module_utils import _dra_driver_presets as dra_presets
@@ -110,7 +110,7 @@ def device_plugin_daemonset(options, name, namespace):
 def dra_daemonset(options, name, namespace):
     """The kubelet-plugin DaemonSet dra_driver_deploy builds for these options."""
     params = dict(_module_defaults(dra_driver_deploy.argument_spec()), name=name, namespace=namespace, **options)
-    dra_driver_deploy.validate(params)
+    dra_manifest.validate(params)
     return dra_manifest.build_daemonset(params)
 
 

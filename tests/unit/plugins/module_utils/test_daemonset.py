@@ -11,7 +11,7 @@ import json
 import pytest
 
 from ansible_collections.kubehw.devices.plugins.module_utils import _daemonset_compare as compare
-from ansible_collections.kubehw.devices.plugins.module_utils import _daemonset_manifest as manifest
+from ansible_collections.kubehw.devices.plugins.module_utils import _device_plugin_manifest as manifest
 from ansible_collections.kubehw.devices.plugins.module_utils import _daemonset_rollout as ds_rollout
 from ansible_collections.kubehw.devices.plugins.module_utils import _device_plugin_presets as presets
 from ansible_collections.kubehw.devices.plugins.module_utils import _k8s_objects as objects

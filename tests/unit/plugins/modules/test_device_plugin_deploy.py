@@ -19,7 +19,7 @@ import json
 import pytest
 
 from ansible_collections.kubehw.devices.plugins.module_utils import _daemonset_compare as compare
-from ansible_collections.kubehw.devices.plugins.module_utils import _daemonset_manifest as manifest
+from ansible_collections.kubehw.devices.plugins.module_utils import _device_plugin_manifest as manifest
 from ansible_collections.kubehw.devices.plugins.module_utils._errors import KubeHwError
 from ansible_collections.kubehw.devices.plugins.modules import device_plugin_deploy as mod
 from tests.unit.plugins.modules import module_harness

@@ -21,6 +21,8 @@ from ansible_collections.kubehw.devices.plugins.module_utils import _dra_driver_
 from ansible_collections.kubehw.devices.plugins.module_utils import _dra_driver_presets as presets
 from ansible_collections.kubehw.devices.plugins.module_utils import _dra_report as dra_report
 from ansible_collections.kubehw.devices.plugins.module_utils._errors import InputRefused, KubeHwError
+from ansible_collections.kubehw.devices.plugins.module_utils import _daemonset_guard as guard
+from ansible_collections.kubehw.devices.plugins.module_utils import _dra_driver_task as driver_task
 from ansible_collections.kubehw.devices.plugins.modules import dra_driver_deploy as mod
 
 from tests.unit.plugins.modules import module_harness
@@ -158,7 +160,7 @@ def test_update_strategy_replaces_the_presets_rolling_update_and_bad_numbers_are
                       ({"max_unavailable": -1}, "must not be negative"),
                       ({"max_unavailable": 0, "max_surge": "0%"}, "cannot both be 0")):
         with pytest.raises(InputRefused, match=rule):
-            mod.validate(params(update_strategy=dict({"max_unavailable": None, "max_surge": None}, **bad)))
+            dra_manifest.validate(params(update_strategy=dict({"max_unavailable": None, "max_surge": None}, **bad)))
 
 
 # -- the presets against the upstream files, field by field --------------------------------------------------
@@ -189,10 +191,10 @@ def test_nvidia_driver_root_is_mounted_as_upstream_and_set_in_every_container_th
 ])
 def test_nvidia_driver_root_must_be_an_absolute_normal_path(root, message):
     with pytest.raises(InputRefused) as err:
-        mod.validate(params(preset="nvidia", nvidia_driver_root=root))
+        dra_manifest.validate(params(preset="nvidia", nvidia_driver_root=root))
     assert "nvidia_driver_root %r" % root in str(err.value) and message in str(err.value)
     with pytest.raises(InputRefused) as err:
-        mod.validate(params(preset="intel", nvidia_driver_root="/"))
+        dra_manifest.validate(params(preset="intel", nvidia_driver_root="/"))
     assert "nvidia_driver_root is an option of the nvidia preset" in str(err.value)
 
 
@@ -333,9 +335,9 @@ def test_kubernetes_test_preset_runs_the_e2e_test_driver_as_a_kubelet_plugin():
 
 def test_a_preset_without_an_upstream_image_needs_one_to_deploy_but_not_to_remove():
     with pytest.raises(InputRefused) as err:
-        mod.validate(params(preset="kubernetes_test", image=None))
+        dra_manifest.validate(params(preset="kubernetes_test", image=None))
     assert "preset kubernetes_test has no default image" in str(err.value) and "set image" in str(err.value)
-    mod.validate(params(preset="kubernetes_test", image=None, state="absent"))
+    dra_manifest.validate(params(preset="kubernetes_test", image=None, state="absent"))
 
 
 @pytest.mark.parametrize("preset", presets.PRESET_NAMES)
@@ -389,16 +391,16 @@ def test_a_stored_daemonset_compares_equal_so_a_rerun_writes_nothing(preset):
 
 def test_rbac_comparison_sees_rules_labels_and_subjects():
     account, role, binding = dra_manifest.build_rbac(params())
-    assert mod.rbac_differences(role, copy.deepcopy(role)) == []
-    assert mod.rbac_differences(account, dict(copy.deepcopy(account), secrets=[{"name": "x"}])) == []
+    assert driver_task.rbac_differences(role, copy.deepcopy(role)) == []
+    assert driver_task.rbac_differences(account, dict(copy.deepcopy(account), secrets=[{"name": "x"}])) == []
     other = copy.deepcopy(role)
     other["rules"][0]["verbs"] = ["get"]
-    assert mod.rbac_differences(role, other) == ["/rules"]
+    assert driver_task.rbac_differences(role, other) == ["/rules"]
     other = copy.deepcopy(binding)
     other["subjects"][0]["namespace"] = "elsewhere"
     other["metadata"]["labels"].pop("app.kubernetes.io/managed-by")
-    assert mod.rbac_differences(binding, other) == ["/metadata/labels/app.kubernetes.io/managed-by", "/subjects"]
-    assert mod.rbac_differences(role, None) == ["/"]
+    assert driver_task.rbac_differences(binding, other) == ["/metadata/labels/app.kubernetes.io/managed-by", "/subjects"]
+    assert driver_task.rbac_differences(role, None) == ["/"]
 
 
 # -- validation --------------------------------------------------------------------------------------------
@@ -427,13 +429,13 @@ def test_rbac_comparison_sees_rules_labels_and_subjects():
 ])
 def test_validation_names_the_value_and_the_rule(overrides, message):
     with pytest.raises(InputRefused) as err:
-        mod.validate(params(**overrides))
+        dra_manifest.validate(params(**overrides))
     assert message in str(err.value)
 
 
 def test_min_count_from_an_awx_string_becomes_a_number():
     given = params(min_count="3", wait_timeout=60)
-    mod.validate(given)
+    dra_manifest.validate(given)
     assert given["min_count"] == 3 and given["wait_timeout"] == 60
 
 
@@ -595,7 +597,7 @@ def fakes(monkeypatch):
         Client.api = api
 
         monkeypatch.setattr(mod, "KubeClient", Client)
-        monkeypatch.setattr(mod.dra, "DraApi", lambda client: dra_api)
+        monkeypatch.setattr(_dra, "DraApi", lambda client: dra_api)
         return state
 
     return install
@@ -712,7 +714,7 @@ def test_the_devices_timeout_names_each_node_and_what_it_lacks():
     module = type("Module", (), {"params": params(min_count=2, wait_timeout=7), "check_mode": False})()
     client = module_harness.FakeClient(None)
     client.core = client.apps = FakeApi()     # its lists are never called here
-    task = mod.DraDriverDeploy(module, client=client, dra_api=FakeDra())
+    task = driver_task.DraDriverDeploy(module, client=client, dra_api=FakeDra())
     published = dra_report.published_by_node([rs("n1", "n1", 1, 1, ["gpu-0"])], "gpu.example.com")
     crashing = {"metadata": {"name": "p3"}, "spec": {"nodeName": "n3"},
                 "status": {"containerStatuses": [{"name": "plugin", "state": {"waiting": {"reason": "CrashLoopBackOff"}}}]}}
@@ -765,7 +767,7 @@ def test_a_cluster_without_resource_k8s_io_v1_is_refused_before_any_write(fakes,
 def test_a_presets_floor_is_checked_against_the_server_version(monkeypatch):
     """Every preset's driver runs on 1.34 (the release that serves resource.k8s.io/v1), which a cluster serving v1
     is whatever its /version says; a preset whose driver needs a newer release is refused on an older server."""
-    version_problem = mod.dra_manifest.version_problem
+    version_problem = dra_manifest.version_problem
     assert version_problem("intel", "v1.34.1-gke.1000") is None and version_problem("nvidia", "v1.31.0") is None
     monkeypatch.setitem(presets.PRESETS["intel"], "min_kubernetes", (1, 35))
     assert "needs Kubernetes 1.35 or later; this cluster runs v1.34.2" in version_problem("intel", "v1.34.2")
@@ -927,11 +929,11 @@ def test_a_joining_node_counts_for_the_overlap():
     joining["status"]["conditions"] = [{"type": "Ready", "status": "False"}]
     driver = {"tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists"}]}
     plugin = static_manifest_daemonset()
-    assert mod.guard.overlapping_nodes(driver, [plugin], [joining]) == {"kube-system/nvidia-device-plugin-daemonset":
-                                                                        ["gpu-new"]}
+    assert guard.overlapping_nodes(driver, [plugin], [joining]) == {"kube-system/nvidia-device-plugin-daemonset":
+                                                                    ["gpu-new"]}
     # a node tainted for another reason (not joining) stays out
     joining["spec"]["taints"].append({"key": "dedicated", "value": "other", "effect": "NoSchedule"})
-    assert mod.guard.overlapping_nodes(driver, [plugin], [joining]) == {}
+    assert guard.overlapping_nodes(driver, [plugin], [joining]) == {}
 
 
 def test_a_node_whose_allocatable_shows_the_resource_is_refused_without_a_daemonset_in_sight(fakes, capsys):
@@ -1017,15 +1019,15 @@ def test_a_rollout_timeout_with_the_nvidia_init_container_still_waiting_names_nv
                "status": {"initContainerStatuses": [{"name": "init-container", "state": {"running": {}}}]}}
     started = dict(waiting, status={"initContainerStatuses": [
         {"name": "init-container", "state": {"terminated": {"exitCode": 0}}}]})
-    nvidia = mod.DraDriverDeploy(type("Module", (), {"params": params(preset="nvidia"), "check_mode": False})(),
-                                 client=client, dra_api=FakeDra())
+    nvidia = driver_task.DraDriverDeploy(type("Module", (), {"params": params(preset="nvidia"), "check_mode": False})(),
+                                         client=client, dra_api=FakeDra())
     hint = nvidia._driver_root_hint({}, [waiting, started])  # pylint: disable=protected-access
     assert ("pod(s) kp-1 are still in their init container, which waits until it finds the NVIDIA driver under "
             "nvidia_driver_root (/ here): where the GPU Operator's driver container installs the driver set "
             "nvidia_driver_root: /run/nvidia/driver") in hint
     assert nvidia._driver_root_hint({}, [started]) == ""  # pylint: disable=protected-access
-    example = mod.DraDriverDeploy(type("Module", (), {"params": params(), "check_mode": False})(),
-                                  client=client, dra_api=FakeDra())
+    example = driver_task.DraDriverDeploy(type("Module", (), {"params": params(), "check_mode": False})(),
+                                          client=client, dra_api=FakeDra())
     assert example._driver_root_hint({}, [waiting]) == ""  # pylint: disable=protected-access
 
 
@@ -1052,5 +1054,5 @@ def test_a_mirror_holds_every_image_of_the_driver_init_container_and_image_name_
 ])
 def test_bad_mirror_settings_are_refused_before_any_request(option, value, words):
     with pytest.raises(InputRefused) as err:
-        mod.validate(params(**{option: value}))
+        dra_manifest.validate(params(**{option: value}))
     assert words in str(err.value)
