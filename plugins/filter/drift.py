@@ -9,8 +9,13 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import difflib
+
 from ansible_collections.kubehw.devices.plugins.module_utils._deploy_results import diff_entries, pod_template_images
 from ansible_collections.kubehw.devices.plugins.module_utils._host_packages import package_differences
+
+# How many differing lines a runtime file's row names on each side; the rest are counted.
+LINES_SHOWN = 10
 
 # (the accelerator_node role's registered result, the kind of its object, the result's key holding that object,
 # what serves the nodes, the role's fact naming the nodes it serves)
@@ -93,11 +98,69 @@ def _host_rows(hosts):
     return rows
 
 
-def drift_rows(static, gpu=None, hosts=None):
+def _shown(lines):
+    """At most LINES_SHOWN lines, the rest counted."""
+    lines = list(lines)
+    if len(lines) > LINES_SHOWN:
+        return lines[:LINES_SHOWN] + ["... %d more line(s)" % (len(lines) - LINES_SHOWN)]
+    return lines
+
+
+def _file_diff(result):
+    """(path, before, after) of a file write as it reported itself in check and diff mode (copy's and lineinfile's
+    shapes: a list of diffs, the content's with before and after texts, the file attributes' with dicts). before and
+    after are texts when the content differs, dicts of the attributes when only those do, None when the write gave no
+    diff (diff mode off, a file too large to diff)."""
+    diffs = result.get("diff")
+    diffs = [d for d in (diffs if isinstance(diffs, list) else [diffs]) if isinstance(d, dict)]
+    path = result.get("dest") or result.get("path")
+    for diff in diffs:
+        header = diff.get("after_header") or diff.get("before_header") or ""
+        path = path or (header[:-len(" (content)")] if header.endswith(" (content)") else header) or None
+        if isinstance(diff.get("before"), str) and isinstance(diff.get("after"), str):
+            return path, diff["before"], diff["after"]
+    for diff in diffs:
+        if isinstance(diff.get("before"), dict) and isinstance(diff.get("after"), dict):
+            return path, diff["before"], diff["after"]
+    return path, None, None
+
+
+def _runtime_rows(runtime):
+    """A row per runtime configuration file or CDI specification a run of the host part would write (``runtime``:
+    the accelerator_node role's runtime_drift entry point's accelerator_node_runtime_drift of each GPU host): the lines
+    the host lacks and the lines it has that the run would drop, or missing. Not repairable by the drift run: site.yml
+    writes the file and restarts the runtime."""
+    rows = []
+    for host in runtime or []:
+        if not isinstance(host, dict):
+            continue
+        for entry in host.get("files") or []:
+            result = (entry or {}).get("result") if isinstance(entry, dict) else None
+            if not isinstance(result, dict) or not result.get("changed"):
+                continue
+            path, before, after = _file_diff(result)
+            row = {"node": host.get("node") or host.get("host"),
+                   "what": ("%s %s" % (entry.get("what"), path or "")).strip(), "repairable": False}
+            if before is None:
+                row.update(declared="as the run writes it", observed="differs")
+            elif isinstance(before, dict):
+                row.update(declared={"file attributes": after}, observed={"file attributes": before})
+            elif not before.strip():
+                row.update(declared="present", observed="missing")
+            else:
+                changes = list(difflib.ndiff(before.splitlines(), after.splitlines()))
+                row.update(declared={"lines the host lacks": _shown(c[2:] for c in changes if c.startswith("+ "))},
+                           observed={"lines not declared": _shown(c[2:] for c in changes if c.startswith("- "))})
+            rows.append(row)
+    return rows
+
+
+def drift_rows(static, gpu=None, hosts=None, runtime=None):
     """The differences the check-mode run of the extended_resources role (``static``, its registered result), of
     the accelerator_node role (``gpu``, the host variables of a GPU node after it) and, where the run read the hosts,
-    the hosts' driver and packages (``hosts``, accelerator_node_upgrade of each) found, one dict a row."""
-    rows = _static_rows(static) + _host_rows(hosts)
+    the hosts' driver and packages (``hosts``, accelerator_node_upgrade of each) and the runtime files a run would
+    write (``runtime``, accelerator_node_runtime_drift of each) found, one dict a row."""
+    rows = _static_rows(static) + _host_rows(hosts) + _runtime_rows(runtime)
     gpu = gpu or {}
     for key, kind, field, serves, nodes_fact in GPU_OBJECTS:
         result = gpu.get(key) or {}

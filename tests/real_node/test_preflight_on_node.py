@@ -12,8 +12,6 @@ __metaclass__ = type
 
 import hashlib
 
-import yaml
-
 from tests.support.playbook_runner import run_playbook
 
 # What the node's roles wrote and its package database: the preflight must leave them as they are.
@@ -21,15 +19,8 @@ WATCHED = ["/etc/containerd/config.toml", "/var/lib/dpkg/status"]
 
 
 def node_inventory(real_node, tmp_path, **variables):
-    """The node as an inventory host: its Python entered in the node's namespaces, each module piped to it."""
-    python = tmp_path / "node-python"
-    python.write_text('#!/bin/sh\nexec nsenter -t %d -m -p -u -i -n -- /usr/bin/python3 "$@"\n' % real_node.init_pid())
-    python.chmod(0o755)
-    host = dict({"ansible_connection": "local", "ansible_pipelining": True, "ansible_python_interpreter": str(python),
-                 "accelerator_node_allocation": "dra"}, **variables)
-    path = tmp_path / "inventory.yml"
-    path.write_text(yaml.safe_dump({"all": {"children": {"gpu_nodes": {"hosts": {real_node.name: host}}}}}))
-    return str(path)
+    """The node as a dra host of gpu_nodes (real_node.inventory)."""
+    return real_node.inventory(tmp_path, accelerator_node_allocation="dra", **variables)
 
 
 def fingerprint(real_node):

@@ -11,6 +11,7 @@ systemd-nspawn, registered with a test control plane (tests/support/control_plan
                         kubelet's configuration and credentials
     node.start()        boots it (real_node_files/init.sh as PID 2) and waits until the Node is Ready
     node.run(argv)      a command inside the node (nsenter); node.kubelet_down(), node.kubelet_up();
+    node.inventory(folder, **host_vars)  an inventory whose gpu_nodes host is the node, its modules run inside it
                         node.restart_containerd(); node.log(name)
     node.stop()         ends every process of the node, removes its cgroups and its root file system (its logs are
                         kept in <state_dir>/logs)
@@ -324,6 +325,20 @@ class RealNode:
         if not children:
             raise RealNodeError("the node has no init process yet")
         return int(children[0])
+
+    def inventory(self, folder, **host_vars):
+        """The path of an inventory (written in ``folder``) whose one gpu_nodes host is the node: its Python entered in
+        the node's namespaces, each module piped to it, so the modules read the node's files, packages and runtime."""
+        python = os.path.join(str(folder), "node-python")
+        with open(python, "w") as handle:
+            handle.write('#!/bin/sh\nexec nsenter -t %d -m -p -u -i -n -- /usr/bin/python3 "$@"\n' % self.init_pid())
+        os.chmod(python, 0o755)
+        host = dict({"ansible_connection": "local", "ansible_pipelining": True, "ansible_python_interpreter": python},
+                    **host_vars)
+        path = os.path.join(str(folder), "inventory.yml")
+        with open(path, "w") as handle:
+            json.dump({"all": {"children": {"gpu_nodes": {"hosts": {self.name: host}}}}}, handle)
+        return path
 
     def run(self, argv, check=True, timeout=60):
         """Run argv inside the node (its mount, PID, network, UTS and IPC namespaces)."""

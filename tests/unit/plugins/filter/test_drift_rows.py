@@ -126,3 +126,65 @@ def test_a_hosts_driver_and_pinned_packages_that_differ_are_rows_no_repair_write
          "repairable": False},
         {"node": "gpu-4", "what": "package nvidia-container-toolkit", "declared": "1.17.7",
          "observed": "not installed", "repairable": False}]
+
+
+# The results of the roles' file writes in check and diff mode, as ansible-core 2.19's copy and lineinfile return
+# them (recorded from a run on files of those contents): copy's content diff, headed by the path (no before_header
+# for a file that does not exist), lineinfile's headed "<path> (content)" and followed by its attributes' entry.
+DROPIN = "/etc/containerd/conf.d/99-nvidia.toml"
+EDITED_DROPIN = {"changed": True, "failed": False, "diff": [
+    {"before": 'version = 3\n[plugins."io.containerd.cri.v1.runtime"]\n  enable_cdi = false\n',
+     "after": 'version = 3\n[plugins."io.containerd.cri.v1.runtime"]\n  enable_cdi = true\n  cdi_spec_dirs = ["/etc/cdi"]\n',
+     "before_header": DROPIN, "after_header": DROPIN}]}
+MISSING_CDI = {"changed": True, "failed": False, "diff": [
+    {"before": "", "after": "cdiVersion: 0.5.0\nkind: nvidia.com/gpu\n", "after_header": "/etc/cdi/nvidia.yaml"}]}
+IMPORTS = {"changed": True, "failed": False, "msg": "line added", "backup": "", "diff": [
+    {"before": "version = 3\n[plugins]\n", "after": 'version = 3\nimports = ["/etc/containerd/conf.d/*.toml"]\n[plugins]\n',
+     "before_header": "/etc/containerd/config.toml (content)", "after_header": "/etc/containerd/config.toml (content)"},
+    {"before_header": "/etc/containerd/config.toml (file attributes)",
+     "after_header": "/etc/containerd/config.toml (file attributes)"}]}
+MODE_ONLY = {"changed": True, "failed": False, "diff": [
+    {"before": {"mode": "0600", "path": DROPIN}, "after": {"mode": "0644", "path": DROPIN}}], "dest": DROPIN}
+UNCHANGED = {"changed": False, "dest": DROPIN, "path": DROPIN, "diff": {"before": {"path": DROPIN},
+                                                                        "after": {"path": DROPIN}}}
+SKIPPED = {"changed": False, "skipped": True, "skip_reason": "Conditional result was False"}
+
+
+def runtime(node, **results):
+    """What the accelerator_node role's runtime_drift entry point records of a host (accelerator_node_runtime_drift)."""
+    whats = {"imports": "containerd configuration, its imports line", "containerd": "containerd drop-in",
+             "crio": "CRI-O drop-in", "docker": "docker daemon.json", "cdi": "CDI specification"}
+    return {"host": node, "node": node, "files": [{"what": whats[key], "result": results.get(key, {})} for key in whats]}
+
+
+def test_a_runtime_file_a_run_would_rewrite_is_a_row_of_the_lines_that_differ_no_repair_writes():
+    rows = drift_rows({}, runtime=[
+        runtime("gpu-1", containerd=EDITED_DROPIN, cdi=MISSING_CDI, imports=IMPORTS),
+        runtime("gpu-2", containerd=UNCHANGED, cdi=SKIPPED, crio=MODE_ONLY),
+        runtime("gpu-3"),
+    ])
+    assert rows == [
+        {"node": "gpu-1", "what": "containerd configuration, its imports line /etc/containerd/config.toml",
+         "declared": {"lines the host lacks": ['imports = ["/etc/containerd/conf.d/*.toml"]']},
+         "observed": {"lines not declared": []}, "repairable": False},
+        {"node": "gpu-1", "what": "containerd drop-in %s" % DROPIN,
+         "declared": {"lines the host lacks": ["  enable_cdi = true", '  cdi_spec_dirs = ["/etc/cdi"]']},
+         "observed": {"lines not declared": ["  enable_cdi = false"]}, "repairable": False},
+        {"node": "gpu-1", "what": "CDI specification /etc/cdi/nvidia.yaml", "declared": "present", "observed": "missing",
+         "repairable": False},
+        {"node": "gpu-2", "what": "CRI-O drop-in %s" % DROPIN, "declared": {"file attributes": {"mode": "0644",
+                                                                                           "path": DROPIN}},
+         "observed": {"file attributes": {"mode": "0600", "path": DROPIN}}, "repairable": False}]
+
+
+def test_a_long_difference_names_ten_lines_a_side_and_counts_the_rest():
+    before = "".join("old-%d\n" % i for i in range(25))
+    after = "".join("new-%d\n" % i for i in range(12))
+    (row,) = drift_rows({}, runtime=[runtime("gpu-1", cdi={"changed": True, "diff": [
+        {"before": before, "after": after, "before_header": "/etc/cdi/nvidia.yaml",
+         "after_header": "/etc/cdi/nvidia.yaml"}]})])
+    assert row["declared"]["lines the host lacks"] == ["new-%d" % i for i in range(10)] + ["... 2 more line(s)"]
+    assert row["observed"]["lines not declared"] == ["old-%d" % i for i in range(10)] + ["... 15 more line(s)"]
+    # without diff mode a write says only that it would change the file
+    (plain,) = drift_rows({}, runtime=[runtime("gpu-1", docker={"changed": True})])
+    assert plain["declared"] == "as the run writes it" and plain["observed"] == "differs"
