@@ -172,8 +172,8 @@ def test_a_runtime_file_a_run_would_rewrite_is_a_row_of_the_lines_that_differ_no
          "observed": {"lines not declared": ["  enable_cdi = false"]}, "repairable": False},
         {"node": "gpu-1", "what": "CDI specification /etc/cdi/nvidia.yaml", "declared": "present", "observed": "missing",
          "repairable": False},
-        {"node": "gpu-2", "what": "CRI-O drop-in %s" % DROPIN, "declared": {"file attributes": {"mode": "0644",
-                                                                                           "path": DROPIN}},
+        {"node": "gpu-2", "what": "CRI-O drop-in %s" % DROPIN,
+         "declared": {"file attributes": {"mode": "0644", "path": DROPIN}},
          "observed": {"file attributes": {"mode": "0600", "path": DROPIN}}, "repairable": False}]
 
 
