@@ -114,8 +114,14 @@ def _node_plan(host):
     if not steps:
         steps.append("no change: driver %s (branch %s)" % (driver.get("running") or "not managed", driver.get("branch"))
                      if driver else "no change")
-    return dict(host, steps=steps, blocked=blocked, stays_cordoned=_others_cordon(drain),
-                changes=bool(driver.get("install") or driver.get("reboot") or package_steps))
+    # a node the run does not drain: its cordon as it is (the driver role lifts one an earlier run left)
+    cordon = {} if driver.get("reboot") else (host.get("cordon") or {})
+    if _others_cordon(cordon):
+        steps.append("stays cordoned (cordoned before the run)")
+    elif cordon.get("cordoned"):
+        steps.append("uncordon (cordoned by an earlier run that stopped)")
+    return dict(host, steps=steps, blocked=blocked, stays_cordoned=_others_cordon(drain) or _others_cordon(cordon),
+                changes=bool(driver.get("install") or driver.get("reboot") or package_steps or cordon.get("own_cordon")))
 
 
 def upgrade_plan(hosts, serial=None, cluster=None):
@@ -145,7 +151,7 @@ def upgrade_plan(hosts, serial=None, cluster=None):
             "nodes": dict((p.get("node"), p) for p in plans),
             "daemonsets": daemonsets,
             "blocked": sorted(p.get("node") for p in plans if p["blocked"]),
-            "stays_cordoned": sorted(p.get("node") for p in plans if p["stays_cordoned"] and p["changes"]),
+            "stays_cordoned": sorted(p.get("node") for p in plans if p["stays_cordoned"]),
             "unchanged": sorted(p.get("node") for p in plans if not p["changes"]),
             "lines": lines}
 

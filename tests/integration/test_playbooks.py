@@ -473,6 +473,12 @@ REBOOT_TASKS = """
     state: absent
     timeout: 90
   delegate_to: localhost
+- name: Boot the node into its driver (the nvidia module loaded)
+  ansible.builtin.copy:
+    dest: "{{ nvidia_driver_proc_root }}/modules"
+    content: "nvidia 56823808 0 - Live 0x0000000000000000\n"
+    mode: "0644"
+  delegate_to: localhost
 """
 
 FAKE_SMI = "#!/bin/sh\nprintf '550.54.15\\n'\n"
@@ -485,6 +491,13 @@ def _write(path, text, mode=0o644):
     os.chmod(path, mode)
 
 
+def boot_without_driver(tmp_path, hosts=("gpu-node-1", "gpu-node-2")):
+    """The hosts' /proc (each its own, nvidia_driver_proc_root) as after a boot without the nvidia module: the driver
+    installed but not loaded, so nvidia_driver wants a reboot; the stand-in's reboot above loads it."""
+    for host in hosts:
+        _write(str(tmp_path / "proc" / host / "modules"), "")
+
+
 def rollout_inventory(tmp_path, cluster):
     """The demo's GPU nodes as hosts whose driver (branch 550, a fake nvidia-smi) runs but is not loaded,
     so nvidia_driver wants a reboot; only the driver role runs, with the stand-in's reboot above."""
@@ -494,6 +507,7 @@ def rollout_inventory(tmp_path, cluster):
     _write(str(tmp_path / "bin" / "nvidia-smi"), FAKE_SMI, 0o755)
     _write(str(tmp_path / "reboot.yml"), REBOOT_TASKS)
     os.makedirs(str(tmp_path / "reboots"), exist_ok=True)
+    boot_without_driver(tmp_path)
     facts = {"distribution": "Debian", "distribution_version": "12.5", "distribution_major_version": "12",
              "os_family": "Debian", "architecture": "x86_64", "kernel": "6.1.0-18-amd64"}
     hosts = ["gpu-node-1", "gpu-node-2"]
@@ -502,6 +516,7 @@ def rollout_inventory(tmp_path, cluster):
         "accelerator_node_install_runtime": False, "accelerator_node_install_toolkit": False,
         "accelerator_node_cluster_setup": False,
         "nvidia_driver_sysfs_root": str(sysfs), "nvidia_driver_blacklist_nouveau": False,
+        "nvidia_driver_proc_root": str(tmp_path / "proc") + "/{{ inventory_hostname }}",
         "nvidia_driver_persistenced": False, "nvidia_driver_reboot": True,
         "nvidia_driver_reboot_tasks": str(tmp_path / "reboot.yml"),
         "nvidia_driver_drain_timeout": 60, "nvidia_driver_reboot_timeout": 60,
@@ -616,10 +631,6 @@ def cordoned_nodes(cluster):
 @pytest.mark.timeout(900)
 def test_driver_rollout_drains_reboots_and_uncordons_one_node_at_a_time(cluster, collections_path, tmp_path):
     cluster.require_controlled("reboots the nodes of the kubelet stand-in; the node lifecycle controller marks them")
-    if os.path.exists("/proc/modules"):
-        with open("/proc/modules") as f:
-            if any(line.split()[0] == "nvidia" for line in f if line.strip()):
-                pytest.skip("this machine has the nvidia module loaded, so the fake driver needs no reboot")
     from kubernetes import client
 
     namespace, owner = cluster.namespace(), cluster.owner_object()
@@ -678,6 +689,8 @@ def test_driver_rollout_drains_reboots_and_uncordons_one_node_at_a_time(cluster,
     assert [s[1] for s in collapsed if s[0] == "evict" and s[2] == 201] == [
         p.split("/")[1] for n in ("gpu-node-1", "gpu-node-2") for p in planned["nodes"][n]["drain"]["evicted"]]
 
+    # each reboot loaded the driver; the hosts booted without it again (a driver to load on both, as after a change)
+    boot_without_driver(tmp_path)
     # a budget that allows no disruption on the second node, and the first cordoned by someone else: the plan names
     # the pod and its budget as blocking, and says the first node stays cordoned (budget web goes: with one web pod
     # left, it would block the first node too)
@@ -706,9 +719,10 @@ def test_driver_rollout_drains_reboots_and_uncordons_one_node_at_a_time(cluster,
         # the run then does what the plan said: the first batch goes through and its node stays cordoned, the
         # second stops at the blocked drain, says so, and the run ends
         # (no replacement pod this time: the budget stays closed)
-        proc, _room = site_with_reboots(cluster, collections_path, tmp_path, inventory, env, namespace, owner,
-                                        replaced=True, brief=True, nvidia_driver_drain_timeout=5)
+        proc, room = site_with_reboots(cluster, collections_path, tmp_path, inventory, env, namespace, owner,
+                                       replaced=True, brief=True, nvidia_driver_drain_timeout=5)
         assert proc.returncode != 0, proc.stdout[-5000:]
+        assert sorted(room.back) == ["gpu-node-1"], room.back
         (stopped,) = [r.get("msg") for r in proc.results if "The driver rollout stopped at" in str(r.get("msg"))]
         assert stopped.startswith("The driver rollout stopped at gpu-node-2 (node gpu-node-2) in the task"), stopped
         assert "The node stays cordoned and was not rebooted." in stopped, stopped
@@ -718,18 +732,41 @@ def test_driver_rollout_drains_reboots_and_uncordons_one_node_at_a_time(cluster,
         assert cordoned["gpu-node-1"] and cordoned["gpu-node-2"], cordoned
 
         # the cause fixed (the budget gone), the same play again: the plan says the node the stopped run cordoned is
-        # made schedulable again and only the one cordoned by someone else stays so; the run finishes and does that
+        # made schedulable again and only the one cordoned by someone else stays so, and the first node, rebooted into
+        # its driver by the stopped run, has nothing left to do; the run finishes and does just that
         read_out(client.PolicyV1Api(cluster.api_client).delete_namespaced_pod_disruption_budget(
             "solo", namespace, _preload_content=False))
         resumed_plan = upgrade_plan(collections_path, tmp_path, cluster, inventory, env)
         assert resumed_plan["stays_cordoned"] == ["gpu-node-1"] and resumed_plan["blocked"] == [], resumed_plan["lines"]
         assert resumed_plan["lines"][1].endswith("uncordon once Ready (cordoned by an earlier run that stopped)"), \
             resumed_plan["lines"]
-        proc, _room = site_with_reboots(cluster, collections_path, tmp_path, inventory, env, namespace, owner,
-                                        replaced=True, brief=True, nvidia_driver_drain_timeout=30)
+        assert resumed_plan["lines"][0] == ("batch 1: gpu-node-1: no change: driver 550.54.15 (branch 550); stays cordoned "
+                                            "(cordoned before the run)"), \
+            resumed_plan["lines"]
+        proc, room = site_with_reboots(cluster, collections_path, tmp_path, inventory, env, namespace, owner,
+                                       replaced=True, brief=True, nvidia_driver_drain_timeout=30)
         assert proc.returncode == 0, proc.stdout[-5000:]
+        assert sorted(room.back) == ["gpu-node-2"], room.back
         cordoned = cordoned_nodes(cluster)
         assert cordoned["gpu-node-1"] and not cordoned["gpu-node-2"], cordoned
+
+        # a run that stopped after the second node's reboot (it came back after the reboot timeout) left that node
+        # cordoned by the rollout, its driver running: the plan says the next run lifts that cordon, and the run does,
+        # rebooting nothing, and leaves the administrator's cordon of the first node alone
+        read_out(cluster.core.patch_node("gpu-node-2", {"spec": {"unschedulable": True}, "metadata": {
+            "annotations": {"kubehw.devices/cordoned": "2026-12-02T00:00:00Z"}}}, _preload_content=False))
+        left_plan = upgrade_plan(collections_path, tmp_path, cluster, inventory, env)
+        assert left_plan["lines"][1] == ("batch 2: gpu-node-2: no change: driver 550.54.15 (branch 550); uncordon "
+                                         "(cordoned by an earlier run that stopped)"), left_plan["lines"]
+        assert left_plan["stays_cordoned"] == ["gpu-node-1"], left_plan["lines"]
+        proc, room = site_with_reboots(cluster, collections_path, tmp_path, inventory, env, namespace, owner,
+                                       replaced=True, brief=True)
+        assert proc.returncode == 0, proc.stdout[-5000:]
+        assert room.back == {}, room.back
+        cordoned = cordoned_nodes(cluster)
+        assert cordoned["gpu-node-1"] and not cordoned["gpu-node-2"], cordoned
+        node_2 = json.loads(cluster.core.read_node("gpu-node-2", _preload_content=False).data)
+        assert "kubehw.devices/cordoned" not in (node_2["metadata"].get("annotations") or {})
     finally:
         for name in ("gpu-node-1", "gpu-node-2"):
             read_out(cluster.core.patch_node(name, {"spec": {"unschedulable": None}}, _preload_content=False))

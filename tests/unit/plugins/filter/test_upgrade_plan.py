@@ -93,6 +93,23 @@ def test_a_node_an_earlier_run_cordoned_before_it_stopped_is_uncordoned_and_not_
     assert plan["stays_cordoned"] == ["gpu-1"]
 
 
+def test_a_node_the_run_does_not_drain_keeps_someone_elses_cordon_and_loses_one_an_earlier_run_left():
+    """Nodes whose driver runs already: no drain, so the cordon is read alone (a check-mode uncordon); an
+    administrator's stays and is named, one the rollout left when it stopped after the reboot is lifted, and a node
+    nobody cordoned has nothing to do."""
+    def running(node, **cordon):
+        return dict(host(node, reboot=False), drain={}, cordon=dict({"cordoned": False, "own_cordon": False}, **cordon))
+
+    plan = upgrade_plan([running("gpu-1", cordoned=True), running("gpu-2", cordoned=True, own_cordon=True),
+                         running("gpu-3")])
+    assert plan["lines"] == [
+        "batch 1: gpu-1: no change: driver 550.54.15 (branch 550); stays cordoned (cordoned before the run)",
+        "batch 1: gpu-2: no change: driver 550.54.15 (branch 550); uncordon (cordoned by an earlier run that stopped)",
+        "batch 1: gpu-3: no change: driver 550.54.15 (branch 550)"]
+    assert plan["stays_cordoned"] == ["gpu-1"]
+    assert [n["node"] for n in plan["nodes"].values() if n["changes"]] == ["gpu-2"]
+
+
 def test_a_reboot_left_to_the_operator_a_refused_drain_and_pinned_packages_are_in_the_plan():
     plan = upgrade_plan([
         host("gpu-1", by_run=False),
