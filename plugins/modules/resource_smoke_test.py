@@ -277,7 +277,6 @@ skipped_reason:
 
 import copy
 import re
-import time
 import uuid
 
 from ansible.module_utils.basic import AnsibleModule
@@ -296,6 +295,7 @@ from ansible_collections.kubehw.devices.plugins.module_utils._k8s_names import (
 from ansible_collections.kubehw.devices.plugins.module_utils._images import image_source_spec, mirrored, reference
 from ansible_collections.kubehw.devices.plugins.module_utils._images import check_image, check_image_registry
 from ansible_collections.kubehw.devices.plugins.module_utils._k8s_objects import check_pull_secrets, check_tolerations, condition
+from ansible_collections.kubehw.devices.plugins.module_utils._waiting import Deadline
 from ansible_collections.kubehw.devices.plugins.module_utils._extended_resources import (
     extended_resource_name_problem,
 )
@@ -646,7 +646,7 @@ def wait_allocated(dra, params, pod, node, deadline, result):
         return claim is not None and bool(allocation_results(claim)) and any(
             r.get("uid") == pod["metadata"].get("uid") for r in (claim.get("status") or {}).get("reservedFor") or [])
 
-    claims = dra.watch_namespaced("resourceclaims", namespace, allocated, max(1, deadline - time.monotonic()),
+    claims = dra.watch_namespaced("resourceclaims", namespace, allocated, max(1, deadline.left()),
                                   what="see ResourceClaim %s/%s allocated" % (namespace, name),
                                   field_selector="metadata.name=%s" % name)
     claim = claims["%s/%s" % (namespace, name)]
@@ -661,7 +661,7 @@ def run(module, client):
     params = module.params
     namespace = params["namespace"]
     run_id = uuid.uuid4().hex[:16]
-    deadline = time.monotonic() + params["timeout"]
+    deadline = Deadline(params["timeout"])
     dra = None
     template = None
     if params.get("device_class"):
