@@ -401,12 +401,27 @@ class RealNode:
     def kubelet_up(self):
         self.run(["rm", "-f", "/run/kubehw-node/hold"])
 
-    def restart_containerd(self):
-        """Stop containerd and start it again as init.sh does (real_node_files/start-containerd.sh)."""
+    def runtime_version(self):
+        """status.nodeInfo.containerRuntimeVersion as the kubelet last reported it (None before it registers)."""
+        node = self.node_object()
+        return (((node or {}).get("status") or {}).get("nodeInfo") or {}).get("containerRuntimeVersion")
+
+    def restart_containerd(self, timeout=60):
+        """Stop containerd and start it again as init.sh does (real_node_files/start-containerd.sh), then wait until
+        the kubelet reports the runtime again. A kubelet whose status update falls while containerd is down reports
+        its runtime as <type>://Unknown until its next update (up to nodeStatusUpdateFrequency later); a test that
+        reads the node right after a restart would otherwise see that, depending on timing."""
         self.run(["sh", "-c", "kill $(cat /run/kubehw-node/containerd.pid); "
                               "while kill -0 $(cat /run/kubehw-node/containerd.pid) 2>/dev/null; do sleep 0.1; done; "
                               "exec /etc/kubehw-node/start-containerd.sh"],
                  timeout=90)
+        deadline = time.monotonic() + timeout
+        while (self.runtime_version() or "").endswith("://Unknown") or not self.ready():
+            if time.monotonic() > deadline:
+                raise RealNodeError("node %s: the kubelet reports runtime %r, Ready %s, %ss after containerd restarted; "
+                                    "kubelet log:\n%s" % (self.name, self.runtime_version(), self.ready(), timeout,
+                                                          self.log("kubelet", 40)))
+            time.sleep(0.5)
 
     # -- stop
     def stop(self):
