@@ -14,6 +14,8 @@ import difflib
 from ansible_collections.kubehw.devices.plugins.module_utils._deploy_results import diff_entries, pod_template_images
 from ansible_collections.kubehw.devices.plugins.module_utils._host_packages import package_differences
 
+# How many characters of a failed task's message a row quotes.
+MESSAGE_SHOWN = 300
 # How many differing lines a runtime file's row names on each side; the rest are counted.
 LINES_SHOWN = 10
 
@@ -133,6 +135,13 @@ def _runtime_rows(runtime):
     rows = []
     for host in runtime or []:
         if not isinstance(host, dict):
+            continue
+        if host.get("unreadable"):
+            # what the roles' failed task said (its runtime not installed, nvidia-ctk missing): the files unknown
+            rows.append({"node": host.get("node") or host.get("host"), "what": "container runtime configuration",
+                         "declared": "as the run writes it",
+                         "observed": "not worked out: %s" % " ".join(str(host["unreadable"]).split())[:MESSAGE_SHOWN],
+                         "repairable": False})
             continue
         for entry in host.get("files") or []:
             result = (entry or {}).get("result") if isinstance(entry, dict) else None

@@ -83,6 +83,16 @@ options:
       - With O(state=uncordoned), wait until the node reports C(Ready=True) before making it schedulable.
     type: bool
     default: true
+  only_own_cordon:
+    description:
+      - With O(state=uncordoned), lift only a cordon this module made (the node carries C(kubehw.devices/cordoned)).
+        A node cordoned otherwise stays cordoned; the task reports RV(cordoned=true) and RV(own_cordon=false) and
+        changes nothing. A node with nothing of this module's to lift is not waited for.
+      - A rollout that resumes after a stop uses it to undo its own leftover cordon, in one call, and keep an
+        administrator's.
+    type: bool
+    default: false
+    version_added: 1.1.0
   allow_missing:
     description:
       - A node that does not exist (a host not joined to the cluster yet) is not an error; the task reports
@@ -435,9 +445,21 @@ class NodeDrain(object):
             self.wait_gone(uids)
 
     # -- uncordoned
+    def read_cordon(self, node):
+        """Whether the node is cordoned and whether the cordon is ours (recorded in the result); the latter also for
+        our annotation left on a node someone uncordoned by hand, which the uncordon removes."""
+        cordoned = bool((node.get("spec") or {}).get("unschedulable"))
+        marked = _own_cordon(node)
+        self.result["cordoned"] = cordoned
+        self.result["own_cordon"] = cordoned and marked
+        return cordoned, marked
+
     def uncordon(self):
         node = self.read_node()
         if node is None:
+            return
+        cordoned, marked = self.read_cordon(node)
+        if self.params["only_own_cordon"] and not marked:
             return
         if self.params["wait_ready"] and not _ready(node):
             try:
@@ -450,10 +472,10 @@ class NodeDrain(object):
             except WaitTimedOut:
                 raise TaskFailed('Node "%s" did not report Ready=True within %ss; it stays cordoned.'
                                  % (self.name, self.params["timeout"]))
-        cordoned = bool((node.get("spec") or {}).get("unschedulable"))
-        marked = _own_cordon(node)
-        self.result["cordoned"] = cordoned
-        self.result["own_cordon"] = cordoned and marked
+            # the node as it is now: a cordon someone made meanwhile is seen before anything is lifted
+            cordoned, marked = self.read_cordon(node)
+            if self.params["only_own_cordon"] and not marked:
+                return
         self.result["changed"] = cordoned or marked
         self.diff = dict(before=dict(unschedulable=cordoned), after=dict(unschedulable=False))
         if (cordoned or marked) and not self.module.check_mode:
@@ -467,6 +489,7 @@ def argument_spec():
         timeout=dict(type="int", default=300),
         force=dict(type="bool", default=False),
         wait_ready=dict(type="bool", default=True),
+        only_own_cordon=dict(type="bool", default=False),
         allow_missing=dict(type="bool", default=False),
     )
     spec.update(AUTH_ARG_SPEC)

@@ -184,6 +184,46 @@ def test_drain_skips_daemonset_and_mirror_pods_check_mode_and_rerun_write_nothin
     assert "kubehw.devices/cordoned" not in (node(cluster, target)["metadata"].get("annotations") or {})
 
 
+def test_only_own_cordon_lifts_the_cordon_the_module_made_and_keeps_anyone_elses(cluster, ansible):
+    """What a rollout that resumes runs on each node: one uncordon that lifts the cordon it left and keeps an
+    administrator's. A node with nothing of ours to lift is not waited for, Ready or not (neither node here has a
+    kubelet, so neither is Ready: a wait would fail after its 3 seconds)."""
+    target, other = own_nodes(cluster)
+    read_out(cluster.core.patch_node(other, {"spec": {"unschedulable": True}}, _preload_content=False))
+
+    def lift(name, label):
+        return [dict(drain(name=name, state="uncordoned", only_own_cordon=True, timeout=3)[0], name=label)]
+
+    mark = cluster.mark()
+    run = ansible(lift(other, "Someone else's") + lift(target, "Not cordoned"))
+    assert run.rc == 0, run.output()
+    for label, cordoned in (("Someone else's", True), ("Not cordoned", False)):
+        out = run.result(label)
+        assert (out["changed"], out["cordoned"], out["own_cordon"]) == (False, cordoned, False), (label, out)
+    assert node(cluster, other)["spec"]["unschedulable"] is True
+    if cluster.controlled:
+        assert writes(cluster, mark) == []
+
+    # the module's own cordon: waited for until the node is Ready, as without the option, then lifted
+    run = ansible(drain(name=target))
+    assert run.rc == 0 and run.result("Drain")["changed"] is True, run.output()
+    run = ansible(lift(target, "Own, not Ready"))
+    assert run.rc != 0 and "did not report Ready=True within 3s" in run.result("Own, not Ready")["msg"], run.output()
+    assert node(cluster, target)["spec"]["unschedulable"] is True
+    cluster.report_ready(target)
+    mark = cluster.mark()
+    run = ansible(lift(target, "Own") + lift(other, "Still someone else's"))
+    assert run.rc == 0, run.output()
+    out = run.result("Own")
+    assert (out["changed"], out["cordoned"], out["own_cordon"]) == (True, True, True), out
+    assert "unschedulable" not in node(cluster, target)["spec"]
+    assert "kubehw.devices/cordoned" not in (node(cluster, target)["metadata"].get("annotations") or {})
+    assert run.result("Still someone else's")["changed"] is False
+    assert node(cluster, other)["spec"]["unschedulable"] is True
+    if cluster.controlled:
+        assert writes(cluster, mark) == [("PATCH", "/api/v1/nodes/%s" % target, 200)]
+
+
 def test_a_drains_evictions_share_one_connection(cluster, ansible):
     """Each eviction's answer is read whole, so the next eviction goes on the same kept-alive connection instead of
     opening a TLS connection of its own (a node with many pods: one handshake, not one per pod)."""

@@ -19,6 +19,7 @@ import glob
 import json
 import os
 import re
+import shutil
 import sys
 import threading
 import time
@@ -775,13 +776,18 @@ def test_driver_rollout_drains_reboots_and_uncordons_one_node_at_a_time(cluster,
 def test_drift_reads_the_hosts_driver_on_request_and_no_repair_run_writes_it(cluster, collections_path, tmp_path):
     """drift.yml with kubehw_drift_hosts=true on hosts whose driver (branch 550) is installed but not loaded: a row per
     host, read as the upgrade plan reads the hosts, nothing changed; a repair run leaves those rows (a driver change
-    drains and reboots: site.yml) and exits 2 saying so. Without the variable the hosts are not read."""
+    drains and reboots: site.yml) and exits 2 saying so. With the toolkit declared on hosts that have no containerd,
+    each host gets a row saying why its runtime files could not be worked out, beside its driver row. Without the
+    variable the hosts are not read."""
     cluster.require_controlled("the rollout inventory names the configured demo nodes")
     inventory, env = rollout_inventory(tmp_path, cluster)
     mark = cluster.mark()
     runs = {}
+    # the toolkit declared on hosts without containerd (this machine has none: checked here, not assumed)
+    assert shutil.which("containerd", path=env["PATH"]) is None
     for name, extra in (("hosts", {"kubehw_drift_hosts": "true"}),
                         ("repair", {"kubehw_drift_hosts": "true", "kubehw_repair": "true"}),
+                        ("no containerd", {"kubehw_drift_hosts": "true", "accelerator_node_install_toolkit": "true"}),
                         ("cluster only", {})):
         runs[name], _recap = play(collections_path, tmp_path, "drift", cluster.kubeconfig, inventory=inventory,
                                   env=env, extra_vars=extra)
@@ -791,6 +797,16 @@ def test_drift_reads_the_hosts_driver_on_request_and_no_repair_run_writes_it(clu
     assert sorted(runs["hosts"].printed_messages("drift: ")) == expected, runs["hosts"].output()
     assert runs["repair"].returncode == 2 and sorted(runs["repair"].printed_messages("drift: ")) == expected
     assert "a host's driver or packages change with site.yml" in runs["repair"].stdout, runs["repair"].output()
+    # a host whose runtime files the roles cannot work out is a row saying why, beside its other rows, not a host
+    # dropped from the report
+    unreadable = ['drift: %s: container runtime configuration: declared "as the run writes it", observed "not worked '
+                  'out: containerd is not installed on %s (' % (node, node) for node in ("gpu-node-1", "gpu-node-2")]
+    printed = sorted(runs["no containerd"].printed_messages("drift: "))
+    assert runs["no containerd"].returncode == 2, runs["no containerd"].output()
+    assert [line for line in printed if "NVIDIA driver" in line] == expected, runs["no containerd"].output()
+    assert [line[:len(prefix)] for line, prefix in zip([line for line in printed if "runtime" in line], unreadable)] \
+        == unreadable, runs["no containerd"].output()
+    assert len(printed) == 4, printed
     assert runs["cluster only"].returncode == 0 and "no drift" in runs["cluster only"].stdout, \
         runs["cluster only"].output()
     assert cluster.writes(mark) == [] and not os.listdir(str(tmp_path / "reboots"))

@@ -7,7 +7,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.kubehw.devices.plugins.filter.drift import drift_rows
+from ansible_collections.kubehw.devices.plugins.filter.drift import MESSAGE_SHOWN, drift_rows
 
 PLUGIN = "nvcr.io/nvidia/k8s-device-plugin:v0.20.0"
 MIRRORED = "registry.example.com/k8s-device-plugin:by-hand"
@@ -188,3 +188,17 @@ def test_a_long_difference_names_ten_lines_a_side_and_counts_the_rest():
     # without diff mode a write says only that it would change the file
     (plain,) = drift_rows({}, runtime=[runtime("gpu-1", docker={"changed": True})])
     assert plain["declared"] == "as the run writes it" and plain["observed"] == "differs"
+
+
+def test_a_host_whose_runtime_files_could_not_be_worked_out_is_one_row_quoting_why():
+    """The role's failed task's message (read from the host: one line, cut at MESSAGE_SHOWN characters); the host's
+    other rows stand, and a host without a message has none of this."""
+    unreadable = dict(runtime("gpu-1"), unreadable="containerd is not installed on gpu-1\n(No such file or directory)"
+                      + " x" * 400)
+    rows = drift_rows({}, runtime=[unreadable, dict(runtime("gpu-2"), unreadable=None), dict(runtime("gpu-3"), unreadable="")])
+    assert len(rows) == 1, rows
+    assert {k: v for k, v in rows[0].items() if k != "observed"} == {
+        "node": "gpu-1", "what": "container runtime configuration", "declared": "as the run writes it",
+        "repairable": False}
+    assert rows[0]["observed"].startswith("not worked out: containerd is not installed on gpu-1 (No such file or ")
+    assert len(rows[0]["observed"]) == len("not worked out: ") + MESSAGE_SHOWN
