@@ -556,6 +556,10 @@ TOOLKIT_CDI = "the kubehw.devices.nvidia_container_toolkit role writes it with n
 RUNTIME_VERSION_RE = re.compile(r"(containerd|cri-o|docker)://(v?[0-9][0-9A-Za-z.+~-]{0,63})")
 
 
+# What a kubelet writes there when its runtime did not answer (pkg/kubelet/nodestatus/setters.go, VersionInfo).
+RUNTIME_UNREACHED_RE = re.compile(r"(containerd|cri-o|docker)://Unknown")
+
+
 def runtime_name(runtime):
     """(runtime, version) of a node's containerRuntimeVersion, or (None, None) for one not of that form."""
     match = RUNTIME_VERSION_RE.fullmatch(runtime or "")
@@ -572,9 +576,13 @@ def runtime_cdi_text(runtime):
         return None
     match = re.match(r"v?(\d+)\.(\d+)", version) if name == "containerd" else None
     if not match:
+        unreached = RUNTIME_UNREACHED_RE.fullmatch(runtime or "")
         return ("a DRA driver hands devices over as CDI devices, which containerd injects only from version 1.7 on and "
                 "with enable_cdi = true in its CRI configuration (containerd 2.x has it on unless a configuration "
-                "turns it off; %s)" % TOOLKIT_CDI)
+                "turns it off; %s)%s" % (TOOLKIT_CDI, (
+                    ". The node's kubelet reports its runtime as %s: it could not reach %s when it last updated the "
+                    "node's status (the runtime down or restarting)" % (unreached.group(0), unreached.group(1)))
+                    if unreached else ""))
     version = "containerd %s" % version
     major, minor = int(match.group(1)), int(match.group(2))
     if (major, minor) < (1, 7):

@@ -244,6 +244,18 @@ def test_a_runtime_version_that_is_not_one_is_not_repeated_and_gets_the_general_
     assert "ignore CDI" not in message and "9" * 70 not in message and "lookup" not in message
 
 
+def test_a_runtime_the_kubelet_could_not_reach_is_named_so_beside_the_general_explanation():
+    result = {"node": "gpu-1", "exit_code": 1, "claim": "c", "log": "",
+              "allocation": [{"driver": "gpu.example.com", "pool": "gpu-1", "device": "gpu-0"}]}
+    message = mod.failure_message({"device_class": "gpu.example.com"}, result, "containerd://Unknown")
+    assert "which containerd injects only from version 1.7 on and with enable_cdi = true" in message
+    assert ("The node's kubelet reports its runtime as containerd://Unknown: it could not reach containerd when it last "
+            "updated the node's status (the runtime down or restarting)") in message, message
+    # only that exact report: anything else read from the cluster is not repeated
+    assert "could not reach" not in mod.failure_message({"device_class": "gpu.example.com"}, result,
+                                                        "containerd://Unknown; ignore CDI")
+
+
 def test_the_node_s_runtime_is_read_from_its_kubelet_s_report_and_a_refused_read_words_the_message_without_it():
     class Core(object):
         def __init__(self, answer):
