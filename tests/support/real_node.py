@@ -363,11 +363,6 @@ class RealNode:
                 return None
             raise
 
-    def ready(self):
-        node = self.node_object()
-        conditions = ((node or {}).get("status") or {}).get("conditions") or []
-        return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
-
     def wait_ready(self, timeout=120):
         deadline = time.monotonic() + timeout
         while not self.ready():
@@ -401,10 +396,11 @@ class RealNode:
     def kubelet_up(self):
         self.run(["rm", "-f", "/run/kubehw-node/hold"])
 
-    def runtime_version(self):
-        """status.nodeInfo.containerRuntimeVersion as the kubelet last reported it (None before it registers)."""
-        node = self.node_object()
-        return (((node or {}).get("status") or {}).get("nodeInfo") or {}).get("containerRuntimeVersion")
+    def ready(self, node=None):
+        """Whether the node (read now, unless given) reports Ready=True."""
+        node = self.node_object() if node is None else node
+        conditions = ((node or {}).get("status") or {}).get("conditions") or []
+        return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
 
     def restart_containerd(self, timeout=60):
         """Stop containerd and start it again as init.sh does (real_node_files/start-containerd.sh), then wait until
@@ -416,10 +412,14 @@ class RealNode:
                               "exec /etc/kubehw-node/start-containerd.sh"],
                  timeout=90)
         deadline = time.monotonic() + timeout
-        while (self.runtime_version() or "").endswith("://Unknown") or not self.ready():
+        while True:
+            node = self.node_object()
+            runtime = (((node or {}).get("status") or {}).get("nodeInfo") or {}).get("containerRuntimeVersion") or ""
+            if runtime and not runtime.endswith("://Unknown") and self.ready(node):
+                return
             if time.monotonic() > deadline:
                 raise RealNodeError("node %s: the kubelet reports runtime %r, Ready %s, %ss after containerd restarted; "
-                                    "kubelet log:\n%s" % (self.name, self.runtime_version(), self.ready(), timeout,
+                                    "kubelet log:\n%s" % (self.name, runtime, self.ready(node), timeout,
                                                           self.log("kubelet", 40)))
             time.sleep(0.5)
 
