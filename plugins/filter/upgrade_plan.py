@@ -116,11 +116,12 @@ def _node_plan(host):
                      if driver else "no change")
     # a node the run does not drain: its cordon as it is (the driver role lifts one an earlier run left)
     cordon = {} if driver.get("reboot") else (host.get("cordon") or {})
-    if _others_cordon(cordon):
+    held = _others_cordon(cordon)
+    if held:
         steps.append("stays cordoned (cordoned before the run)")
     elif cordon.get("cordoned"):
         steps.append("uncordon (cordoned by an earlier run that stopped)")
-    return dict(host, steps=steps, blocked=blocked, stays_cordoned=_others_cordon(drain) or _others_cordon(cordon),
+    return dict(host, steps=steps, blocked=blocked, stays_cordoned=_others_cordon(drain) or held,
                 changes=bool(driver.get("install") or driver.get("reboot") or package_steps or cordon.get("own_cordon")))
 
 

@@ -576,13 +576,14 @@ def runtime_cdi_text(runtime):
         return None
     match = re.match(r"v?(\d+)\.(\d+)", version) if name == "containerd" else None
     if not match:
-        unreached = RUNTIME_UNREACHED_RE.fullmatch(runtime or "")
-        return ("a DRA driver hands devices over as CDI devices, which containerd injects only from version 1.7 on and "
+        text = ("a DRA driver hands devices over as CDI devices, which containerd injects only from version 1.7 on and "
                 "with enable_cdi = true in its CRI configuration (containerd 2.x has it on unless a configuration "
-                "turns it off; %s)%s" % (TOOLKIT_CDI, (
-                    ". The node's kubelet reports its runtime as %s: it could not reach %s when it last updated the "
-                    "node's status (the runtime down or restarting)" % (unreached.group(0), unreached.group(1)))
-                    if unreached else ""))
+                "turns it off; %s)" % TOOLKIT_CDI)
+        unreached = RUNTIME_UNREACHED_RE.fullmatch(runtime or "")
+        if unreached:
+            text += (". The node's kubelet reports its runtime as %s: it could not reach %s when it last updated the "
+                     "node's status (the runtime down or restarting)" % (unreached.group(0), unreached.group(1)))
+        return text
     version = "containerd %s" % version
     major, minor = int(match.group(1)), int(match.group(2))
     if (major, minor) < (1, 7):
